@@ -1,0 +1,152 @@
+"""Reading multi-document Kubernetes YAML into typed objects, with errors a person can act on.
+
+Who calls it: ``hetsched validate``, ``hetsched simulate`` (workload files), the cluster-spec loader and
+tests. Each problem becomes one line::
+
+    job.yaml: document 1 (Job/ascend-bert-pretrain): spec.tasks[0].template.spec.nodeSelector["huawei.com/Ascend910"]: value of 'huawei.com/Ascend910' must be a string, got bool true; …
+
+Invariant: loading either returns every object of every file, or raises :class:`ManifestError` holding every
+problem found; nothing is half-loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from hetsched.api.objects import CLUSTER_SCOPED, KINDS, AnyObject
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One invalid thing in one document."""
+
+    source: str
+    document: int
+    """1-based index of the document in its file (0 when the file itself is unreadable)."""
+    kind: str
+    name: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}: document {self.document}" if self.document else self.source
+        what = f" ({self.kind}/{self.name})" if self.kind else ""
+        field = f" {self.path}:" if self.path else ""
+        return f"{where}{what}:{field} {self.message}"
+
+
+class ManifestError(ValueError):
+    """Raised with every :class:`Problem` found; ``str()`` is one line per problem."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+def format_location(loc: Iterable[int | str]) -> str:
+    """``('spec', 'tasks', 0, 'replicas')`` → ``spec.tasks[0].replicas``; keys with dots or slashes are quoted."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif any(c in part for c in "./ ") or not part:
+            out += f'["{part}"]'
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _pydantic_problems(exc: ValidationError, source: str, index: int, kind: str, name: str) -> list[Problem]:
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = [p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        message = error["msg"]
+        for prefix in ("Value error, ", "Assertion failed, "):
+            message = message.removeprefix(prefix)
+        if error["type"] == "missing":
+            message = "required field is missing"
+        elif error["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling against the Volcano API)"
+        elif error["type"] == "literal_error":
+            message = f"{message}, got {error.get('input')!r}"
+        elif error["type"] == "greater_than_equal" and error.get("ctx", {}).get("ge") == 0:
+            message = f"must not be negative, got {error.get('input')!r}"
+        problems.append(Problem(source, index, kind, name, format_location(loc), message))
+    return problems
+
+
+def parse_document(doc: Any, source: str, index: int) -> AnyObject | list[Problem]:
+    """Validate one decoded YAML document; return the object or its problems."""
+    if not isinstance(doc, dict):
+        return [Problem(source, index, "", "", "", f"expected a Kubernetes object (a map), got {type(doc).__name__}")]
+    kind = doc.get("kind")
+    api_version = doc.get("apiVersion")
+    metadata = doc.get("metadata")
+    name = str(metadata.get("name", "")) if isinstance(metadata, dict) else ""
+    if not isinstance(kind, str) or not kind:
+        return [Problem(source, index, "", name, "kind", "required field is missing")]
+    if not isinstance(api_version, str) or not api_version:
+        return [Problem(source, index, kind, name, "apiVersion", "required field is missing")]
+    model = KINDS.get((api_version, kind))
+    if model is None:
+        known = ", ".join(f"{k} ({v})" for v, k in sorted(KINDS, key=lambda x: x[1]))
+        return [Problem(source, index, kind, name, "kind", f"unknown kind {api_version}/{kind}; hetsched reads {known}")]
+    try:
+        obj = model.model_validate(doc)
+    except ValidationError as exc:
+        return _pydantic_problems(exc, source, index, kind, name)
+    if kind not in CLUSTER_SCOPED and not obj.metadata.namespace:
+        obj = obj.model_copy(update={"metadata": obj.metadata.model_copy(update={"namespace": "default"})})
+    return obj
+
+
+def load_text(text: str, source: str = "<string>") -> list[AnyObject]:
+    """Parse and validate every document of a YAML stream; raise :class:`ManifestError` on any problem."""
+    objects: list[AnyObject] = []
+    problems: list[Problem] = []
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ManifestError([Problem(source, 0, "", "", "", f"malformed YAML{where}: {reason}")]) from None
+    index = 0
+    for doc in documents:
+        if doc is None:  # an empty document between two '---' separators
+            continue
+        index += 1
+        result = parse_document(doc, source, index)
+        if isinstance(result, list):
+            problems.extend(result)
+        else:
+            objects.append(result)
+    if problems:
+        raise ManifestError(problems)
+    return objects
+
+
+def load_files(paths: Iterable[str | Path]) -> list[AnyObject]:
+    """Load several files; problems of all files are collected before raising."""
+    objects: list[AnyObject] = []
+    problems: list[Problem] = []
+    for path in paths:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(Problem(source, 0, "", "", "", f"cannot read file: {exc.strerror or exc}"))
+            continue
+        try:
+            objects.extend(load_text(text, source))
+        except ManifestError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ManifestError(problems)
+    return objects

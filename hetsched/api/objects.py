@@ -1,0 +1,512 @@
+"""Typed API objects: the Kubernetes core kinds the scheduler reads and Volcano's batch CRDs.
+
+Who calls it: the manifest loader (``api.manifest``) validates YAML into these models; the in-memory
+store, the controllers and the scheduler cache pass them around.
+
+Invariants:
+- Objects are values. Nothing mutates one in place after validation; an update is a ``model_copy``
+  with the changed fields, stored under a new resourceVersion (the store enforces this).
+- Quantities are already parsed into integer milli-units (see ``api.quantity``).
+- Only the fields hetsched acts on are modelled strictly; the rest of a PodSpec (images, volumes, env …)
+  is kept as given (``extra="allow"``) so real manifests load unchanged. Volcano's own CRD specs forbid
+  unknown keys, so a typo such as ``minAvaliable`` is reported instead of silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+
+from hetsched.api.quantity import QuantityError, parse_quantity
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _string_map(value: object) -> object:
+    """Kubernetes label, annotation and nodeSelector maps are string → string.
+
+    YAML turns ``true``, ``8`` or ``on`` into booleans and numbers; Kubernetes then rejects the object
+    with a terse decode error. We say exactly what to do instead.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a map of strings, got {type(value).__name__}")
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise ValueError(f"key {key!r} must be a string; quote it")
+        if not isinstance(item, str):
+            shown = json.dumps(item) if isinstance(item, bool | int | float) or item is None else repr(item)
+            raise ValueError(
+                f"value of {key!r} must be a string, got {type(item).__name__} {shown}; "
+                f'YAML reads unquoted {shown} as a {type(item).__name__}, quote it: {key}: "{shown}"'
+            )
+    return value
+
+
+def _quantity_map(value: object) -> object:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a map of resource name to quantity, got {type(value).__name__}")
+    parsed: dict[str, int] = {}
+    for name, amount in value.items():
+        try:
+            parsed[str(name)] = parse_quantity(amount)
+        except QuantityError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    return parsed
+
+
+StringMap = Annotated[dict[str, str], BeforeValidator(_string_map)]
+def quantity_strings(value: dict[str, int]) -> dict[str, str]:
+    """Serialise milli-units back to quantities that parse to the same value (``1500`` → ``"1500m"``)."""
+    return {k: (str(v // 1000) if v % 1000 == 0 else f"{v}m") for k, v in value.items()}
+
+
+ResourceList = Annotated[
+    dict[str, int], BeforeValidator(_quantity_map), PlainSerializer(quantity_strings, return_type=dict[str, str])
+]
+"""Resource name → amount in milli-units; serialised as quantity strings so a dump re-validates unchanged."""
+
+NATIVE_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage", "storage"})
+
+
+def is_extended_resource(name: str) -> bool:
+    """Extended resources (``huawei.com/Ascend910``, ``nvidia.com/gpu`` …) are counted, not overcommitted:
+    their requests must equal their limits, and limits are what device plugins read."""
+    if name in NATIVE_RESOURCES or name.startswith(("hugepages-", "requests.", "limits.")):
+        return False
+    return "/" in name and not name.split("/", 1)[0].endswith("kubernetes.io")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+# --------------------------------------------------------------------------------------------- metadata
+
+
+class OwnerReference(_Model):
+    apiVersion: str = ""
+    kind: str
+    name: str
+    uid: str = ""
+    controller: bool = False
+
+
+class ObjectMeta(_Model):
+    name: str = Field(min_length=1, max_length=253)
+    namespace: str | None = None
+    uid: str = ""
+    labels: StringMap = Field(default_factory=dict)
+    annotations: StringMap = Field(default_factory=dict)
+    resourceVersion: str = ""
+    creationTimestamp: float | None = None
+    """Seconds on the injected clock (simulated or real); set by the store on create."""
+    deletionTimestamp: float | None = None
+    ownerReferences: list[OwnerReference] = Field(default_factory=list)
+
+
+class TemplateMeta(_Model):
+    """Metadata of a pod template: no name required."""
+
+    name: str | None = None
+    labels: StringMap = Field(default_factory=dict)
+    annotations: StringMap = Field(default_factory=dict)
+
+
+class Condition(_Model):
+    type: str
+    status: Literal["True", "False", "Unknown"] = "True"
+    reason: str = ""
+    message: str = ""
+    lastTransitionTime: float | None = None
+
+
+# --------------------------------------------------------------------------------------------- pods
+
+
+class ResourceRequirements(_Model):
+    requests: ResourceList = Field(default_factory=dict)
+    limits: ResourceList = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _extended_resources_in_limits(self) -> ResourceRequirements:
+        for name, amount in self.requests.items():
+            if not is_extended_resource(name):
+                continue
+            if name not in self.limits:
+                raise ValueError(
+                    f"{name} is set only in requests; accelerators and other extended resources must be set "
+                    f"in limits (the device plugin mounts chips from limits, a request alone schedules the pod "
+                    f"but gives the container no device): move it to limits"
+                )
+            if self.limits[name] != amount:
+                raise ValueError(f"{name}: requests must equal limits for an extended resource")
+        return self
+
+    @cached_property
+    def effective_requests(self) -> dict[str, int]:
+        """Requests with Kubernetes defaulting: a resource given only in limits requests its limit."""
+        merged = dict(self.limits)
+        merged.update(self.requests)
+        return {k: v for k, v in merged.items() if v}
+
+
+class Container(_Model):
+    name: str = Field(min_length=1)
+    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
+
+
+class Toleration(_Model):
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+    tolerationSeconds: int | None = None
+
+    def tolerates(self, taint: Taint) -> bool:
+        """``v1helper.TolerationsTolerateTaint`` semantics."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value
+
+
+class Taint(_Model):
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class NodeSelectorRequirement(_Strict):
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_match_operator(self) -> NodeSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        if self.operator in ("Gt", "Lt"):
+            if len(self.values) != 1 or not self.values[0].lstrip("-").isdigit():
+                raise ValueError(f"operator {self.operator} needs exactly one integer value")
+        return self
+
+
+class NodeSelectorTerm(_Model):
+    matchExpressions: list[NodeSelectorRequirement] = Field(default_factory=list)
+    matchFields: list[NodeSelectorRequirement] = Field(default_factory=list)
+
+
+class NodeSelector(_Model):
+    nodeSelectorTerms: list[NodeSelectorTerm] = Field(min_length=1)
+
+
+class PreferredSchedulingTerm(_Model):
+    weight: int = Field(ge=1, le=100)
+    preference: NodeSelectorTerm
+
+
+class NodeAffinity(_Model):
+    requiredDuringSchedulingIgnoredDuringExecution: NodeSelector | None = None
+    preferredDuringSchedulingIgnoredDuringExecution: list[PreferredSchedulingTerm] = Field(default_factory=list)
+
+
+class Affinity(_Model):
+    nodeAffinity: NodeAffinity | None = None
+
+
+class PodSpec(_Model):
+    containers: list[Container] = Field(min_length=1)
+    initContainers: list[Container] = Field(default_factory=list)
+    overhead: ResourceList = Field(default_factory=dict)
+    nodeSelector: StringMap = Field(default_factory=dict)
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] = Field(default_factory=list)
+    priorityClassName: str = ""
+    priority: int | None = None
+    preemptionPolicy: Literal["PreemptLowerPriority", "Never"] | None = None
+    schedulerName: str = "default-scheduler"
+    nodeName: str = ""
+
+    @cached_property
+    def requests(self) -> dict[str, int]:
+        """The pod's effective request: per resource, max(sum over containers, largest init container),
+        plus overhead (``resourcehelper.PodRequests``). Always counts one ``pods`` slot."""
+        total: dict[str, int] = {}
+        for container in self.containers:
+            for name, amount in container.resources.effective_requests.items():
+                total[name] = total.get(name, 0) + amount
+        for container in self.initContainers:
+            for name, amount in container.resources.effective_requests.items():
+                total[name] = max(total.get(name, 0), amount)
+        for name, amount in self.overhead.items():
+            total[name] = total.get(name, 0) + amount
+        total["pods"] = 1000
+        return total
+
+    @cached_property
+    def placement_key(self) -> str:
+        """Everything that decides where this pod may go and how nodes are scored.
+
+        Pods of one task share it, so the scheduler evaluates the nodes once per group, not per pod.
+        """
+        parts = {
+            "r": sorted(self.requests.items()),
+            "s": sorted(self.nodeSelector.items()),
+            "a": self.affinity.model_dump(mode="json") if self.affinity else None,
+            "t": [t.model_dump(mode="json") for t in self.tolerations],
+        }
+        return json.dumps(parts, sort_keys=True, separators=(",", ":"))
+
+
+class PodStatus(_Model):
+    phase: Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"] = "Pending"
+    conditions: list[Condition] = Field(default_factory=list)
+    nominatedNodeName: str = ""
+    startTime: float | None = None
+    reason: str = ""
+    message: str = ""
+
+
+class PodTemplateSpec(_Model):
+    metadata: TemplateMeta = Field(default_factory=TemplateMeta)
+    spec: PodSpec
+
+
+class Pod(_Model):
+    apiVersion: Literal["v1"] = "v1"
+    kind: Literal["Pod"] = "Pod"
+    metadata: ObjectMeta
+    spec: PodSpec
+    status: PodStatus = Field(default_factory=PodStatus)
+
+
+# --------------------------------------------------------------------------------------------- nodes
+
+
+class NodeSpec(_Model):
+    unschedulable: bool = False
+    taints: list[Taint] = Field(default_factory=list)
+
+
+class NodeStatus(_Model):
+    capacity: ResourceList = Field(default_factory=dict)
+    allocatable: ResourceList = Field(default_factory=dict)
+    conditions: list[Condition] = Field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        for condition in self.conditions:
+            if condition.type == "Ready":
+                return condition.status == "True"
+        return True
+
+
+class Node(_Model):
+    apiVersion: Literal["v1"] = "v1"
+    kind: Literal["Node"] = "Node"
+    metadata: ObjectMeta
+    spec: NodeSpec = Field(default_factory=NodeSpec)
+    status: NodeStatus = Field(default_factory=NodeStatus)
+
+
+class PriorityClass(_Model):
+    apiVersion: Literal["scheduling.k8s.io/v1"] = "scheduling.k8s.io/v1"
+    kind: Literal["PriorityClass"] = "PriorityClass"
+    metadata: ObjectMeta
+    value: int = Field(ge=-(2**31), le=2_000_001_000)
+    globalDefault: bool = False
+    preemptionPolicy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    description: str = ""
+
+
+# --------------------------------------------------------------------------------------------- Volcano
+
+
+class LifecyclePolicy(_Strict):
+    event: str | None = None
+    events: list[str] = Field(default_factory=list)
+    exitCode: int | None = None
+    action: str
+    timeout: str | None = None
+
+
+class TaskSpec(_Strict):
+    name: str = Field(min_length=1, max_length=63)
+    replicas: int = Field(default=1, ge=0)
+    minAvailable: int | None = Field(default=None, ge=0)
+    template: PodTemplateSpec
+    policies: list[LifecyclePolicy] = Field(default_factory=list)
+    topologyPolicy: Literal["none", "best-effort", "restricted", "single-numa-node"] | None = None
+    maxRetry: int | None = Field(default=None, ge=0)
+    dependsOn: dict[str, Any] | None = None
+    partitionPolicy: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _min_within_replicas(self) -> TaskSpec:
+        if self.minAvailable is not None and self.minAvailable > self.replicas:
+            raise ValueError(f"minAvailable ({self.minAvailable}) is greater than replicas ({self.replicas})")
+        return self
+
+
+class JobSpec(_Strict):
+    schedulerName: str = "volcano"
+    minAvailable: int | None = Field(default=None, ge=0)
+    queue: str = "default"
+    priorityClassName: str = ""
+    maxRetry: int = Field(default=3, ge=0)
+    tasks: list[TaskSpec] = Field(min_length=1)
+    policies: list[LifecyclePolicy] = Field(default_factory=list)
+    plugins: dict[str, list[str]] = Field(default_factory=dict)
+    ttlSecondsAfterFinished: int | None = Field(default=None, ge=0)
+    minSuccess: int | None = Field(default=None, ge=1)
+    volumes: list[dict[str, Any]] = Field(default_factory=list)
+    runningEstimate: str | None = None
+    networkTopology: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobSpec:
+        names = [t.name for t in self.tasks]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"task names must be unique; repeated: {', '.join(duplicates)}")
+        total = self.total_replicas
+        if self.minAvailable is not None and self.minAvailable > total:
+            raise ValueError(f"minAvailable ({self.minAvailable}) is greater than the total replicas ({total})")
+        if self.minSuccess is not None and self.minSuccess > total:
+            raise ValueError(f"minSuccess ({self.minSuccess}) is greater than the total replicas ({total})")
+        return self
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(t.replicas for t in self.tasks)
+
+    @property
+    def min_available(self) -> int:
+        """Volcano's webhook default: minAvailable = total replicas when not given."""
+        return self.total_replicas if self.minAvailable is None else self.minAvailable
+
+
+class JobState(_Model):
+    phase: str = "Pending"
+    reason: str = ""
+    message: str = ""
+    lastTransitionTime: float | None = None
+
+
+class JobStatus(_Model):
+    state: JobState = Field(default_factory=JobState)
+    minAvailable: int = 0
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    terminating: int = 0
+    unknown: int = 0
+    retryCount: int = 0
+    runningDuration: float | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class Job(_Model):
+    apiVersion: Literal["batch.volcano.sh/v1alpha1"] = "batch.volcano.sh/v1alpha1"
+    kind: Literal["Job"] = "Job"
+    metadata: ObjectMeta
+    spec: JobSpec
+    status: JobStatus = Field(default_factory=JobStatus)
+
+
+class PodGroupSpec(_Strict):
+    minMember: int = Field(default=1, ge=0)
+    minTaskMember: dict[str, int] = Field(default_factory=dict)
+    queue: str = "default"
+    priorityClassName: str = ""
+    minResources: ResourceList = Field(default_factory=dict)
+    networkTopology: dict[str, Any] | None = None
+    subGroupPolicy: list[dict[str, Any]] | None = None
+
+
+class PodGroupStatus(_Model):
+    phase: Literal["Pending", "Inqueue", "Running", "Unknown", "Completed"] = "Pending"
+    conditions: list[Condition] = Field(default_factory=list)
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+class PodGroup(_Model):
+    apiVersion: Literal["scheduling.volcano.sh/v1beta1"] = "scheduling.volcano.sh/v1beta1"
+    kind: Literal["PodGroup"] = "PodGroup"
+    metadata: ObjectMeta
+    spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
+    status: PodGroupStatus = Field(default_factory=PodGroupStatus)
+
+
+class Guarantee(_Strict):
+    resource: ResourceList = Field(default_factory=dict)
+
+
+class QueueSpec(_Strict):
+    weight: int = Field(default=1, ge=1, le=65535)
+    capability: ResourceList = Field(default_factory=dict)
+    deserved: ResourceList = Field(default_factory=dict)
+    guarantee: Guarantee = Field(default_factory=Guarantee)
+    reclaimable: bool = True
+    parent: str = ""
+    priority: int = 0
+    affinity: dict[str, Any] | None = None
+    type: str | None = None
+    extendClusters: list[dict[str, Any]] | None = None
+    dequeueStrategy: str | None = None
+
+
+class QueueStatus(_Model):
+    state: Literal["Open", "Closed", "Closing", "Unknown"] = "Open"
+    pending: int = 0
+    running: int = 0
+    inqueue: int = 0
+    completed: int = 0
+    allocated: ResourceList = Field(default_factory=dict)
+
+
+class Queue(_Model):
+    apiVersion: Literal["scheduling.volcano.sh/v1beta1"] = "scheduling.volcano.sh/v1beta1"
+    kind: Literal["Queue"] = "Queue"
+    metadata: ObjectMeta
+    spec: QueueSpec = Field(default_factory=QueueSpec)
+    status: QueueStatus = Field(default_factory=QueueStatus)
+
+
+AnyObject = Pod | Node | PriorityClass | Job | PodGroup | Queue
+
+KINDS: dict[tuple[str, str], type[AnyObject]] = {
+    ("v1", "Pod"): Pod,
+    ("v1", "Node"): Node,
+    ("scheduling.k8s.io/v1", "PriorityClass"): PriorityClass,
+    ("batch.volcano.sh/v1alpha1", "Job"): Job,
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"): PodGroup,
+    ("scheduling.volcano.sh/v1beta1", "Queue"): Queue,
+}
+CLUSTER_SCOPED = frozenset({"Node", "PriorityClass", "Queue"})
+
+
+def object_key(obj: AnyObject) -> str:
+    """``namespace/name`` for namespaced kinds, ``name`` for cluster-scoped ones."""
+    if obj.kind in CLUSTER_SCOPED:
+        return obj.metadata.name
+    return f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"

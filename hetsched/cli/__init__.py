@@ -1,0 +1,1 @@
+"""The ``hetsched`` command line (typer + rich)."""

@@ -1,0 +1,203 @@
+"""``hetsched``: validate manifests, simulate workloads, run the demo, benchmark the engine.
+
+Who calls it: users, the README's commands, CI. Invalid input (manifests, cluster specs, scheduler
+configuration) prints one line per problem, naming file, document, object and field, and exits with
+code 2 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from hetsched.api.manifest import ManifestError, load_files
+from hetsched.api.objects import AnyObject, Node
+from hetsched.scheduler.conf import ConfError, SchedulerConf, load_conf
+from hetsched.sim.results import Results
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="hetsched: a Volcano-compatible batch scheduler for Ascend, Cambricon, NVIDIA and CPU "
+                       "clusters, with a simulator that runs the same scheduler code.")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (see bench/README.md).")
+app.add_typer(bench_app, name="bench")
+console = Console()
+errors = Console(stderr=True)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn input errors into one line each on stderr and exit code 2."""
+    try:
+        yield
+    except ManifestError as exc:
+        for problem in exc.problems:
+            errors.print(f"[red]error:[/red] {problem}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    except (ConfError, ValueError) as exc:
+        errors.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def validate(files: Annotated[list[Path], typer.Argument(help="YAML manifests (multi-document)")]) -> None:
+    """Validate Jobs, PodGroups, Queues, Pods, Nodes and PriorityClasses; exit 0 if valid, 2 if not."""
+    with user_errors():
+        objects = load_files(files)
+    kinds: dict[str, int] = {}
+    for obj in objects:
+        kinds[obj.kind] = kinds.get(obj.kind, 0) + 1
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no objects"
+    console.print(f"valid: {summary} in {len(files)} file(s)")
+
+
+def _conf(path: Path | None) -> SchedulerConf | None:
+    return load_conf(path) if path is not None else None
+
+
+def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None, period: float,
+         until: float | None, output: Path | None, quiet: bool, title: str) -> Results:
+    from hetsched.sim.simulator import Progress as SimProgress
+    from hetsched.sim.simulator import Simulation
+
+    simulation = Simulation(nodes, objects, conf, period=period, until=until)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("jobs done · sim t={task.fields[now]:.0f}s"), TimeElapsedColumn(),
+                  console=errors, disable=quiet, transient=False) as bar:
+        task = bar.add_task(title, total=simulation.total_workloads, now=0.0)
+
+        def update(progress: SimProgress) -> None:
+            bar.update(task, completed=progress.finished, total=progress.total, now=progress.now)
+
+        results = simulation.run(update)
+    if output is not None:
+        output.write_text(json.dumps(results.to_json(), indent=2) + "\n", encoding="utf-8")
+    if not quiet:
+        print_summary(results)
+        if output is not None:
+            console.print(f"results written to {output}")
+    return results
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def print_summary(results: Results) -> None:
+    summary = results.summary
+    table = Table(title="Jobs by final phase", title_justify="left")
+    table.add_column("phase")
+    table.add_column("jobs", justify="right")
+    for phase, count in summary["phases"].items():
+        table.add_row(phase, str(count))
+    console.print(table)
+    timing = Table(title="Times (simulated seconds)", title_justify="left")
+    for column in ("", "mean", "p50", "p95", "jobs"):
+        timing.add_column(column, justify="right" if column else "left")
+    for label, key in (("queue wait", "queueWaitSeconds"), ("completion time", "completionSeconds")):
+        stats = summary[key]
+        timing.add_row(label, _fmt(stats["mean"]), _fmt(stats["p50"]), _fmt(stats["p95"]), str(stats["count"]))
+    console.print(timing)
+    allocation = Table(title="Allocation ratio (chip-seconds allocated / chip-seconds available)",
+                       title_justify="left")
+    allocation.add_column("accelerator")
+    allocation.add_column("chips", justify="right")
+    allocation.add_column("allocated", justify="right")
+    for kind, ratio in summary["allocationRatio"].items():
+        allocation.add_row(kind, str(results.cluster["acceleratorChips"].get(kind, 0)), f"{ratio:.1%}")
+    console.print(allocation)
+    if summary["unschedulableReasons"]:
+        reasons = Table(title="Unschedulable reasons (jobs that met each at least once)", title_justify="left")
+        reasons.add_column("reason")
+        reasons.add_column("jobs", justify="right")
+        for reason, count in list(summary["unschedulableReasons"].items())[:12]:
+            reasons.add_row(reason, str(count))
+        console.print(reasons)
+    console.print(f"simulated {summary['simulatedSeconds']:,.0f}s in {summary['schedulerCycles']} scheduler "
+                  f"cycles, {summary['binds']} binds")
+
+
+@app.command()
+def simulate(
+    workloads: Annotated[list[Path], typer.Argument(help="workload YAML files (Jobs, Pods, Queues, …)")],
+    cluster: Annotated[Path, typer.Option("--cluster", "-c", help="cluster spec YAML (node pools)")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="write results.json here")] = None,
+    scheduler_conf: Annotated[Path | None, typer.Option(help="volcano-scheduler.conf-style YAML")] = None,
+    period: Annotated[float, typer.Option(help="scheduling period, simulated seconds")] = 1.0,
+    until: Annotated[float | None, typer.Option(help="stop at this simulated time")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
+) -> None:
+    """Replay workloads on an embedded cluster with the real scheduler and controllers."""
+    from hetsched.cluster.spec import load_cluster_spec
+
+    with user_errors():
+        nodes = load_cluster_spec(cluster).nodes()
+        objects = load_files(workloads)
+        conf = _conf(scheduler_conf)
+        _run(nodes, objects, conf, period, until, output, quiet, f"simulating {cluster.name}")
+
+
+@app.command()
+def demo(
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="write results.json here")] = None,
+    seed: Annotated[int, typer.Option(help="seed of the background workload")] = 7,
+    export: Annotated[Path | None, typer.Option(help="write the scenario's YAML files to this folder and exit")] = None,
+    scheduler_conf: Annotated[Path | None, typer.Option(help="volcano-scheduler.conf-style YAML")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Run the built-in scenario: the seed articles' jobs and a background mix on the mixed cluster."""
+    import yaml
+
+    from hetsched.sim import demo as scenario
+
+    with user_errors():
+        if export is not None:
+            export.mkdir(parents=True, exist_ok=True)
+            (export / "cluster.yaml").write_text(scenario._example("clusters/mixed.yaml"), encoding="utf-8")
+            (export / "seeds.yaml").write_text(scenario._example("workloads/seeds.yaml"), encoding="utf-8")
+            (export / "background.yaml").write_text(
+                yaml.safe_dump_all(scenario.background_documents(seed), sort_keys=False), encoding="utf-8")
+            console.print(f"wrote {export}/cluster.yaml, seeds.yaml, background.yaml; run: hetsched simulate "
+                          f"--cluster {export}/cluster.yaml {export}/background.yaml {export}/seeds.yaml")
+            return
+        results = _run(scenario.demo_nodes(), scenario.demo_workloads(seed), _conf(scheduler_conf), 1.0, None,
+                       output, quiet, "demo: mixed Ascend/MLU/GPU/CPU cluster")
+    bert = next((j for j in results.jobs if j["name"] == "ascend-bert-pretrain"), None)
+    if bert is not None and not quiet:
+        nodes = sorted({p["node"] for p in bert["pods"] if p["node"]})
+        console.print(f"seed BERT job: {bert['phase']}, 8 workers on {', '.join(nodes) or 'no node'}")
+
+
+@bench_app.command("engine")
+def bench_engine(
+    nodes: Annotated[int, typer.Option(help="nodes in the synthetic cluster")] = 10_000,
+    pods: Annotated[int, typer.Option(help="pending pods (in jobs of 1–128 pods)")] = 100_000,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,
+    naive_seconds: Annotated[float, typer.Option(help="time budget for the per-pod baseline sample")] = 20.0,
+    seed: Annotated[int, typer.Option()] = 1,
+) -> None:
+    """Drain a synthetic pending backlog with the scheduler engine and with a per-pod, per-node loop."""
+    from hetsched.benchmark.engine import run_engine_benchmark
+
+    with user_errors():
+        figures = run_engine_benchmark(nodes, pods, naive_seconds=naive_seconds, seed=seed)
+    text = json.dumps(figures, indent=2)
+    if json_out is not None:
+        json_out.write_text(text + "\n", encoding="utf-8")
+    console.print_json(text)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

@@ -1,0 +1,80 @@
+"""The PodGroup controller: every plain pod that names our scheduler gets a one-member PodGroup.
+
+Who calls it: the simulator (and later the controller process), via :meth:`process` after watch events.
+Volcano does the same for pods not created by a Volcano Job, so the scheduler only ever handles groups:
+the group is named ``podgroup-<pod uid>``, takes the queue from the pod's
+``scheduling.volcano.sh/queue-name`` annotation and its priority class from the pod, and the pod gets the
+``scheduling.k8s.io/group-name`` annotation pointing at it. When the pod finishes, its group is Completed.
+"""
+
+from __future__ import annotations
+
+from hetsched.api.objects import Pod, PodGroup, quantity_strings
+from hetsched.controllers.workqueue import WorkQueue
+from hetsched.ports import Conflict, NotFound, ObjectStore, WatchEvent
+
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+
+
+class PodGroupController:
+    def __init__(self, store: ObjectStore, scheduler_names: tuple[str, ...] = ("hetsched", "volcano")) -> None:
+        self.store = store
+        self.scheduler_names = frozenset(scheduler_names)
+        self.queue = WorkQueue()
+        self._unwatch = store.watch(("Pod",), self._on_event)
+
+    def close(self) -> None:
+        self._unwatch()
+
+    def _on_event(self, event: WatchEvent) -> None:
+        pod = event.object
+        if event.type == "DELETED" or not isinstance(pod, Pod):
+            return
+        if pod.spec.schedulerName not in self.scheduler_names:
+            return
+        if GROUP_ANNOTATION not in pod.metadata.annotations or pod.status.phase in ("Succeeded", "Failed"):
+            self.queue.add(f"{pod.metadata.namespace}/{pod.metadata.name}")
+
+    def process(self) -> int:
+        done = 0
+        while (key := self.queue.pop()) is not None:
+            try:
+                self.sync(key)
+            except Conflict:
+                self.queue.add(key)
+            done += 1
+        return done
+
+    def sync(self, key: str) -> None:
+        try:
+            pod = self.store.get("Pod", key)
+        except NotFound:
+            return
+        assert isinstance(pod, Pod)
+        namespace = pod.metadata.namespace or "default"
+        group_name = pod.metadata.annotations.get(GROUP_ANNOTATION)
+        if group_name is None:
+            group_name = f"podgroup-{pod.metadata.uid}"
+            self.store.create(PodGroup.model_validate({
+                "metadata": {"name": group_name, "namespace": namespace,
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name,
+                                                  "uid": pod.metadata.uid, "controller": True}]},
+                "spec": {"minMember": 1, "queue": pod.metadata.annotations.get(QUEUE_ANNOTATION, "default"),
+                         "priorityClassName": pod.spec.priorityClassName,
+                         "minResources": quantity_strings({k: v for k, v in pod.spec.requests.items()})},
+            }))
+            meta = pod.metadata.model_copy(update={"annotations": {**pod.metadata.annotations,
+                                                                   GROUP_ANNOTATION: group_name}})
+            self.store.update(pod.model_copy(update={"metadata": meta}))
+            return
+        if pod.status.phase in ("Succeeded", "Failed"):
+            try:
+                group = self.store.get("PodGroup", f"{namespace}/{group_name}")
+            except NotFound:
+                return
+            assert isinstance(group, PodGroup)
+            owned = any(ref.kind == "Pod" for ref in group.metadata.ownerReferences)
+            if owned and group.status.phase != "Completed":
+                self.store.update(group.model_copy(update={
+                    "status": group.status.model_copy(update={"phase": "Completed"})}))

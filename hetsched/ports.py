@@ -1,0 +1,96 @@
+"""The narrow ports between hetsched's logic and a cluster backend.
+
+Who implements them: ``cluster.memory`` (the embedded in-memory cluster used by the simulator, the demo
+and tests) and, later, the Kubernetes adapter. Who calls them: the scheduler runner
+(``scheduler.runner``), the controllers and the simulator. Nothing below this layer knows which backend
+is in use; nothing in the scheduler core imports a backend.
+
+Time is a port too: everything that needs "now" receives a :class:`Clock`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from hetsched.api.objects import AnyObject, Condition
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One change to one object, delivered in resourceVersion order."""
+
+    type: EventType
+    object: AnyObject
+    old: AnyObject | None = None
+
+
+WatchHandler = Callable[[WatchEvent], None]
+
+
+class Clock(Protocol):
+    """Seconds since an arbitrary origin; simulated in the simulator, wall-clock when live."""
+
+    def now(self) -> float: ...
+
+
+class NotFound(LookupError):
+    """The object does not exist (HTTP 404)."""
+
+
+class Conflict(RuntimeError):
+    """Optimistic-concurrency failure or create of an existing name (HTTP 409): re-read and retry."""
+
+
+class Invalid(ValueError):
+    """The change would produce an invalid object (HTTP 422)."""
+
+
+class ObjectStore(Protocol):
+    """List, watch and change typed objects, as an API server offers them.
+
+    Objects are immutable values; ``update`` takes a modified copy whose ``metadata.resourceVersion`` must
+    match the stored one (else :class:`Conflict`).
+    """
+
+    def get(self, kind: str, key: str) -> AnyObject: ...
+
+    def list(self, kind: str) -> list[AnyObject]: ...
+
+    def watch(self, kinds: tuple[str, ...], handler: WatchHandler, *, replay: bool = True) -> Callable[[], None]:
+        """Call ``handler`` for every later change of these kinds (after ADDED for existing objects when
+        ``replay``); returns a function that stops the watch."""
+        ...
+
+    def create(self, obj: AnyObject) -> AnyObject: ...
+
+    def update(self, obj: AnyObject) -> AnyObject: ...
+
+    def patch(self, kind: str, key: str, patch: Mapping[str, Any]) -> AnyObject:
+        """JSON merge patch (RFC 7386), validated like a create."""
+        ...
+
+    def delete(self, kind: str, key: str) -> AnyObject: ...
+
+
+class Binder(Protocol):
+    def bind(self, pod_key: str, node: str, annotations: Mapping[str, str] | None = None) -> None:
+        """Bind a pending pod to a node (the Binding subresource); annotations travel with it."""
+        ...
+
+
+class Evictor(Protocol):
+    def evict(self, pod_key: str, reason: str) -> None:
+        """Ask for a pod to be evicted (the Eviction API); it is gone once its deletion is observed."""
+        ...
+
+
+class StatusUpdater(Protocol):
+    def update_podgroup_status(
+        self, key: str, phase: str | None, conditions: list[Condition] | None
+    ) -> None: ...
+
+    def record_event(self, obj: AnyObject, reason: str, message: str, type_: str = "Normal") -> None: ...

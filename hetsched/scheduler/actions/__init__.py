@@ -1,0 +1,1 @@
+"""Scheduling actions, run in the configured order on each session (``enqueue, allocate, backfill``)."""

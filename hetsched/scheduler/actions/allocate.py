@@ -1,0 +1,68 @@
+"""``allocate``: place pending pods of Inqueue and Running jobs, gang by gang (Volcano's allocate action).
+
+Who calls it: the session runner. Order: queue (``queue_order_key``, overused queues skipped) → job
+(``job_order_key``) → task (``task_order_key``). Each job's gang goes into one statement
+(``scheduler.placement.place_job``): committed when ready, kept when pipelined, discarded otherwise.
+After every job had its gang turn, a second pass places the elastic pods (beyond minAvailable) of
+ready jobs, so one job's elastic pods never starve another job's gang.
+
+Best-effort pods (no requests) are left to ``backfill``, as in Volcano.
+"""
+
+from __future__ import annotations
+
+from hetsched.scheduler.actions.ordering import jobs_by_queue
+from hetsched.scheduler.decisions import PodGroupUpdate
+from hetsched.scheduler.framework import Code, Status
+from hetsched.scheduler.placement import place_job
+from hetsched.scheduler.session import Session
+from hetsched.scheduler.snapshot import JobInfo
+
+NAME = "allocate"
+
+
+def _candidates(session: Session) -> list[JobInfo]:
+    enqueue_configured = "enqueue" in session.conf.action_names
+    jobs = []
+    for job in session.snapshot.jobs.values():
+        if job.phase == "Pending":
+            if enqueue_configured:
+                continue
+            job.phase = "Inqueue"  # without an enqueue action every job is admitted (Volcano's behaviour)
+            session.decisions.podgroups[job.key] = PodGroupUpdate("Inqueue", None)
+        if job.phase not in ("Inqueue", "Running") or not any(g.pending and not g.best_effort for g in job.groups):
+            continue
+        valid = session.job_valid(job)
+        if not valid.ok:
+            session.decisions.unschedulable[job.key] = valid
+            continue
+        jobs.append(job)
+    return jobs
+
+
+def execute(session: Session) -> None:
+    queues = session.snapshot.queues
+    jobs = _candidates(session)
+    overused: set[str] = set()
+
+    def skip(name: str) -> bool:
+        if session.overused(queues[name]):
+            overused.add(name)
+            return True
+        return False
+
+    served: list[JobInfo] = []
+    for job in jobs_by_queue(session, jobs, skip):
+        served.append(job)
+        place_job(session, job, [g for g in job.groups if not g.best_effort])
+    for job in served:
+        if session.job_ready(job):
+            place_job(session, job, [g for g in job.groups if not g.best_effort], gang=False)
+    for job in jobs:
+        if job.failure:
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if job.unresolvable else Code.UNSCHEDULABLE
+            session.decisions.unschedulable[job.key] = Status(code, (job.failure,), NAME)
+        elif job.queue in overused and job not in served:
+            session.decisions.unschedulable[job.key] = Status(
+                Code.UNSCHEDULABLE, (f"queue {job.queue} is overused (allocated ≥ deserved)",), NAME)
+            job.failure = f"queue {job.queue} is overused"

@@ -1,0 +1,25 @@
+"""``backfill``: place best-effort pods (no resource requests) on idle capacity (Volcano's backfill).
+
+Who calls it: the session runner, after ``allocate``. Best-effort pods take only a pod slot, so they
+never take resources a gang reserved; gangs made of them still go through one statement each.
+"""
+
+from __future__ import annotations
+
+from hetsched.scheduler.placement import place_job
+from hetsched.scheduler.session import Session
+
+NAME = "backfill"
+
+
+def execute(session: Session) -> None:
+    jobs = [
+        job for job in session.snapshot.jobs.values()
+        if job.phase in ("Inqueue", "Running") and any(g.best_effort and g.pending for g in job.groups)
+    ]
+    for job in sorted(jobs, key=session.job_order_key):
+        groups = [g for g in job.groups if g.best_effort]
+        if session.job_ready(job):
+            place_job(session, job, groups, gang=False)
+        elif session.job_valid(job).ok:
+            place_job(session, job, groups)

@@ -1,0 +1,35 @@
+"""``enqueue``: move Pending PodGroups to Inqueue when their minResources fit (Volcano's enqueue action).
+
+Who calls it: the session runner, first in the default action list. Only Inqueue jobs get pods created
+by the job controller and are considered by ``allocate``, so jobs that cannot run do not hoard resources.
+The decision is the plugins' (``job_enqueueable``: ``overcommit`` checks cluster headroom times the
+overcommit factor, ``proportion`` the queue's capability). Jobs of Closed or Closing queues stay Pending.
+"""
+
+from __future__ import annotations
+
+from hetsched.scheduler.actions.ordering import jobs_by_queue
+from hetsched.scheduler.decisions import PodGroupUpdate
+from hetsched.scheduler.framework import Code, Status
+from hetsched.scheduler.session import Session
+
+NAME = "enqueue"
+
+
+def execute(session: Session) -> None:
+    pending = [job for job in session.snapshot.jobs.values() if job.phase == "Pending"]
+    queues = session.snapshot.queues
+    for job in jobs_by_queue(session, pending):
+        if queues[job.queue].state != "Open":
+            session.decisions.unschedulable[job.key] = Status(
+                Code.UNSCHEDULABLE, (f"queue {job.queue} is {queues[job.queue].state}",), NAME)
+            continue
+        if not session.job_enqueueable(job):
+            session.decisions.unschedulable[job.key] = Status(
+                Code.UNSCHEDULABLE, ("minResources do not fit the cluster headroom or the queue's capability",),
+                NAME)
+            continue
+        job.phase = "Inqueue"
+        session.job_enqueued(job)
+        session.decisions.enqueued.append(job.key)
+        session.decisions.podgroups[job.key] = PodGroupUpdate("Inqueue", None)

@@ -1,0 +1,14 @@
+"""Action name → function run on a session. The one place actions are registered."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hetsched.scheduler.actions import allocate, backfill, enqueue
+from hetsched.scheduler.session import Session
+
+ACTIONS: dict[str, Callable[[Session], None]] = {
+    enqueue.NAME: enqueue.execute,
+    allocate.NAME: allocate.execute,
+    backfill.NAME: backfill.execute,
+}

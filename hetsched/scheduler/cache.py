@@ -1,0 +1,390 @@
+"""The scheduler cache: what the scheduler knows of the cluster, kept up to date from watch events.
+
+Who calls it: the scheduler runner subscribes :meth:`SchedulerCache.handle` to the object store's watch
+(the embedded cluster or, later, Kubernetes informers) and calls :meth:`snapshot` once per cycle.
+
+Node usage is maintained incrementally: every pod event un-accounts the pod's previous record and
+accounts the new one (one symmetric pair, so the two can never drift apart). Binds the scheduler has
+decided but the store has not yet confirmed are *assumed* (:meth:`assume`) so the next cycle never
+double-books a node; the confirming event replaces the assumed record at no net change.
+
+Invariants: ``used[n]`` equals the sum of requests of pods bound to node ``n`` that are neither finished
+nor terminating; ``releasing[n]`` the same for terminating pods. Not thread-safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetsched.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Taint
+from hetsched.ports import WatchEvent
+from hetsched.scheduler.framework import IntArray
+from hetsched.scheduler.snapshot import JobInfo, NodeArrays, QueueInfo, ResourceIndex, Snapshot, TaskGroup
+
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+TASK_ANNOTATION = "volcano.sh/task-spec"
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
+
+
+@dataclass(slots=True)
+class _PodRecord:
+    pod: Pod
+    group: str
+    task: str
+    node: int
+    """Row of the node it is bound to, or -1."""
+    state: str
+    """pending | bound | releasing | succeeded | failed | foreign-pending"""
+    request: IntArray
+    priority: int
+
+
+@dataclass(slots=True)
+class _Group:
+    podgroup: PodGroup | None
+    pods: dict[str, None]
+    pending: dict[str, None]
+    ready: int
+    ready_by_task: dict[str, int]
+    succeeded: int
+    failed: int
+    allocated: IntArray
+
+
+def pod_state(pod: Pod) -> str:
+    phase = pod.status.phase
+    if phase == "Succeeded":
+        return "succeeded"
+    if phase == "Failed":
+        return "failed"
+    if not pod.spec.nodeName:
+        return "pending" if pod.metadata.deletionTimestamp is None else "failed"
+    return "releasing" if pod.metadata.deletionTimestamp is not None else "bound"
+
+
+class SchedulerCache:
+    def __init__(self, scheduler_names: tuple[str, ...] = ("hetsched", "volcano"), default_queue: str = "default"):
+        self.scheduler_names = frozenset(scheduler_names)
+        self.default_queue = default_queue
+        self.resources = ResourceIndex()
+        self._rows = 0
+        self._node_names: list[str] = []
+        self._node_index: dict[str, int] = {}
+        self._alloc = np.zeros((0, len(self.resources)), dtype=np.int64)
+        self._used = np.zeros((0, len(self.resources)), dtype=np.int64)
+        self._releasing = np.zeros((0, len(self.resources)), dtype=np.int64)
+        self._labels: list[dict[str, str]] = []
+        self._taints: list[tuple[Taint, ...]] = []
+        self._cordoned: list[bool] = []
+        self._ready: list[bool] = []
+        self._exists: list[bool] = []
+        self._node_objects: dict[str, Node] = {}
+        self._node_version = 0
+        self._pods: dict[str, _PodRecord] = {}
+        self._groups: dict[str, _Group] = {}
+        self._queues: dict[str, Queue] = {}
+        self._priority_classes: dict[str, PriorityClass] = {}
+        self._vectors: dict[object, IntArray] = {}
+        self._static_arrays: NodeArrays | None = None
+
+    # ----------------------------------------------------------------------------- events
+
+    def handle(self, event: WatchEvent) -> None:
+        """Apply one watch event. Safe to call for kinds it does not track (ignored)."""
+        obj = event.object
+        if isinstance(obj, Pod):
+            self._on_pod(event.type, obj)
+        elif isinstance(obj, Node):
+            self._on_node(event.type, obj)
+        elif isinstance(obj, PodGroup):
+            self._on_podgroup(event.type, obj)
+        elif isinstance(obj, Queue):
+            if event.type == "DELETED":
+                self._queues.pop(obj.metadata.name, None)
+            else:
+                self._register(obj.spec.capability)
+                self._queues[obj.metadata.name] = obj
+        elif isinstance(obj, PriorityClass):
+            if event.type == "DELETED":
+                self._priority_classes.pop(obj.metadata.name, None)
+            else:
+                self._priority_classes[obj.metadata.name] = obj
+
+    def assume(self, pod_key: str, node: str) -> None:
+        """Account a bind the scheduler decided before the store confirms it."""
+        record = self._pods.get(pod_key)
+        if record is None or record.state != "pending":
+            return
+        self._unaccount(pod_key, record)
+        assumed = _PodRecord(record.pod, record.group, record.task, self._node_index[node], "bound",
+                             record.request, record.priority)
+        self._pods[pod_key] = assumed
+        self._account(pod_key, assumed)
+
+    def forget(self, pod_key: str) -> None:
+        """Undo :meth:`assume` after a failed bind: the pod is pending again."""
+        record = self._pods.get(pod_key)
+        if record is None or record.state != "bound" or record.pod.spec.nodeName:
+            return
+        self._unaccount(pod_key, record)
+        pending = _PodRecord(record.pod, record.group, record.task, -1, "pending", record.request, record.priority)
+        self._pods[pod_key] = pending
+        self._account(pod_key, pending)
+
+    # ----------------------------------------------------------------------------- pods
+
+    def _vector(self, spec_key: object, requests: dict[str, int]) -> IntArray:
+        vec = self._vectors.get(spec_key)
+        if vec is None:
+            if self._register(requests):
+                return self._vector(spec_key, requests)
+            vec = self.resources.vector(requests)
+            self._vectors[spec_key] = vec
+        return vec
+
+    def _on_pod(self, type_: str, pod: Pod) -> None:
+        key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        old = self._pods.pop(key, None)
+        if old is not None:
+            self._unaccount(key, old)
+        if type_ == "DELETED":
+            return
+        group_name = pod.metadata.annotations.get(GROUP_ANNOTATION, "")
+        group = f"{pod.metadata.namespace}/{group_name}" if group_name else ""
+        state = pod_state(pod)
+        if state == "pending" and pod.spec.schedulerName not in self.scheduler_names:
+            state = "foreign-pending"
+        node = self._node_index.get(pod.spec.nodeName, -1) if pod.spec.nodeName else -1
+        request = self._vector(pod.spec.placement_key, pod.spec.requests)
+        priority = pod.spec.priority if pod.spec.priority is not None else self._class_value(pod.spec.priorityClassName)
+        record = _PodRecord(pod, group, pod.metadata.annotations.get(TASK_ANNOTATION, ""), node, state, request,
+                            priority)
+        self._pods[key] = record
+        self._account(key, record)
+
+    def _group(self, key: str) -> _Group:
+        group = self._groups.get(key)
+        if group is None:
+            group = _Group(None, {}, {}, 0, {}, 0, 0, np.zeros(len(self.resources), dtype=np.int64))
+            self._groups[key] = group
+        return group
+
+    def _account(self, key: str, record: _PodRecord, sign: int = 1) -> None:
+        if record.node >= 0:
+            if record.state == "bound":
+                self._used[record.node] += sign * record.request
+            elif record.state == "releasing":
+                self._releasing[record.node] += sign * record.request
+        if not record.group:
+            return
+        group = self._group(record.group)
+        if sign > 0:
+            group.pods[key] = None
+        else:
+            group.pods.pop(key, None)
+        if record.state == "pending":
+            if sign > 0:
+                group.pending[key] = None
+            else:
+                group.pending.pop(key, None)
+        elif record.state in ("bound", "succeeded"):
+            group.ready += sign
+            group.ready_by_task[record.task] = group.ready_by_task.get(record.task, 0) + sign
+            if record.state == "succeeded":
+                group.succeeded += sign
+            else:
+                group.allocated += sign * record.request
+        elif record.state == "failed":
+            group.failed += sign
+        if sign < 0 and group.podgroup is None and not group.pods:
+            del self._groups[record.group]
+
+    def _unaccount(self, key: str, record: _PodRecord) -> None:
+        self._account(key, record, -1)
+
+    # ----------------------------------------------------------------------------- nodes
+
+    def _register(self, amounts: dict[str, int]) -> bool:
+        """Add unknown resource names; when any is new, rebuild every vector. Returns True if rebuilt."""
+        new = [name for name in amounts if name not in self.resources.columns]
+        if not new:
+            return False
+        for name in new:
+            self.resources.add(name)
+        width = len(self.resources)
+        pad = width - self._alloc.shape[1]
+        self._alloc = np.pad(self._alloc, ((0, 0), (0, pad)))
+        self._used = np.pad(self._used, ((0, 0), (0, pad)))
+        self._releasing = np.pad(self._releasing, ((0, 0), (0, pad)))
+        self._vectors = {k: np.pad(v, (0, pad)) for k, v in self._vectors.items()}
+        for record in self._pods.values():
+            record.request = self._vectors.get(record.pod.spec.placement_key, np.pad(record.request, (0, pad)))
+        for group in self._groups.values():
+            group.allocated = np.pad(group.allocated, (0, pad))
+        return True
+
+    def _on_node(self, type_: str, node: Node) -> None:
+        name = node.metadata.name
+        self._node_version += 1
+        self._static_arrays = None
+        if type_ == "DELETED":
+            row = self._node_index.get(name)
+            if row is not None:
+                self._exists[row] = False
+                self._alloc[row] = 0
+                self._node_objects.pop(name, None)
+            return
+        self._register(node.status.allocatable)
+        row = self._node_index.get(name)
+        if row is None:
+            row = self._rows
+            self._rows += 1
+            if row >= len(self._alloc):
+                grow = max(16, len(self._alloc))
+                width = len(self.resources)
+                self._alloc = np.vstack([self._alloc, np.zeros((grow, width), dtype=np.int64)])
+                self._used = np.vstack([self._used, np.zeros((grow, width), dtype=np.int64)])
+                self._releasing = np.vstack([self._releasing, np.zeros((grow, width), dtype=np.int64)])
+            self._node_index[name] = row
+            self._node_names.append(name)
+            self._labels.append({})
+            self._taints.append(())
+            self._cordoned.append(False)
+            self._ready.append(True)
+            self._exists.append(True)
+        self._node_objects[name] = node
+        self._alloc[row] = self.resources.vector(node.status.allocatable)
+        self._labels[row] = dict(node.metadata.labels)
+        self._taints[row] = tuple(node.spec.taints)
+        self._cordoned[row] = node.spec.unschedulable
+        self._ready[row] = node.status.ready
+        self._exists[row] = True
+
+    # ----------------------------------------------------------------------------- groups, classes
+
+    def _on_podgroup(self, type_: str, podgroup: PodGroup) -> None:
+        key = f"{podgroup.metadata.namespace}/{podgroup.metadata.name}"
+        if type_ == "DELETED":
+            group = self._groups.get(key)
+            if group is not None:
+                group.podgroup = None
+                if not group.pods:
+                    del self._groups[key]
+            return
+        self._register(podgroup.spec.minResources)
+        self._group(key).podgroup = podgroup
+
+    def _class_value(self, name: str) -> int:
+        if name and name in self._priority_classes:
+            return self._priority_classes[name].value
+        for priority_class in self._priority_classes.values():
+            if priority_class.globalDefault:
+                return priority_class.value
+        return 0
+
+    # ----------------------------------------------------------------------------- reads
+
+    def node(self, name: str) -> Node | None:
+        return self._node_objects.get(name)
+
+    def podgroup(self, key: str) -> PodGroup | None:
+        group = self._groups.get(key)
+        return group.podgroup if group else None
+
+    def pod(self, key: str) -> Pod | None:
+        record = self._pods.get(key)
+        return record.pod if record else None
+
+    def pods_of(self, group_key: str) -> list[Pod]:
+        group = self._groups.get(group_key)
+        return [self._pods[k].pod for k in group.pods] if group else []
+
+    def used(self) -> dict[str, dict[str, float]]:
+        """Node → resources in use by bound pods (for checks and tests)."""
+        rows = self._rows
+        return {self._node_names[r]: self.resources.as_dict(self._used[r]) for r in range(rows) if self._exists[r]}
+
+    def _node_arrays(self) -> NodeArrays:
+        rows = self._rows
+        if self._static_arrays is None or len(self._static_arrays.names) != rows:
+            cordoned = np.array(self._cordoned, dtype=bool)
+            ready = np.array(self._ready, dtype=bool)
+            exists = np.array(self._exists, dtype=bool)
+            self._static_arrays = NodeArrays(
+                names=list(self._node_names), alloc=self._alloc[:rows], used=self._used[:rows],
+                releasing=self._releasing[:rows], schedulable=exists & ready & ~cordoned,
+                labels=self._labels, taints=self._taints, cordoned=cordoned, ready=ready, exists=exists,
+                version=self._node_version, index=dict(self._node_index),
+            )
+        static = self._static_arrays
+        return NodeArrays(
+            names=static.names, alloc=self._alloc[:rows], used=self._used[:rows].copy(),
+            releasing=self._releasing[:rows].copy(), schedulable=static.schedulable, labels=static.labels,
+            taints=static.taints, cordoned=static.cordoned, ready=static.ready, exists=static.exists,
+            version=static.version, index=static.index, _label_codes=static._label_codes,
+        )
+
+    def snapshot(self) -> Snapshot:
+        """Copy what a cycle needs. O(nodes × resources) array copies plus O(pending pods + groups)."""
+        width = len(self.resources)
+        jobs: dict[str, JobInfo] = {}
+        for key, group in self._groups.items():
+            podgroup = group.podgroup
+            if podgroup is None or (podgroup.status.phase == "Completed" and not group.pending):
+                continue
+            by_placement: dict[tuple[str, object, int], list[str]] = {}
+            for pod_key in group.pending:
+                record = self._pods[pod_key]
+                by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority), []).append(
+                    pod_key)
+            job = JobInfo(
+                key=key, podgroup=podgroup, queue=podgroup.spec.queue or self.default_queue,
+                priority=self._class_value(podgroup.spec.priorityClassName) if podgroup.spec.priorityClassName
+                else 0,
+                min_member=podgroup.spec.minMember, min_task_member=dict(podgroup.spec.minTaskMember),
+                phase=podgroup.status.phase,
+                created=podgroup.metadata.creationTimestamp or 0.0, groups=[], ready=group.ready,
+                ready_by_task=dict(group.ready_by_task), pending_count=len(group.pending),
+                total_pods=len(group.pods), allocated=group.allocated.astype(np.float64),
+                min_resources=self.resources.vector(podgroup.spec.minResources).astype(np.float64),
+            )
+            for (task, placement_key, priority), keys in by_placement.items():
+                record = self._pods[keys[0]]
+                request = record.request
+                job.groups.append(TaskGroup(
+                    job=job, task=task, spec=record.pod.spec, placement_key=placement_key, request=request,
+                    columns=np.flatnonzero(request), priority=priority, pending=keys,
+                ))
+            jobs[key] = job
+        queues: dict[str, QueueInfo] = {}
+        names = set(self._queues) | {job.queue for job in jobs.values()}
+        for name in sorted(names):
+            queue = self._queues.get(name)
+            capability = np.full(width, np.inf)
+            guarantee = np.zeros(width)
+            if queue is not None:
+                for resource, amount in queue.spec.capability.items():
+                    capability[self.resources.columns[resource]] = amount
+                for resource, amount in queue.spec.guarantee.resource.items():
+                    if resource in self.resources.columns:
+                        guarantee[self.resources.columns[resource]] = amount
+            queues[name] = QueueInfo(
+                name=name, weight=float(queue.spec.weight) if queue else 1.0, capability=capability,
+                guarantee=guarantee, state=queue.status.state if queue else "Open",
+                reclaimable=queue.spec.reclaimable if queue else True,
+                allocated=np.zeros(width), inqueue=np.zeros(width), request=np.zeros(width),
+            )
+        for job in jobs.values():
+            queue_info = queues[job.queue]
+            queue_info.allocated += job.allocated
+            pending = sum((g.request.astype(np.float64) * len(g.pending) for g in job.groups), np.zeros(width))
+            queue_info.request += job.allocated + pending
+            if job.phase == "Inqueue":
+                queue_info.inqueue += np.maximum(job.min_resources - job.allocated, 0)
+        return Snapshot(
+            resources=self.resources, nodes=self._node_arrays(), jobs=jobs, queues=queues,
+            priority_classes={n: c.value for n, c in self._priority_classes.items()},
+            default_queue=self.default_queue,
+        )

@@ -1,0 +1,156 @@
+"""Scheduler configuration in ``volcano-scheduler.conf`` form, checked by a schema.
+
+Who calls it: the scheduler runner (``scheduler.runner``) and ``hetsched simulate --scheduler-conf``.
+
+Form::
+
+    actions: "enqueue, allocate, backfill"
+    tiers:
+    - plugins:
+      - name: priority
+      - name: binpack
+        enableNodeOrder: true
+        arguments: {binpack.weight: 2, binpack.resources: huawei.com/Ascend910}
+
+Every switch is spelled ``enable<ExtensionPoint>`` (see ``framework.EXTENSION_POINTS``). Volcano mixes
+``enable…`` and ``enabled…``; here the odd spellings are rejected with the right one named, rather than
+silently ignored. Unknown plugins, actions and keys are errors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hetsched.scheduler.framework import EXTENSION_POINTS, Arguments
+
+SWITCHES = sorted({*EXTENSION_POINTS.values(), "enablePreemptable", "enableReclaimable", "enableJobStarving"})
+
+DEFAULT_CONF_YAML = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+"""Volcano's built-in default (``pkg/scheduler/util.go`` ``DefaultSchedulerConf``), verbatim."""
+
+
+class ConfError(ValueError):
+    """An invalid scheduler configuration; the message names the key."""
+
+
+class PluginOption(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known_switches(self) -> PluginOption:
+        for key, value in (self.model_extra or {}).items():
+            if key in SWITCHES:
+                if not isinstance(value, bool):
+                    raise ValueError(f"plugin {self.name}: {key} must be true or false, got {value!r}")
+                continue
+            hint = ""
+            if key.startswith("enabled"):
+                hint = f"; hetsched spells every switch enable<Point>, e.g. {'enable' + key[len('enabled'):]}"
+            raise ValueError(f"plugin {self.name}: unknown key {key!r}{hint} (switches: {', '.join(SWITCHES)})")
+        return self
+
+    def enabled(self, switch: str) -> bool:
+        value = (self.model_extra or {}).get(switch, True)
+        return bool(value)
+
+
+class Tier(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    plugins: list[PluginOption] = Field(min_length=1)
+
+
+class ActionConfiguration(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class SchedulerConf(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    actions: str
+    tiers: list[Tier] = Field(min_length=1)
+    configurations: list[ActionConfiguration] = Field(default_factory=list)
+
+    @field_validator("actions")
+    @classmethod
+    def _actions_listed(cls, value: str) -> str:
+        if not [a for a in value.split(",") if a.strip()]:
+            raise ValueError("must name at least one action")
+        return value
+
+    @property
+    def action_names(self) -> list[str]:
+        return [a.strip() for a in self.actions.split(",") if a.strip()]
+
+    def action_arguments(self, action: str) -> dict[str, Any]:
+        for configuration in self.configurations:
+            if configuration.name == action:
+                return dict(configuration.arguments)
+        return {}
+
+
+def parse_conf(text: str, source: str = "<scheduler.conf>") -> SchedulerConf:
+    """Parse YAML text; raise :class:`ConfError` naming the source and field on any problem, including
+    unknown actions and plugins."""
+    from hetsched.scheduler.actions.registry import ACTIONS
+    from hetsched.scheduler.plugins.registry import PLUGINS
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfError(f"{source}: malformed YAML: {str(exc).splitlines()[0]}") from None
+    try:
+        conf = SchedulerConf.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        loc = ".".join(str(p) for p in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        raise ConfError(f"{source}: {loc}: {message}") from None
+    for action in conf.action_names:
+        if action not in ACTIONS:
+            raise ConfError(f"{source}: actions: unknown action {action!r} (available: {', '.join(ACTIONS)})")
+    for t, tier in enumerate(conf.tiers):
+        for p, option in enumerate(tier.plugins):
+            if option.name not in PLUGINS:
+                raise ConfError(
+                    f"{source}: tiers[{t}].plugins[{p}].name: unknown plugin {option.name!r} "
+                    f"(available: {', '.join(sorted(PLUGINS))})"
+                )
+            try:
+                PLUGINS[option.name](Arguments(option.name, option.arguments))
+            except ValueError as exc:
+                raise ConfError(f"{source}: tiers[{t}].plugins[{p}].arguments: {exc}") from None
+    return conf
+
+
+def default_conf() -> SchedulerConf:
+    return parse_conf(DEFAULT_CONF_YAML, "<default>")
+
+
+def load_conf(path: str | Path) -> SchedulerConf:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfError(f"{path}: cannot read file: {exc.strerror or exc}") from None
+    return parse_conf(text, str(path))

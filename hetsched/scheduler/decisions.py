@@ -1,0 +1,35 @@
+"""What one scheduling cycle decided: the only output of the scheduling core.
+
+Who calls it: the session fills it; the runner (``scheduler.runner``) applies it through the ports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hetsched.api.objects import Condition
+from hetsched.scheduler.framework import Status
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    pod: str
+    node: str
+    job: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupUpdate:
+    phase: str | None
+    conditions: list[Condition] | None
+
+
+@dataclass
+class Decisions:
+    binds: list[Bind] = field(default_factory=list)
+    nominations: list[Bind] = field(default_factory=list)
+    """Pipelined pods: placed on resources still being released; nominated, not bound."""
+    podgroups: dict[str, PodGroupUpdate] = field(default_factory=dict)
+    unschedulable: dict[str, Status] = field(default_factory=dict)
+    """Job key → why it (or part of it) could not be placed this cycle."""
+    enqueued: list[str] = field(default_factory=list)

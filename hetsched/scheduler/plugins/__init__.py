@@ -1,0 +1,1 @@
+"""Scheduler plugins, one module per policy; ``registry`` maps names to classes."""

@@ -1,0 +1,76 @@
+"""``gang``: all-or-nothing scheduling of a job's minAvailable pods (Volcano's gang plugin).
+
+Who calls it: the session. Extension points:
+- ``job_valid``: enough pods exist (not failed) to ever reach minMember;
+- ``job_ready``: bound + succeeded + tentatively allocated pods reach minMember, and every task reaches
+  its own minAvailable (``minTaskMember``);
+- ``job_pipelined``: the same counting pipelined pods too;
+- ``job_order_key``: jobs not yet ready go first;
+- at session close, writes the PodGroup conditions: ``Unschedulable`` with "x/y tasks in gang
+  unschedulable: <reasons>" for a job that could not be placed, ``Scheduled`` once it is ready.
+
+Arguments: none.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hetsched.scheduler.decisions import PodGroupUpdate
+from hetsched.scheduler.framework import Code, Plugin, Status
+from hetsched.scheduler.snapshot import JobInfo
+
+if TYPE_CHECKING:
+    from hetsched.scheduler.session import Session
+
+NAME = "gang"
+
+
+def _tasks_ready(job: JobInfo, extra: int = 0) -> bool:
+    return all(job.occupied_by_task(task) >= need for task, need in job.min_task_member.items())
+
+
+class Gang(Plugin):
+    NAME = NAME
+
+    def job_valid(self, job: JobInfo) -> Status:
+        valid = job.total_pods
+        if valid < job.min_member:
+            return Status(Code.UNSCHEDULABLE,
+                          (f"{valid}/{job.min_member} pods exist; the gang needs minMember={job.min_member}",), NAME)
+        return Status(Code.SUCCESS)
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return job.occupied() >= job.min_member and _tasks_ready(job)
+
+    def job_pipelined(self, job: JobInfo) -> bool:
+        return job.occupied() + job.session_pipelined >= job.min_member
+
+    def job_order_key(self, job: JobInfo) -> float:
+        return 1.0 if self.job_ready(job) else 0.0
+
+    def on_session_close(self, session: Session) -> None:
+        for job in session.snapshot.jobs.values():
+            current = {c.type: c for c in job.podgroup.status.conditions}
+            status = session.decisions.unschedulable.get(job.key)
+            if status is not None and not self.job_ready(job):
+                missing = max(job.min_member - job.occupied(), 0)
+                message = f"{missing}/{job.min_member} tasks in gang unschedulable: {status.message}"
+                reason = "Unresolvable" if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else "NotEnoughResources"
+                old = current.get("Unschedulable")
+                if old is None or old.message != message or old.reason != reason:
+                    conditions = [c for c in job.podgroup.status.conditions if c.type not in ("Unschedulable",
+                                                                                            "Scheduled")]
+                    conditions.append(session.condition("Unschedulable", reason, message))
+                    self._set(session, job, conditions)
+            elif job.occupied() >= job.min_member and job.occupied() > 0 and "Scheduled" not in current:
+                conditions = [c for c in job.podgroup.status.conditions if c.type != "Unschedulable"]
+                conditions.append(session.condition(
+                    "Scheduled", "tasks in gang are ready to be scheduled",
+                    f"{job.occupied()}/{job.total_pods} pods bound or finished"))
+                self._set(session, job, conditions)
+
+    @staticmethod
+    def _set(session: Session, job: JobInfo, conditions: list) -> None:  # type: ignore[type-arg]
+        previous = session.decisions.podgroups.get(job.key)
+        session.decisions.podgroups[job.key] = PodGroupUpdate(previous.phase if previous else None, conditions)

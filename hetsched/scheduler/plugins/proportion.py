@@ -1,0 +1,103 @@
+"""``proportion``: queues share the cluster by weight, bounded by capability, floored by guarantee.
+
+Who calls it: the session, for ``queue_order_key``, ``overused``, ``allocatable`` and
+``job_enqueueable``/``job_enqueued`` (Volcano's proportion plugin).
+
+Deserved share, per resource (each accelerator kind is its own resource): water-filling. Every round the
+unassigned capacity is split among the queues that still want more, in proportion to their weights; a
+queue never gets more than it requests (allocated + pending) or than its capability, and at least its
+guarantee (when it asks for it). Rounds repeat until capacity or demand runs out.
+
+- ``queue_order_key``: the queue's share, ``max over resources of allocated / deserved`` (lowest first);
+- ``overused``: allocated ≥ deserved in every resource → the queue gets nothing more this cycle;
+- ``allocatable``: how many more pods fit within the queue's deserved share and capability, counting only
+  the resources the pod requests;
+- ``job_enqueueable``: allocated + inqueue + minResources within the queue's capability.
+
+Arguments: none.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hetsched.scheduler.framework import FloatArray, Plugin, Vote
+from hetsched.scheduler.snapshot import JobInfo, QueueInfo, TaskGroup
+
+if TYPE_CHECKING:
+    from hetsched.scheduler.session import Session
+
+NAME = "proportion"
+_EPS = 1e-6
+
+
+def deserved_shares(total: FloatArray, queues: list[QueueInfo]) -> dict[str, FloatArray]:
+    """Water-fill ``total`` across ``queues`` by weight; see the module docstring."""
+    if not queues:
+        return {}
+    weights = np.array([q.weight for q in queues], dtype=np.float64)
+    limit = np.array([np.minimum(q.request, q.capability) for q in queues])
+    deserved = np.minimum(np.array([q.guarantee for q in queues]), limit)
+    remaining = np.maximum(total - deserved.sum(axis=0), 0.0)
+    for _ in range(len(queues) + 1):
+        wanting = deserved < limit - _EPS
+        if not wanting.any() or not (remaining > _EPS).any():
+            break
+        active_weight = (wanting * weights[:, None]).sum(axis=0)
+        offer = np.where(active_weight > 0, remaining / np.where(active_weight > 0, active_weight, 1), 0.0)
+        grant = np.minimum(wanting * weights[:, None] * offer[None, :], limit - deserved)
+        deserved += grant
+        remaining = np.maximum(remaining - grant.sum(axis=0), 0.0)
+    return {q.name: deserved[i] for i, q in enumerate(queues)}
+
+
+def share(allocated: FloatArray, deserved: FloatArray) -> float:
+    mask = deserved > _EPS
+    ratios = np.where(mask, allocated / np.where(mask, deserved, 1.0), np.where(allocated > _EPS, np.inf, 0.0))
+    return float(ratios.max(initial=0.0))
+
+
+class Proportion(Plugin):
+    NAME = NAME
+
+    def on_session_open(self, session: Session) -> None:
+        snapshot = session.snapshot
+        total = snapshot.total_capacity().astype(np.float64)
+        self._session_queues = snapshot.queues
+        queues = list(snapshot.queues.values())
+        for name, deserved in deserved_shares(total, queues).items():
+            snapshot.queues[name].deserved = deserved
+
+    @staticmethod
+    def _deserved(queue: QueueInfo) -> FloatArray:
+        assert queue.deserved is not None, "proportion: deserved is computed at session open"
+        return queue.deserved
+
+    def queue_order_key(self, queue: QueueInfo) -> float:
+        queue.share = share(queue.allocated, self._deserved(queue))
+        return queue.share
+
+    def overused(self, queue: QueueInfo) -> bool:
+        return bool(np.all(self._deserved(queue) <= queue.allocated + _EPS))
+
+    def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
+        columns = group.columns
+        request = group.request[columns].astype(np.float64)
+        bound = np.minimum(self._deserved(queue)[columns], queue.capability[columns])
+        room = (bound - queue.allocated[columns] + _EPS) // request
+        return int(max(0, min(wanted, room.min(initial=wanted))))
+
+    def job_enqueueable(self, job: JobInfo) -> Vote:
+        queue = self._session_queues[job.queue]
+        need = job.min_resources
+        asked = need > 0
+        future = queue.allocated + queue.inqueue + need
+        if np.all(future[asked] <= queue.capability[asked] + _EPS):
+            return Vote.PERMIT
+        return Vote.REJECT
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        queue = self._session_queues[job.queue]
+        queue.inqueue = queue.inqueue + job.min_resources

@@ -1,0 +1,80 @@
+"""The scheduler loop body: snapshot the cache, run the configured actions, apply the decisions.
+
+Who calls it: the simulator (on simulated time), the benchmark and, later, the live scheduler process.
+The runner owns the cache and subscribes it to the store's watch; it touches the cluster only through
+the ports it is given, and time only through the injected clock.
+
+Apply order: PodGroup phases first (so the job controller creates pods of newly Inqueue jobs), then
+binds — each assumed in the cache before the bind call and forgotten if the bind fails — then PodGroup
+conditions. A failed bind (the pod vanished or was bound elsewhere) is logged as an event and retried
+naturally next cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hetsched.ports import Binder, Clock, Conflict, NotFound, ObjectStore, StatusUpdater
+from hetsched.scheduler.actions.registry import ACTIONS
+from hetsched.scheduler.cache import KINDS, SchedulerCache
+from hetsched.scheduler.conf import SchedulerConf, default_conf
+from hetsched.scheduler.decisions import Decisions
+from hetsched.scheduler.session import Session
+from hetsched.scheduler.snapshot import Snapshot
+
+
+@dataclass
+class CycleResult:
+    decisions: Decisions
+    snapshot: Snapshot
+    failed_binds: list[str] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(self, store: ObjectStore, binder: Binder, status: StatusUpdater, clock: Clock,
+                 conf: SchedulerConf | None = None, *, scheduler_names: tuple[str, ...] = ("hetsched", "volcano"),
+                 default_queue: str = "default") -> None:
+        self.store = store
+        self.binder = binder
+        self.status = status
+        self.clock = clock
+        self.conf = conf or default_conf()
+        self.cache = SchedulerCache(scheduler_names, default_queue)
+        self._unwatch = store.watch(KINDS, self.cache.handle)
+        self.cycles = 0
+
+    def close(self) -> None:
+        self._unwatch()
+
+    def decide(self) -> tuple[Snapshot, Decisions]:
+        """One cycle without side effects: the pure part (used directly by the benchmark)."""
+        snapshot = self.cache.snapshot()
+        session = Session(snapshot, self.conf, now=self.clock.now())
+        for action in self.conf.action_names:
+            ACTIONS[action](session)
+        return snapshot, session.close()
+
+    def run_once(self) -> CycleResult:
+        snapshot, decisions = self.decide()
+        self.cycles += 1
+        result = CycleResult(decisions, snapshot)
+        for key, update in decisions.podgroups.items():
+            if update.phase is not None:
+                self._update_podgroup(key, update.phase, None)
+        for bind in decisions.binds:
+            self.cache.assume(bind.pod, bind.node)
+            try:
+                self.binder.bind(bind.pod, bind.node)
+            except (Conflict, NotFound) as exc:
+                self.cache.forget(bind.pod)
+                result.failed_binds.append(f"{bind.pod}: {exc}")
+        for key, update in decisions.podgroups.items():
+            if update.conditions is not None:
+                self._update_podgroup(key, None, update.conditions)
+        return result
+
+    def _update_podgroup(self, key: str, phase: str | None, conditions: list | None) -> None:  # type: ignore[type-arg]
+        try:
+            self.status.update_podgroup_status(key, phase, conditions)
+        except (Conflict, NotFound):
+            pass  # the PodGroup changed or vanished meanwhile; the next cycle decides again from fresh state

@@ -1,0 +1,166 @@
+"""One scheduling cycle: a snapshot, the configured plugins and the statements that change it.
+
+Who calls it: the runner opens a session per cycle, runs the configured actions on it and closes it to
+get the :class:`~hetsched.scheduler.decisions.Decisions`. Actions call the combined extension points here
+(``job_ready``, ``allocatable``, ``score`` …); plugins are built fresh for every session.
+
+The combination rules are documented in ``scheduler.framework``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hetsched.api.objects import Condition
+from hetsched.scheduler.conf import SchedulerConf
+from hetsched.scheduler.decisions import Decisions, PodGroupUpdate
+from hetsched.scheduler.framework import (
+    EXTENSION_POINTS,
+    Arguments,
+    BoolArray,
+    Code,
+    FloatArray,
+    IntArray,
+    Plugin,
+    Status,
+    Vote,
+    implements,
+)
+from hetsched.scheduler.plugins.registry import PLUGINS
+from hetsched.scheduler.snapshot import JobInfo, QueueInfo, Snapshot, TaskGroup
+
+
+class Session:
+    def __init__(self, snapshot: Snapshot, conf: SchedulerConf, now: float = 0.0) -> None:
+        self.snapshot = snapshot
+        self.nodes = snapshot.nodes
+        self.conf = conf
+        self.now = now
+        self.decisions = Decisions()
+        self.plugins: list[Plugin] = []
+        self._points: dict[str, list[Plugin]] = {point: [] for point in EXTENSION_POINTS}
+        for tier in conf.tiers:
+            for option in tier.plugins:
+                plugin = PLUGINS[option.name](Arguments(option.name, option.arguments))
+                self.plugins.append(plugin)
+                for point, switch in EXTENSION_POINTS.items():
+                    if implements(plugin, point) and option.enabled(switch):
+                        self._points[point].append(plugin)
+        self._static: dict[tuple[int, object], tuple[BoolArray, list[tuple[str, BoolArray]]]] = {}
+        for plugin in self.plugins:
+            plugin.on_session_open(self)
+
+    def action_arguments(self, action: str) -> dict[str, Any]:
+        return self.conf.action_arguments(action)
+
+    # ------------------------------------------------------------------------------ ordering
+
+    def queue_order_key(self, queue: QueueInfo) -> tuple[Any, ...]:
+        return (*(p.queue_order_key(queue) for p in self._points["queue_order_key"]), queue.name)
+
+    def job_order_key(self, job: JobInfo) -> tuple[Any, ...]:
+        return (*(p.job_order_key(job) for p in self._points["job_order_key"]), job.created, job.key)
+
+    def task_order_key(self, group: TaskGroup) -> tuple[Any, ...]:
+        return (*(p.task_order_key(group) for p in self._points["task_order_key"]), group.pending[0])
+
+    # ------------------------------------------------------------------------------ job gates
+
+    def job_valid(self, job: JobInfo) -> Status:
+        for plugin in self._points["job_valid"]:
+            status = plugin.job_valid(job)
+            if not status.ok:
+                return status
+        return Status(Code.SUCCESS)
+
+    def job_enqueueable(self, job: JobInfo) -> bool:
+        return all(p.job_enqueueable(job) is not Vote.REJECT for p in self._points["job_enqueueable"])
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        for plugin in self._points["job_enqueued"]:
+            plugin.job_enqueued(job)
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return all(p.job_ready(job) for p in self._points["job_ready"])
+
+    def job_pipelined(self, job: JobInfo) -> bool:
+        return all(p.job_pipelined(job) for p in self._points["job_pipelined"])
+
+    # ------------------------------------------------------------------------------ queues
+
+    def overused(self, queue: QueueInfo) -> bool:
+        return any(p.overused(queue) for p in self._points["overused"])
+
+    def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
+        for plugin in self._points["allocatable"]:
+            wanted = min(wanted, plugin.allocatable(queue, group, wanted))
+            if wanted <= 0:
+                return 0
+        return wanted
+
+    # ------------------------------------------------------------------------------ nodes
+
+    def static_checks(self, group: TaskGroup) -> tuple[BoolArray, list[tuple[str, BoolArray]]]:
+        """Nodes that pass every static predicate, and each predicate's (reason, failing mask).
+
+        Cached per placement key for the session: node labels, taints and flags do not change inside
+        a cycle.
+        """
+        key = (group.priority, group.placement_key)
+        cached = self._static.get(key)
+        if cached is None:
+            failures: list[tuple[str, BoolArray]] = []
+            ok = self.nodes.exists.copy()
+            for plugin in self._points["node_filter"]:
+                for reason, failing in plugin.node_filter(self, group):
+                    failures.append((reason, failing))
+                    ok &= ~failing
+            cached = (ok, failures)
+            self._static[key] = cached
+        return cached
+
+    def score(self, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+        total = np.zeros(len(nodes), dtype=np.float64)
+        for plugin in self._points["node_score"]:
+            total += plugin.node_score(self, group, nodes, placed)
+        return total
+
+    @property
+    def scoring(self) -> bool:
+        return bool(self._points["node_score"])
+
+    # ------------------------------------------------------------------------------ events
+
+    def on_allocate(self, group: TaskGroup, count: int) -> None:
+        for plugin in self.plugins:
+            plugin.on_allocate(group, count)
+
+    def on_deallocate(self, group: TaskGroup, count: int) -> None:
+        for plugin in self.plugins:
+            plugin.on_deallocate(group, count)
+
+    # ------------------------------------------------------------------------------ close
+
+    def close(self) -> Decisions:
+        """Let plugins contribute status, derive every PodGroup's phase, return the decisions.
+
+        PodGroup phase (Volcano's ``jobStatus``): Running once bound plus succeeded pods reach minMember;
+        otherwise Inqueue stays Inqueue and anything else Pending. Only changes are emitted.
+        """
+        for plugin in self.plugins:
+            plugin.on_session_close(self)
+        for job in self.snapshot.jobs.values():
+            update = self.decisions.podgroups.get(job.key)
+            phase = job.phase
+            if job.occupied() >= job.min_member and job.occupied() > 0 and phase in ("Pending", "Inqueue"):
+                phase = "Running"
+            conditions = update.conditions if update else None
+            new_phase = phase if phase != job.podgroup.status.phase else None
+            if new_phase is not None or conditions is not None:
+                self.decisions.podgroups[job.key] = PodGroupUpdate(new_phase, conditions)
+        return self.decisions
+
+    def condition(self, type_: str, reason: str, message: str) -> Condition:
+        return Condition(type=type_, status="True", reason=reason, message=message, lastTransitionTime=self.now)

@@ -1,0 +1,191 @@
+"""The per-cycle snapshot: node arrays, jobs with their groups of identical pending pods, queues.
+
+Who calls it: the cache builds one per cycle (``SchedulerCache.snapshot``); the session, actions and
+plugins read it. All resource amounts are int64 milli-units in columns named by ``resources``.
+
+Invariants:
+- ``alloc`` is shared with the cache and never written by the session; ``used`` and ``releasing`` are
+  copies the session mutates as it tentatively places pods (and reverts on discard).
+- A :class:`TaskGroup` holds pending pods of one job that are interchangeable for placement (same task,
+  same placement key, same priority), so nodes are evaluated once per group, not once per pod.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hetsched.api.objects import PodGroup, PodSpec, Taint
+
+if TYPE_CHECKING:
+    from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray
+
+CORE_RESOURCES = ("cpu", "memory", "pods")
+
+
+class ResourceIndex:
+    """Resource name ↔ column. Grows when a new resource name appears; never shrinks."""
+
+    def __init__(self, names: tuple[str, ...] = CORE_RESOURCES) -> None:
+        self.names: list[str] = list(names)
+        self.columns: dict[str, int] = {n: i for i, n in enumerate(self.names)}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def add(self, name: str) -> bool:
+        """Register ``name``; return True when it is new (vectors must then be rebuilt)."""
+        if name in self.columns:
+            return False
+        self.columns[name] = len(self.names)
+        self.names.append(name)
+        return True
+
+    def vector(self, amounts: dict[str, int]) -> IntArray:
+        vec = np.zeros(len(self.names), dtype=np.int64)
+        for name, amount in amounts.items():
+            vec[self.columns[name]] = amount
+        return vec
+
+    def as_dict(self, vec: IntArray | FloatArray) -> dict[str, float]:
+        return {n: float(vec[i]) for i, n in enumerate(self.names) if vec[i]}
+
+
+@dataclass
+class NodeArrays:
+    """Every known node as a row. Rows of deleted nodes stay (``schedulable`` False) so indices are stable."""
+
+    names: list[str]
+    alloc: IntArray
+    used: IntArray
+    releasing: IntArray
+    schedulable: BoolArray
+    """Exists, is Ready and is not cordoned."""
+    labels: list[dict[str, str]]
+    taints: list[tuple[Taint, ...]]
+    cordoned: BoolArray
+    ready: BoolArray
+    exists: BoolArray
+    version: int
+    """Changes whenever a node's labels, taints or flags change; keys caches of static predicates."""
+    index: dict[str, int] = field(default_factory=dict)
+    _label_codes: dict[str, tuple[IntArray, dict[str, int]]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def idle(self) -> IntArray:
+        return self.alloc - self.used
+
+    def label_codes(self, key: str) -> tuple[IntArray, dict[str, int]]:
+        """Integer codes of label ``key`` per node (-1 where absent) and the value → code vocabulary."""
+        cached = self._label_codes.get(key)
+        if cached is None:
+            vocab: dict[str, int] = {}
+            codes = np.full(len(self.names), -1, dtype=np.int64)
+            for row, labels in enumerate(self.labels):
+                value = labels.get(key)
+                if value is not None:
+                    codes[row] = vocab.setdefault(value, len(vocab))
+            cached = (codes, vocab)
+            self._label_codes[key] = cached
+        return cached
+
+
+@dataclass
+class QueueInfo:
+    name: str
+    weight: float
+    capability: FloatArray
+    """Per resource; +inf where not limited."""
+    guarantee: FloatArray
+    state: str
+    reclaimable: bool
+    allocated: FloatArray
+    """Requests of this queue's pods that hold resources now, updated as the session allocates."""
+    inqueue: FloatArray
+    """minResources of Inqueue jobs not yet running (admitted but not placed)."""
+    request: FloatArray
+    """Allocated plus everything its jobs still ask for."""
+    deserved: FloatArray | None = None
+    share: float = 0.0
+
+
+@dataclass
+class TaskGroup:
+    job: JobInfo
+    task: str
+    spec: PodSpec
+    placement_key: object
+    request: IntArray
+    columns: IntArray
+    """Columns with a non-zero request (always includes ``pods``)."""
+    priority: int
+    pending: list[str]
+    """Keys of the pending pods, in creation order; placement takes them from the front."""
+
+    @property
+    def best_effort(self) -> bool:
+        """Requests nothing but a pod slot (Volcano's BestEffort tasks, placed by ``backfill``)."""
+        return len(self.columns) <= 1
+
+
+@dataclass
+class JobInfo:
+    """A PodGroup and its pods, as the scheduler sees them in one cycle."""
+
+    key: str
+    podgroup: PodGroup
+    queue: str
+    priority: int
+    min_member: int
+    min_task_member: dict[str, int]
+    phase: str
+    created: float
+    groups: list[TaskGroup]
+    ready: int
+    """Pods bound or running, plus succeeded ones (Volcano's ReadyTaskNum)."""
+    ready_by_task: dict[str, int]
+    pending_count: int
+    total_pods: int
+    allocated: FloatArray
+    min_resources: FloatArray
+    # session state, changed by statements:
+    session_allocated: int = 0
+    session_by_task: dict[str, int] = field(default_factory=dict)
+    session_pipelined: int = 0
+    failure: str = ""
+    """Why the job could not be placed this cycle (set by actions, read by the gang plugin)."""
+    unresolvable: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.podgroup.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.podgroup.metadata.namespace or "default"
+
+    def occupied(self) -> int:
+        return self.ready + self.session_allocated
+
+    def occupied_by_task(self, task: str) -> int:
+        return self.ready_by_task.get(task, 0) + self.session_by_task.get(task, 0)
+
+
+@dataclass
+class Snapshot:
+    resources: ResourceIndex
+    nodes: NodeArrays
+    jobs: dict[str, JobInfo]
+    queues: dict[str, QueueInfo]
+    priority_classes: dict[str, int]
+    default_queue: str = "default"
+
+    def total_capacity(self) -> IntArray:
+        """Allocatable summed over schedulable nodes."""
+        alloc = self.nodes.alloc[self.nodes.schedulable]
+        return alloc.sum(axis=0) if len(alloc) else np.zeros(len(self.resources), dtype=np.int64)

@@ -1,0 +1,98 @@
+"""Transactional placement: tentative allocations that are committed (binds issued) or discarded.
+
+Who calls it: the allocate and backfill actions (through ``scheduler.placement``). A gang's pods are
+allocated into one statement; the statement commits only when the job is ready (minAvailable reached),
+is kept without binds when pipelined, and is otherwise discarded, which restores node usage, the
+pending lists and every plugin's accounting exactly (Volcano's ``Statement``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetsched.scheduler.decisions import Bind
+from hetsched.scheduler.framework import IntArray
+from hetsched.scheduler.session import Session
+from hetsched.scheduler.snapshot import TaskGroup
+
+
+@dataclass
+class _Operation:
+    group: TaskGroup
+    pods: list[str]
+    nodes: IntArray
+    pipelined: bool
+
+
+def _add_usage(used: IntArray, nodes: IntArray, request: IntArray, sign: int) -> None:
+    rows, counts = np.unique(nodes, return_counts=True)
+    used[rows] += sign * counts[:, None] * request[None, :]
+
+
+class Statement:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._operations: list[_Operation] = []
+
+    def allocate(self, group: TaskGroup, nodes: IntArray, *, pipelined: bool = False) -> None:
+        """Take ``len(nodes)`` pods from the front of ``group.pending`` and place them on ``nodes``."""
+        count = len(nodes)
+        if count == 0:
+            return
+        pods = group.pending[:count]
+        del group.pending[:count]
+        _add_usage(self.session.nodes.used, nodes, group.request, 1)
+        job = group.job
+        if pipelined:
+            job.session_pipelined += count
+        else:
+            job.session_allocated += count
+            job.session_by_task[group.task] = job.session_by_task.get(group.task, 0) + count
+            self._account(group, count)
+        self._operations.append(_Operation(group, pods, nodes, pipelined))
+        self.session.on_allocate(group, count)
+
+    def _account(self, group: TaskGroup, count: int) -> None:
+        """Keep the job's and its queue's allocated resources current (DRF and proportion read them)."""
+        delta = group.request * count
+        job = group.job
+        job.allocated = job.allocated + delta
+        queue = self.session.snapshot.queues[job.queue]
+        queue.allocated = queue.allocated + delta
+
+    def discard(self) -> None:
+        for op in reversed(self._operations):
+            count = len(op.pods)
+            _add_usage(self.session.nodes.used, op.nodes, op.group.request, -1)
+            op.group.pending[:0] = op.pods
+            job = op.group.job
+            if op.pipelined:
+                job.session_pipelined -= count
+            else:
+                job.session_allocated -= count
+                job.session_by_task[op.group.task] -= count
+                self._account(op.group, -count)
+            self.session.on_deallocate(op.group, count)
+        self._operations.clear()
+
+    def commit(self) -> None:
+        """Issue binds for allocated pods and nominations for pipelined ones."""
+        names = self.session.nodes.names
+        decisions = self.session.decisions
+        for op in self._operations:
+            target = decisions.nominations if op.pipelined else decisions.binds
+            job = op.group.job.key
+            target.extend(Bind(pod, names[node], job) for pod, node in zip(op.pods, op.nodes.tolist(), strict=True))
+        self._operations.clear()
+
+    def keep(self) -> None:
+        """Pipelined: keep the reservation inside this session, bind nothing, nominate the pods."""
+        names = self.session.nodes.names
+        for op in self._operations:
+            self.session.decisions.nominations.extend(
+                Bind(pod, names[node], op.group.job.key)
+                for pod, node in zip(op.pods, op.nodes.tolist(), strict=True)
+            )
+        self._operations.clear()

@@ -1,0 +1,202 @@
+"""Simulation results: per-workload timings and placements, and the summary a person reads.
+
+Who calls it: ``sim.simulator`` feeds a :class:`Recorder` from watch events and scheduler cycles; the CLI
+prints :func:`summary_rows` and writes :meth:`Results.to_json`.
+
+A workload is a PodGroup: every Volcano Job has one, every plain pod gets one. Its *start* is the moment
+its minMember-th pod started running (the gang is up), its *end* the moment its last pod finished.
+Queue wait = start − submit; completion time = end − submit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hetsched.api.accelerators import accelerator_kind
+from hetsched.api.objects import Job, Node, Pod, PodGroup
+from hetsched.ports import WatchEvent
+from hetsched.scheduler.runner import CycleResult
+
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+@dataclass
+class PodRecord:
+    name: str
+    node: str = ""
+    start: float | None = None
+    end: float | None = None
+    requests: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class WorkloadRecord:
+    key: str
+    kind: str
+    name: str
+    namespace: str
+    queue: str
+    min_member: int
+    submit: float
+    phase: str = "Pending"
+    start: float | None = None
+    end: float | None = None
+    pods: dict[str, PodRecord] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+
+
+def _percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "p50": None, "p95": None, "count": 0}
+    array = np.asarray(values, dtype=np.float64)
+    return {"mean": float(array.mean()), "p50": float(np.percentile(array, 50)),
+            "p95": float(np.percentile(array, 95)), "count": len(values)}
+
+
+_NODES_PREFIX = re.compile(r"^0/\d+ nodes are available: ")
+_COUNT = re.compile(r"^\d+ ")
+
+
+def reason_fragments(message: str) -> list[str]:
+    """``0/24 nodes are available: 16 Insufficient cpu, 8 node(s) …`` → ``['Insufficient cpu', 'node(s) …']``."""
+    if _NODES_PREFIX.match(message):
+        return [_COUNT.sub("", part.strip()) for part in _NODES_PREFIX.sub("", message).split(", ") if part.strip()]
+    return [message]
+
+
+class Recorder:
+    """Builds workload records from watch events (Jobs, PodGroups, Pods) and scheduler cycles."""
+
+    def __init__(self) -> None:
+        self.workloads: dict[str, WorkloadRecord] = {}
+        self.job_phase: dict[str, str] = {}
+        self._pod_group: dict[str, str] = {}
+        self.cycles = 0
+        self.binds = 0
+        self.last_time = 0.0
+
+    def on_event(self, event: WatchEvent, now: float) -> None:
+        obj = event.object
+        self.last_time = max(self.last_time, now)
+        if isinstance(obj, PodGroup) and event.type == "ADDED":
+            key = f"{obj.metadata.namespace}/{obj.metadata.name}"
+            owner = next((r for r in obj.metadata.ownerReferences if r.controller), None)
+            kind = owner.kind if owner else "PodGroup"
+            name = owner.name if owner else obj.metadata.name
+            submit = obj.metadata.creationTimestamp or now
+            self.workloads[key] = WorkloadRecord(key, kind, name, obj.metadata.namespace or "default",
+                                                 obj.spec.queue, obj.spec.minMember, submit)
+        elif isinstance(obj, Job) and event.type != "DELETED":
+            key = f"{obj.metadata.namespace}/{obj.metadata.name}"
+            self.job_phase[key] = obj.status.state.phase
+            if key in self.workloads:
+                self.workloads[key].submit = min(self.workloads[key].submit, obj.metadata.creationTimestamp or now)
+        elif isinstance(obj, Pod) and event.type != "DELETED":
+            group = obj.metadata.annotations.get(GROUP_ANNOTATION)
+            if not group:
+                return
+            key = f"{obj.metadata.namespace}/{group}"
+            workload = self.workloads.get(key)
+            if workload is None:
+                return
+            if workload.kind == "Pod":
+                workload.submit = min(workload.submit, obj.metadata.creationTimestamp or now)
+            record = workload.pods.setdefault(obj.metadata.name, PodRecord(obj.metadata.name,
+                                                                           requests=dict(obj.spec.requests)))
+            record.node = obj.spec.nodeName
+            if obj.status.phase == "Running" and record.start is None:
+                record.start = now
+                started = sorted(p.start for p in workload.pods.values() if p.start is not None)
+                if workload.start is None and len(started) >= max(workload.min_member, 1):
+                    workload.start = now
+            elif obj.status.phase in ("Succeeded", "Failed") and record.end is None:
+                record.end = now
+
+    def on_cycle(self, result: CycleResult) -> None:
+        self.cycles += 1
+        self.binds += len(result.decisions.binds)
+        for key, status in result.decisions.unschedulable.items():
+            workload = self.workloads.get(key)
+            if workload is not None:
+                for fragment in reason_fragments(status.message):
+                    if fragment not in workload.reasons:
+                        workload.reasons.append(fragment)
+
+
+@dataclass
+class Results:
+    jobs: list[dict[str, Any]]
+    summary: dict[str, Any]
+    cluster: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "jobs": self.jobs, "summary": self.summary}
+
+
+def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra: dict[str, Any]) -> Results:
+    jobs: list[dict[str, Any]] = []
+    for workload in recorder.workloads.values():
+        pods = list(workload.pods.values())
+        phase = recorder.job_phase.get(workload.key) if workload.kind == "Job" else None
+        if phase is None:
+            if pods and all(p.end is not None for p in pods):
+                phase = "Completed"
+            elif workload.start is not None:
+                phase = "Running"
+            else:
+                phase = "Pending"
+        workload.phase = phase
+        if pods and all(p.end is not None for p in pods):
+            workload.end = max(p.end for p in pods if p.end is not None)
+        jobs.append({
+            "name": workload.name, "namespace": workload.namespace, "kind": workload.kind,
+            "queue": workload.queue, "phase": phase, "minMember": workload.min_member,
+            "submit": workload.submit, "start": workload.start, "end": workload.end,
+            "pods": [{"name": p.name, "node": p.node or None, "start": p.start, "end": p.end}
+                     for p in sorted(pods, key=lambda p: p.name)],
+            "unschedulableReasons": workload.reasons if workload.start is None or workload.reasons else [],
+        })
+    waits = [w.start - w.submit for w in recorder.workloads.values() if w.start is not None]
+    completions = [w.end - w.submit for w in recorder.workloads.values() if w.end is not None]
+    capacity: Counter[str] = Counter()
+    for node in nodes:
+        for resource, amount in node.status.allocatable.items():
+            kind = accelerator_kind(resource)
+            if kind is not None:
+                capacity[kind] += amount // 1000
+    busy: Counter[str] = Counter()
+    for workload in recorder.workloads.values():
+        for pod in workload.pods.values():
+            if pod.start is None:
+                continue
+            run = (pod.end if pod.end is not None else end_time) - pod.start
+            for resource, amount in pod.requests.items():
+                kind = accelerator_kind(resource)
+                if kind is not None:
+                    busy[kind] += amount / 1000 * run
+    allocation = {kind: (busy[kind] / (capacity[kind] * end_time) if end_time > 0 else 0.0)
+                  for kind in sorted(capacity)}
+    reasons: Counter[str] = Counter()
+    for workload in recorder.workloads.values():
+        for fragment in workload.reasons:
+            reasons[fragment] += 1
+    summary = {
+        "jobs": len(jobs),
+        "phases": dict(sorted(Counter(j["phase"] for j in jobs).items())),
+        "queueWaitSeconds": _percentiles(waits),
+        "completionSeconds": _percentiles(completions),
+        "allocationRatio": allocation,
+        "unschedulableReasons": dict(reasons.most_common()),
+        "simulatedSeconds": end_time,
+        "schedulerCycles": recorder.cycles,
+        "binds": recorder.binds,
+        **extra,
+    }
+    cluster = {"nodes": len(nodes), "acceleratorChips": dict(sorted(capacity.items()))}
+    return Results(jobs=sorted(jobs, key=lambda j: (j["submit"], j["namespace"], j["name"])),
+                   summary=summary, cluster=cluster)
