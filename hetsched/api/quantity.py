@@ -63,7 +63,7 @@ def parse_quantity(value: object) -> int:
     else:
         amount = number * _DECIMAL[suffix]
     if amount < 0:
-        raise QuantityError(f"{value!r} is negative; quantities must be zero or more")
+        raise QuantityError(f"{value!r} is a negative quantity; requests, limits and capacities must be zero or more")
     milli = (amount * MILLI).to_integral_value(rounding=ROUND_CEILING)
     if milli > 2**62:
         raise QuantityError(f"{value!r} is too large")

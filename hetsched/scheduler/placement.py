@@ -141,12 +141,15 @@ def place_job(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: 
         if wanted <= 0:
             return 0
         allowed = session.allocatable(queue, group, wanted)
-        if allowed < wanted:
+        nodes = place_group(session, group, wanted, future=future)
+        if len(nodes) > allowed:
+            # The nodes could take more, the queue may not: blame the queue (placement is greedy, so the
+            # first ``allowed`` placements are exactly what placing ``allowed`` pods would give).
+            nodes = nodes[:allowed]
             _fail(job, Status(Code.UNSCHEDULABLE, (f"queue {queue.name} is at its deserved share or capability",)))
-        nodes = place_group(session, group, allowed, future=future)
         statement.allocate(group, nodes, pipelined=future)
-        if len(nodes) < allowed and not future:
-            _fail(job, explain(session, group))
+        if len(nodes) < wanted and not future:
+            _fail(job, explain(session, group))  # after the placed ones: why the next pod does not fit
         return len(nodes)
 
     if not gang:
@@ -169,5 +172,6 @@ def place_job(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: 
     if session.job_pipelined(job) and job.session_pipelined > 0:
         statement.keep()
         return False
+    job.short = max(job.min_member - job.occupied(), 0)
     statement.discard()
     return False

@@ -160,6 +160,8 @@ class JobInfo:
     failure: str = ""
     """Why the job could not be placed this cycle (set by actions, read by the gang plugin)."""
     unresolvable: bool = False
+    short: int | None = None
+    """Pods the gang lacked at its last attempt this cycle (None when not attempted)."""
 
     @property
     def name(self) -> str:

@@ -54,7 +54,7 @@ class Gang(Plugin):
             current = {c.type: c for c in job.podgroup.status.conditions}
             status = session.decisions.unschedulable.get(job.key)
             if status is not None and not self.job_ready(job):
-                missing = max(job.min_member - job.occupied(), 0)
+                missing = job.short if job.short is not None else max(job.min_member - job.occupied(), 0)
                 message = f"{missing}/{job.min_member} tasks in gang unschedulable: {status.message}"
                 reason = "Unresolvable" if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else "NotEnoughResources"
                 old = current.get("Unschedulable")

@@ -1,0 +1,87 @@
+"""A synthetic heterogeneous cluster and pending backlog for the engine benchmark.
+
+Who calls it: ``benchmark.engine``. Deterministic for a seed. Shape (scaled with ``nodes``):
+- nodes: 30 % Ascend 910 (8 chips), 20 % Cambricon MLU370 (8), 20 % NVIDIA A100 (8), 30 % CPU-only;
+- jobs: gang sizes 1–128 (mean ≈ 17 pods), until ``pods`` pods exist; 20 % of jobs ask for 1/2/4/8 chips
+  per pod of one accelerator kind (selected by the ``accelerator`` label), the rest are CPU-only; four
+  queues of different weights; minAvailable = replicas (every job a gang).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from hetsched.api.objects import Node, Pod, PodGroup, Queue
+from hetsched.cluster.spec import parse_cluster_spec
+
+ACCELERATORS = (
+    ("ascend", "huawei-ascend", "huawei.com/Ascend910", 0.30),
+    ("cambricon", "cambricon-mlu", "cambricon.com/mlu", 0.20),
+    ("nvidia", "nvidia-gpu", "nvidia.com/gpu", 0.20),
+)
+GANG_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+GANG_WEIGHTS = (20, 15, 15, 15, 15, 10, 6, 4)
+QUEUES = (("prod", 4), ("train", 3), ("dev", 2), ("batch", 1))
+
+
+@dataclass
+class BenchWorkload:
+    nodes: list[Node]
+    queues: list[Queue]
+    podgroups: list[PodGroup]
+    pods: list[Pod]
+
+
+def synthetic_cluster(nodes: int) -> list[Node]:
+    pools = []
+    assigned = 0
+    for kind, label, _, share in ACCELERATORS:
+        count = int(nodes * share)
+        assigned += count
+        pools.append({"name": kind, "count": count, "labels": {"accelerator": label}, "cpu": "128",
+                      "memory": "1Ti", "pods": 110,
+                      "accelerators": [{"kind": kind, "model": "Ascend910" if kind == "ascend" else kind, "count": 8}]})
+    pools.append({"name": "cpu", "count": nodes - assigned, "labels": {"accelerator": "none"}, "cpu": "96",
+                  "memory": "384Gi", "pods": 110})
+    return parse_cluster_spec({"pools": pools}, "<bench>").nodes()
+
+
+def synthetic_workload(nodes: int, pods: int, seed: int = 1) -> BenchWorkload:
+    rng = random.Random(seed)
+    cluster = synthetic_cluster(nodes)
+    queues = [Queue.model_validate({"metadata": {"name": n}, "spec": {"weight": w}}) for n, w in QUEUES]
+    podgroups: list[PodGroup] = []
+    all_pods: list[Pod] = []
+    index = 0
+    while len(all_pods) < pods:
+        size = min(rng.choices(GANG_SIZES, GANG_WEIGHTS)[0], pods - len(all_pods))
+        queue = rng.choice(QUEUES)[0]
+        name = f"job-{index:05d}"
+        index += 1
+        if rng.random() < 0.2:
+            _, label, resource, _ = rng.choice(ACCELERATORS)
+            chips = rng.choice((1, 1, 1, 2, 2, 4, 8))
+            limits = {resource: str(chips)}
+            requests = {"cpu": str(2 * chips), "memory": f"{16 * chips}Gi"}
+            selector = {"accelerator": label}
+        else:
+            limits = {}
+            requests = {"cpu": str(rng.choice((1, 2, 4))), "memory": f"{rng.choice((2, 4, 8))}Gi"}
+            selector = {}
+        template = Pod.model_validate({
+            "metadata": {"name": f"{name}-0", "namespace": "bench",
+                         "annotations": {"scheduling.k8s.io/group-name": name, "volcano.sh/task-spec": "worker"}},
+            "spec": {"schedulerName": "volcano", "nodeSelector": selector,
+                     "containers": [{"name": "main", "resources": {"requests": requests, "limits": limits}}]},
+        })
+        total = {k: v * size for k, v in template.spec.requests.items() if k != "pods"}
+        podgroups.append(PodGroup.model_validate({
+            "metadata": {"name": name, "namespace": "bench"},
+            "spec": {"minMember": size, "queue": queue,
+                     "minResources": {k: f"{v}m" for k, v in total.items()}},
+        }))
+        for i in range(size):
+            meta = template.metadata.model_copy(update={"name": f"{name}-{i}"})
+            all_pods.append(template.model_copy(update={"metadata": meta}))
+    return BenchWorkload(cluster, queues, podgroups, all_pods)

@@ -1,0 +1,117 @@
+"""Test builders: small nodes, pods, PodGroups and a harness that runs scheduler cycles on the embedded
+cluster (the same code path the simulator and, later, the live scheduler use)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hetsched.api.objects import AnyObject, Node, Pod, PodGroup, PriorityClass, Queue
+from hetsched.cluster.memory import MemoryCluster
+from hetsched.scheduler.conf import SchedulerConf, parse_conf
+from hetsched.scheduler.runner import CycleResult, Scheduler
+from hetsched.sim.kernel import SimClock
+
+
+def node(name: str, cpu: str = "8", memory: str = "32Gi", pods: int = 110, *, labels: dict[str, str] | None = None,
+         taints: list[dict[str, str]] | None = None, unschedulable: bool = False, ready: bool = True,
+         **extended: int) -> Node:
+    allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    for key, count in extended.items():
+        allocatable[key.replace("__", "/").replace("_", ".")] = str(count)
+    return Node.model_validate({
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"taints": taints or [], "unschedulable": unschedulable},
+        "status": {"allocatable": allocatable, "capacity": allocatable,
+                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    })
+
+
+def pod(name: str, group: str | None = None, *, cpu: str = "1", memory: str = "1Gi", limits: dict[str, Any] | None = None,
+        selector: dict[str, str] | None = None, tolerations: list[dict[str, Any]] | None = None,
+        affinity: dict[str, Any] | None = None, priority: int | None = None, task: str = "worker",
+        namespace: str = "default", best_effort: bool = False, scheduler: str = "volcano") -> Pod:
+    annotations = {"volcano.sh/task-spec": task}
+    if group:
+        annotations["scheduling.k8s.io/group-name"] = group
+    resources: dict[str, Any] = {} if best_effort else {"requests": {"cpu": cpu, "memory": memory}}
+    if limits:
+        resources["limits"] = limits
+    spec: dict[str, Any] = {"schedulerName": scheduler, "nodeSelector": selector or {},
+                            "tolerations": tolerations or [],
+                            "containers": [{"name": "main", "resources": resources}]}
+    if affinity:
+        spec["affinity"] = affinity
+    if priority is not None:
+        spec["priority"] = priority
+    return Pod.model_validate({"metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+                               "spec": spec})
+
+
+def podgroup(name: str, min_member: int, *, queue: str = "default", phase: str = "Inqueue",
+             min_task_member: dict[str, int] | None = None, priority_class: str = "",
+             min_resources: dict[str, str] | None = None, namespace: str = "default") -> PodGroup:
+    return PodGroup.model_validate({
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member, "queue": queue, "minTaskMember": min_task_member or {},
+                 "priorityClassName": priority_class, "minResources": min_resources or {}},
+        "status": {"phase": phase},
+    })
+
+
+def gang(name: str, size: int, *, min_member: int | None = None, queue: str = "default", phase: str = "Inqueue",
+         **pod_args: Any) -> list[AnyObject]:
+    objects: list[AnyObject] = [podgroup(name, size if min_member is None else min_member, queue=queue, phase=phase)]
+    objects += [pod(f"{name}-{i}", name, **pod_args) for i in range(size)]
+    return objects
+
+
+def queue(name: str, weight: int = 1, capability: dict[str, str] | None = None,
+          guarantee: dict[str, str] | None = None, state: str = "Open") -> Queue:
+    return Queue.model_validate({"metadata": {"name": name},
+                                 "spec": {"weight": weight, "capability": capability or {},
+                                          "guarantee": {"resource": guarantee or {}}},
+                                 "status": {"state": state}})
+
+
+def priority_class(name: str, value: int) -> PriorityClass:
+    return PriorityClass.model_validate({"metadata": {"name": name}, "value": value})
+
+
+@dataclass
+class Harness:
+    cluster: MemoryCluster
+    scheduler: Scheduler
+    clock: SimClock
+
+    def cycle(self) -> CycleResult:
+        result = self.scheduler.run_once()
+        self.clock.advance_to(self.clock.now() + 1)
+        return result
+
+    def bindings(self) -> dict[str, str]:
+        return {p.metadata.name: p.spec.nodeName for p in self.cluster.list("Pod") if isinstance(p, Pod)
+                and p.spec.nodeName}
+
+    def podgroup(self, name: str, namespace: str = "default") -> PodGroup:
+        found = self.cluster.get("PodGroup", f"{namespace}/{name}")
+        assert isinstance(found, PodGroup)
+        return found
+
+    def condition(self, name: str, type_: str = "Unschedulable") -> str:
+        for condition in self.podgroup(name).status.conditions:
+            if condition.type == type_:
+                return f"{condition.reason}: {condition.message}"
+        return ""
+
+
+def harness(objects: list[AnyObject], conf: str | SchedulerConf | None = None) -> Harness:
+    clock = SimClock()
+    cluster = MemoryCluster(clock)
+    if not any(isinstance(o, Queue) and o.metadata.name == "default" for o in objects):
+        cluster.create(queue("default"))
+    ordered = sorted(objects, key=lambda o: ["PriorityClass", "Queue", "Node", "PodGroup", "Pod"].index(o.kind))
+    for obj in ordered:
+        cluster.create(obj)
+    parsed = parse_conf(conf) if isinstance(conf, str) else conf
+    return Harness(cluster, Scheduler(cluster, cluster, cluster, clock, parsed), clock)
