@@ -110,12 +110,15 @@ def load_cluster_spec(path: str | Path) -> ClusterSpec:
     """Read and validate a cluster spec file; raise :class:`ManifestError` naming file, pool and field."""
     source = str(path)
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        documents = [d for d in yaml.safe_load_all(Path(path).read_text(encoding="utf-8")) if d is not None]
     except OSError as exc:
         raise ManifestError([Problem(source, 0, "", "", "", f"cannot read file: {exc.strerror or exc}")]) from None
     except yaml.YAMLError as exc:
         raise ManifestError([Problem(source, 0, "", "", "", f"malformed YAML: {exc}".splitlines()[0])]) from None
-    return parse_cluster_spec(data, source)
+    if len(documents) != 1:
+        raise ManifestError([Problem(source, 0, "", "", "", f"a cluster spec is one YAML document of kind "
+                                     f"ClusterSpec; this file has {len(documents)}")])
+    return parse_cluster_spec(documents[0], source)
 
 
 def parse_cluster_spec(data: object, source: str = "<cluster>") -> ClusterSpec:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from hetsched.api.objects import Job, JobSpec, Pod, PodGroup, TaskSpec
-from hetsched.ports import Clock, Conflict, NotFound, ObjectStore, WatchEvent
+from hetsched.ports import Clock, Conflict, Invalid, NotFound, ObjectStore, WatchEvent
 from hetsched.controllers.workqueue import WorkQueue
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -52,7 +52,8 @@ def min_resources(spec: JobSpec) -> dict[str, int]:
     total: dict[str, int] = {}
     for task in spec.tasks:
         for name, amount in task.template.spec.requests.items():
-            total[name] = total.get(name, 0) + amount * counts[task.name]
+            if name != "pods":  # Volcano's minResources counts resources, not pod slots
+                total[name] = total.get(name, 0) + amount * counts[task.name]
     return total
 
 
@@ -104,9 +105,15 @@ class JobController:
             return
         podgroup = self._ensure_podgroup(job)
         pods = self._pods(job)
+        problem = ""
         if podgroup.status.phase != "Pending":
-            pods = self._create_pods(job, pods)
-        self._update_status(job, podgroup, pods)
+            try:
+                pods = self._create_pods(job, pods)
+            except Invalid as exc:
+                # e.g. a missing PriorityClass: the Job says why and waits; the next change retries
+                problem = f"cannot create pods: {exc}"
+                pods = self._pods(job)
+        self._update_status(job, podgroup, pods, problem)
 
     def _ensure_podgroup(self, job: Job) -> PodGroup:
         key = f"{job.metadata.namespace}/{job.metadata.name}"
@@ -182,7 +189,7 @@ class JobController:
                 pods[key] = created
         return pods
 
-    def _update_status(self, job: Job, podgroup: PodGroup, pods: dict[str, Pod]) -> None:
+    def _update_status(self, job: Job, podgroup: PodGroup, pods: dict[str, Pod], problem: str = "") -> None:
         counts = {"Pending": 0, "Running": 0, "Succeeded": 0, "Failed": 0, "Unknown": 0}
         for pod in pods.values():
             counts[pod.status.phase] += 1
@@ -200,6 +207,10 @@ class JobController:
         })
         if phase != job.status.state.phase:
             status = self._transition(status, phase)
+        if problem != job.status.state.message and phase == "Pending":
+            reason = "PodCreationFailed" if problem else ""
+            status = status.model_copy(update={"state": status.state.model_copy(
+                update={"reason": reason, "message": problem})})
         if status != job.status:
             self.store.update(job.model_copy(update={"status": status}))
         if phase in FINISHED and podgroup.status.phase != "Completed":

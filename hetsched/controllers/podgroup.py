@@ -62,7 +62,7 @@ class PodGroupController:
                                                   "uid": pod.metadata.uid, "controller": True}]},
                 "spec": {"minMember": 1, "queue": pod.metadata.annotations.get(QUEUE_ANNOTATION, "default"),
                          "priorityClassName": pod.spec.priorityClassName,
-                         "minResources": quantity_strings({k: v for k, v in pod.spec.requests.items()})},
+                         "minResources": quantity_strings({k: v for k, v in pod.spec.requests.items() if k != "pods"})},
             }))
             meta = pod.metadata.model_copy(update={"annotations": {**pod.metadata.annotations,
                                                                    GROUP_ANNOTATION: group_name}})

@@ -9,7 +9,7 @@ Combination rules (Volcano's):
 - ordering keys (job, task, queue): plugins contribute keys in tier order; the first that differs decides
   (lexicographic comparison of the key tuple);
 - ``job_ready``/``job_pipelined``/``job_valid``/``node_filter``: every participating plugin must agree;
-- ``job_enqueueable``: any ``REJECT`` rejects;
+- ``job_enqueueable``: any non-ok status rejects, and its reason is reported;
 - ``allocatable``: the smallest allowance wins; ``overused``: any plugin may declare a queue overused;
 - ``node_score``: weighted sum (each plugin applies its own weight).
 
@@ -69,12 +69,6 @@ class Status:
 
 
 SUCCESS = Status(Code.SUCCESS)
-
-
-class Vote(enum.IntEnum):
-    REJECT = -1
-    ABSTAIN = 0
-    PERMIT = 1
 
 
 @dataclass
@@ -152,8 +146,8 @@ class Plugin:
         """Can this job be scheduled at all (e.g. enough pods exist for its gang)?"""
         raise NotImplementedError
 
-    def job_enqueueable(self, job: JobInfo) -> Vote:
-        """May this Pending PodGroup move to Inqueue (its pods be created) now?"""
+    def job_enqueueable(self, job: JobInfo) -> Status:
+        """May this Pending PodGroup move to Inqueue (its pods be created) now? Not ok → the reason."""
         raise NotImplementedError
 
     def job_enqueued(self, job: JobInfo) -> None:

@@ -25,7 +25,6 @@ from hetsched.scheduler.framework import (
     IntArray,
     Plugin,
     Status,
-    Vote,
     implements,
 )
 from hetsched.scheduler.plugins.registry import PLUGINS
@@ -75,8 +74,12 @@ class Session:
                 return status
         return Status(Code.SUCCESS)
 
-    def job_enqueueable(self, job: JobInfo) -> bool:
-        return all(p.job_enqueueable(job) is not Vote.REJECT for p in self._points["job_enqueueable"])
+    def job_enqueueable(self, job: JobInfo) -> Status:
+        for plugin in self._points["job_enqueueable"]:
+            status = plugin.job_enqueueable(job)
+            if not status.ok:
+                return status
+        return Status(Code.SUCCESS)
 
     def job_enqueued(self, job: JobInfo) -> None:
         for plugin in self._points["job_enqueued"]:

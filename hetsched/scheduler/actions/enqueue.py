@@ -24,10 +24,9 @@ def execute(session: Session) -> None:
             session.decisions.unschedulable[job.key] = Status(
                 Code.UNSCHEDULABLE, (f"queue {job.queue} is {queues[job.queue].state}",), NAME)
             continue
-        if not session.job_enqueueable(job):
-            session.decisions.unschedulable[job.key] = Status(
-                Code.UNSCHEDULABLE, ("minResources do not fit the cluster headroom or the queue's capability",),
-                NAME)
+        admitted = session.job_enqueueable(job)
+        if not admitted.ok:
+            session.decisions.unschedulable[job.key] = admitted
             continue
         job.phase = "Inqueue"
         session.job_enqueued(job)

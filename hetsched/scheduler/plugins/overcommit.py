@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import Arguments, FloatArray, Plugin, Vote
+from hetsched.api.quantity import format_quantity
+from hetsched.scheduler.framework import Arguments, Code, FloatArray, Plugin, Status
 from hetsched.scheduler.snapshot import JobInfo
 
 if TYPE_CHECKING:
@@ -40,13 +41,17 @@ class Overcommit(Plugin):
         for queue in session.snapshot.queues.values():
             used += queue.allocated + queue.inqueue
         self.headroom = total - used
+        self.resources = session.snapshot.resources
 
-    def job_enqueueable(self, job: JobInfo) -> Vote:
-        need = job.min_resources
-        asked = need > 0
-        if np.all(need[asked] <= self.headroom[asked] + 1e-6):
-            return Vote.PERMIT
-        return Vote.REJECT
+    def job_enqueueable(self, job: JobInfo) -> Status:
+        short = np.flatnonzero((job.min_resources > 0) & (job.min_resources > self.headroom + 1e-6))
+        if short.size == 0:
+            return Status(Code.SUCCESS)
+        names = self.resources.names
+        detail = ", ".join(f"{names[c]} {format_quantity(int(job.min_resources[c]), names[c])} > "
+                           f"{format_quantity(max(int(self.headroom[c]), 0), names[c])}" for c in short)
+        return Status(Code.UNSCHEDULABLE, (f"minResources exceed the cluster's headroom (allocatable × "
+                                           f"overcommit-factor {self.factor:g} − admitted): {detail}",), NAME)
 
     def job_enqueued(self, job: JobInfo) -> None:
         self.headroom -= job.min_resources

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import FloatArray, Plugin, Vote
+from hetsched.api.quantity import format_quantity
+from hetsched.scheduler.framework import Code, FloatArray, Plugin, Status
 from hetsched.scheduler.snapshot import JobInfo, QueueInfo, TaskGroup
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class Proportion(Plugin):
         snapshot = session.snapshot
         total = snapshot.total_capacity().astype(np.float64)
         self._session_queues = snapshot.queues
+        self._resources = snapshot.resources
         queues = list(snapshot.queues.values())
         for name, deserved in deserved_shares(total, queues).items():
             snapshot.queues[name].deserved = deserved
@@ -89,14 +91,17 @@ class Proportion(Plugin):
         room = (bound - queue.allocated[columns] + _EPS) // request
         return int(max(0, min(wanted, room.min(initial=wanted))))
 
-    def job_enqueueable(self, job: JobInfo) -> Vote:
+    def job_enqueueable(self, job: JobInfo) -> Status:
         queue = self._session_queues[job.queue]
-        need = job.min_resources
-        asked = need > 0
-        future = queue.allocated + queue.inqueue + need
-        if np.all(future[asked] <= queue.capability[asked] + _EPS):
-            return Vote.PERMIT
-        return Vote.REJECT
+        future = queue.allocated + queue.inqueue + job.min_resources
+        short = np.flatnonzero((job.min_resources > 0) & (future > queue.capability + _EPS))
+        if short.size == 0:
+            return Status(Code.SUCCESS)
+        names = self._resources.names
+        detail = ", ".join(f"{names[c]} {format_quantity(int(future[c]), names[c])} > "
+                           f"{format_quantity(int(queue.capability[c]), names[c])}" for c in short)
+        return Status(Code.UNSCHEDULABLE, (f"queue {queue.name} capability exceeded (allocated + admitted + "
+                                           f"minResources): {detail}",), NAME)
 
     def job_enqueued(self, job: JobInfo) -> None:
         queue = self._session_queues[job.queue]

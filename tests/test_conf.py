@@ -1,0 +1,68 @@
+"""Scheduler configuration: Volcano's default, the one switch spelling, unknown names and bad arguments."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetsched.scheduler.conf import ConfError, default_conf, parse_conf
+
+
+def test_default_is_volcanos() -> None:
+    conf = default_conf()
+    assert conf.action_names == ["enqueue", "allocate", "backfill"]
+    assert [[p.name for p in t.plugins] for t in conf.tiers] == [
+        ["priority", "gang", "conformance"], ["overcommit", "drf", "predicates", "proportion", "nodeorder"]]
+
+
+def test_volcano_helm_chart_config_parses() -> None:
+    conf = parse_conf("""
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+    arguments: {binpack.weight: 0.2}
+""")
+    assert conf.tiers[1].plugins[-1].arguments == {"binpack.weight": 0.2}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("actions: enqueue, shuffle\ntiers: [{plugins: [{name: gang}]}]", "unknown action 'shuffle'"),
+    ("actions: allocate\ntiers: [{plugins: [{name: gangg}]}]", "tiers[0].plugins[0].name: unknown plugin 'gangg'"),
+    ("actions: allocate\ntiers: [{plugins: [{name: gang, enabledJobReady: false}]}]",
+     "hetsched spells every switch enable<Point>, e.g. enableJobReady"),
+    ("actions: allocate\ntiers: [{plugins: [{name: gang, enableJobReady: maybe}]}]", "must be true or false"),
+    ("actions: allocate\ntiers: [{plugins: [{name: binpack, arguments: {binpack.weight: heavy}}]}]",
+     "plugin binpack: argument binpack.weight must be a number"),
+    ("actions: allocate\ntiers: [{plugins: [{name: overcommit, arguments: {overcommit-factor: 0.5}}]}]",
+     "overcommit-factor must be ≥ 1"),
+    ("actions: allocate\ntiers: [{plugins: [{name: nodeorder, arguments: {leastrequested.wieght: 1}}]}]",
+     "unknown argument 'leastrequested.wieght'"),
+    ("actions: allocate\ntiers: []", "tiers"),
+    ("actions: [", "malformed YAML"),
+])
+def test_bad_configuration_names_the_key(text: str, message: str) -> None:
+    with pytest.raises(ConfError) as info:
+        parse_conf(text, "sched.conf")
+    assert str(info.value).startswith("sched.conf:")
+    assert message in str(info.value)
+
+
+def test_disabled_extension_point_is_skipped() -> None:
+    from tests.builders import gang, harness, node
+
+    conf = ("actions: allocate\ntiers:\n- plugins:\n  - name: gang\n    enableJobReady: false\n"
+            "  - name: predicates\n")
+    h = harness([node("n1", cpu="1"), *gang("g", 2, cpu="1")], conf)
+    h.cycle()
+    assert len(h.bindings()) == 1  # without the gang's readiness gate, the pod that fits is bound alone

@@ -1,0 +1,127 @@
+"""The Job controller: PodGroup from the Job, pods only after admission, names/annotations/env, phases."""
+
+from __future__ import annotations
+
+from hetsched.api.manifest import load_text
+from hetsched.api.objects import Job, Pod, PodGroup
+from hetsched.cluster.memory import MemoryCluster
+from hetsched.controllers.job import JobController
+from hetsched.sim.kernel import SimClock
+from tests.builders import priority_class
+
+JOB = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: mpi, namespace: team-a}
+spec:
+  minAvailable: 3
+  queue: training
+  priorityClassName: high
+  tasks:
+  - name: master
+    replicas: 1
+    minAvailable: 1
+    template:
+      spec:
+        containers: [{name: m, resources: {requests: {cpu: "2"}}}]
+  - name: worker
+    replicas: 4
+    template:
+      spec:
+        containers: [{name: w, env: [{name: A, value: "1"}], resources: {limits: {huawei.com/Ascend910: 8}, requests: {cpu: "1"}}}]
+"""
+
+
+def setup(with_class: bool = True) -> tuple[MemoryCluster, JobController, SimClock]:
+    clock = SimClock()
+    cluster = MemoryCluster(clock)
+    if with_class:
+        cluster.create(priority_class("high", 100))
+    controller = JobController(cluster, clock)
+    (job,) = load_text(JOB)
+    cluster.create(job)
+    controller.process()
+    return cluster, controller, clock
+
+
+def set_phase(cluster: MemoryCluster, key: str, phase: str) -> None:
+    pod = cluster.get("Pod", key)
+    assert isinstance(pod, Pod)
+    cluster.update(pod.model_copy(update={"status": pod.status.model_copy(update={"phase": phase})}))
+
+
+def test_podgroup_first_and_no_pods_until_inqueue() -> None:
+    cluster, controller, _ = setup()
+    group = cluster.get("PodGroup", "team-a/mpi")
+    assert isinstance(group, PodGroup)
+    assert group.spec.minMember == 3 and group.spec.queue == "training" and group.spec.priorityClassName == "high"
+    assert group.spec.minTaskMember == {"master": 1}
+    assert group.spec.minResources == {"cpu": 4000, "huawei.com/Ascend910": 16000}  # master + 2 workers
+    assert cluster.count("Pod") == 0
+
+
+def test_pods_created_once_admitted_with_volcano_names_annotations_and_env() -> None:
+    cluster, controller, _ = setup()
+    cluster.update_podgroup_status("team-a/mpi", "Inqueue", None)
+    controller.process()
+    names = sorted(p.metadata.name for p in cluster.list("Pod"))
+    assert names == ["mpi-master-0", "mpi-worker-0", "mpi-worker-1", "mpi-worker-2", "mpi-worker-3"]
+    worker = cluster.get("Pod", "team-a/mpi-worker-2")
+    assert isinstance(worker, Pod)
+    assert worker.metadata.annotations["scheduling.k8s.io/group-name"] == "mpi"
+    assert worker.metadata.annotations["volcano.sh/task-spec"] == "worker"
+    assert worker.metadata.annotations["volcano.sh/task-index"] == "2"
+    env = {e["name"]: e["value"] for e in worker.spec.containers[0].model_extra["env"]}  # type: ignore[index]
+    assert env == {"A": "1", "VC_TASK_INDEX": "2", "VK_TASK_INDEX": "2"}
+    assert worker.spec.schedulerName == "volcano" and worker.spec.priorityClassName == "high"
+    assert worker.metadata.ownerReferences[0].kind == "Job"
+
+
+def test_phases_pending_running_completed() -> None:
+    cluster, controller, clock = setup()
+    cluster.update_podgroup_status("team-a/mpi", "Inqueue", None)
+    controller.process()
+    for name in ("mpi-master-0", "mpi-worker-0", "mpi-worker-1"):
+        set_phase(cluster, f"team-a/{name}", "Running")
+    controller.process()
+    job = cluster.get("Job", "team-a/mpi")
+    assert isinstance(job, Job) and job.status.state.phase == "Running" and job.status.running == 3
+    clock.advance_to(100)
+    for pod in cluster.list("Pod"):
+        set_phase(cluster, f"team-a/{pod.metadata.name}", "Succeeded")
+    controller.process()
+    job = cluster.get("Job", "team-a/mpi")
+    assert isinstance(job, Job) and job.status.state.phase == "Completed" and job.status.succeeded == 5
+    group = cluster.get("PodGroup", "team-a/mpi")
+    assert isinstance(group, PodGroup) and group.status.phase == "Completed"
+
+
+def test_too_many_failures_fail_the_job() -> None:
+    cluster, controller, _ = setup()
+    cluster.update_podgroup_status("team-a/mpi", "Inqueue", None)
+    controller.process()
+    pods = sorted(p.metadata.name for p in cluster.list("Pod"))
+    for name in pods[:2]:
+        set_phase(cluster, f"team-a/{name}", "Running")
+    for name in pods[2:]:
+        set_phase(cluster, f"team-a/{name}", "Failed")
+    controller.process()
+    for name in pods[:2]:
+        set_phase(cluster, f"team-a/{name}", "Succeeded")
+    controller.process()
+    job = cluster.get("Job", "team-a/mpi")
+    assert isinstance(job, Job) and job.status.state.phase == "Failed"
+
+
+def test_missing_priority_class_is_reported_on_the_job_not_a_crash() -> None:
+    cluster, controller, _ = setup(with_class=False)
+    cluster.update_podgroup_status("team-a/mpi", "Inqueue", None)
+    controller.process()
+    job = cluster.get("Job", "team-a/mpi")
+    assert isinstance(job, Job) and job.status.state.phase == "Pending"
+    assert job.status.state.reason == "PodCreationFailed"
+    assert "no PriorityClass with name high" in job.status.state.message
+    cluster.create(priority_class("high", 100))
+    cluster.update(job)  # any change to the Job retries
+    controller.process()
+    assert cluster.count("Pod") == 5

@@ -1,0 +1,77 @@
+"""Queue shares: proportion's water-filling (weights, capability caps, demand caps, guarantees), the
+queue order it produces, and DRF's dominant-share job order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hetsched.scheduler.plugins.drf import dominant_share
+from hetsched.scheduler.plugins.proportion import deserved_shares, share
+from hetsched.scheduler.snapshot import QueueInfo
+from tests.builders import gang, harness, node, queue
+
+
+def q(name: str, weight: float, request: list[float], capability: list[float] | None = None,
+      guarantee: list[float] | None = None) -> QueueInfo:
+    width = len(request)
+    return QueueInfo(name=name, weight=weight,
+                     capability=np.array(capability if capability else [np.inf] * width, dtype=float),
+                     guarantee=np.array(guarantee or [0.0] * width), state="Open", reclaimable=True,
+                     allocated=np.zeros(width), inqueue=np.zeros(width), request=np.array(request, dtype=float))
+
+
+def test_weights_split_contended_capacity() -> None:
+    shares = deserved_shares(np.array([90.0]), [q("a", 2, [100]), q("b", 1, [100])])
+    assert shares["a"][0] == pytest.approx(60) and shares["b"][0] == pytest.approx(30)
+
+
+def test_unused_share_flows_to_queues_that_still_want_more() -> None:
+    shares = deserved_shares(np.array([90.0]), [q("a", 2, [10]), q("b", 1, [100])])
+    assert shares["a"][0] == pytest.approx(10) and shares["b"][0] == pytest.approx(80)
+
+
+def test_capability_caps_the_deserved_share() -> None:
+    shares = deserved_shares(np.array([100.0]), [q("a", 5, [100], capability=[20]), q("b", 1, [100])])
+    assert shares["a"][0] == pytest.approx(20) and shares["b"][0] == pytest.approx(80)
+
+
+def test_guarantee_is_a_floor() -> None:
+    shares = deserved_shares(np.array([100.0]), [q("a", 1, [50], guarantee=[40]), q("b", 9, [100])])
+    assert shares["a"][0] >= 40 - 1e-6
+    assert shares["a"][0] + shares["b"][0] == pytest.approx(100)
+
+
+def test_each_accelerator_kind_is_shared_on_its_own() -> None:
+    shares = deserved_shares(np.array([16.0, 8.0]), [q("npu", 1, [16, 0]), q("gpu", 1, [0, 8])])
+    assert list(shares["npu"]) == pytest.approx([16, 0]) and list(shares["gpu"]) == pytest.approx([0, 8])
+
+
+def test_share_and_dominant_share() -> None:
+    assert share(np.array([5.0, 1.0]), np.array([10.0, 1.0])) == pytest.approx(1.0)
+    assert dominant_share(np.array([2.0, 6.0]), np.array([10.0, 8.0])) == pytest.approx(0.75)
+
+
+def test_heavier_queue_gets_more_of_a_contended_cluster_end_to_end() -> None:
+    nodes = [node(f"n{i}", cpu="4") for i in range(3)]
+    objects = [queue("big", weight=2), queue("small", weight=1), *nodes]
+    for j in range(6):
+        objects += gang(f"big{j}", 1, queue="big", cpu="2")
+        objects += gang(f"small{j}", 1, queue="small", cpu="2")
+    h = harness(objects)
+    h.cycle()
+    bound = h.bindings()
+    big = sum(1 for name in bound if name.startswith("big"))
+    small = sum(1 for name in bound if name.startswith("small"))
+    assert (big, small) == (4, 2)
+
+
+def test_drf_serves_the_job_with_the_smaller_dominant_share_first() -> None:
+    conf = "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: drf\n  - name: predicates\n"
+    objects = [node("n1", cpu="4"), *gang("hog", 3, min_member=1, cpu="1"), *gang("fresh", 1, cpu="1")]
+    h = harness(objects, conf)
+    h.cluster.bind("default/hog-0", "n1")
+    h.cluster.bind("default/hog-1", "n1")
+    h.cycle()
+    assert "fresh-0" in h.bindings()
