@@ -10,7 +10,7 @@ Time is a port too: everything that needs "now" receives a :class:`Clock`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -89,8 +89,8 @@ class Evictor(Protocol):
 
 
 class StatusUpdater(Protocol):
-    def update_podgroup_status(
-        self, key: str, phase: str | None, conditions: list[Condition] | None
-    ) -> None: ...
+    def update_podgroup_status(self, key: str, phase: str | None, conditions: Sequence[Condition] | None) -> None:
+        """Set a PodGroup's phase and/or conditions (the status subresource); None leaves a field as is."""
+        ...
 
     def record_event(self, obj: AnyObject, reason: str, message: str, type_: str = "Normal") -> None: ...

@@ -27,7 +27,8 @@ def node(name: str, cpu: str = "8", memory: str = "32Gi", pods: int = 110, *, la
     })
 
 
-def pod(name: str, group: str | None = None, *, cpu: str = "1", memory: str = "1Gi", limits: dict[str, Any] | None = None,
+def pod(name: str, group: str | None = None, *, cpu: str = "1", memory: str = "1Gi",
+        limits: dict[str, Any] | None = None,
         selector: dict[str, str] | None = None, tolerations: list[dict[str, Any]] | None = None,
         affinity: dict[str, Any] | None = None, priority: int | None = None, task: str = "worker",
         namespace: str = "default", best_effort: bool = False, scheduler: str = "volcano") -> Pod:

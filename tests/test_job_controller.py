@@ -28,7 +28,10 @@ spec:
     replicas: 4
     template:
       spec:
-        containers: [{name: w, env: [{name: A, value: "1"}], resources: {limits: {huawei.com/Ascend910: 8}, requests: {cpu: "1"}}}]
+        containers:
+        - name: w
+          env: [{name: A, value: "1"}]
+          resources: {limits: {huawei.com/Ascend910: 8}, requests: {cpu: "1"}}
 """
 
 
@@ -51,7 +54,7 @@ def set_phase(cluster: MemoryCluster, key: str, phase: str) -> None:
 
 
 def test_podgroup_first_and_no_pods_until_inqueue() -> None:
-    cluster, controller, _ = setup()
+    cluster, _, _ = setup()
     group = cluster.get("PodGroup", "team-a/mpi")
     assert isinstance(group, PodGroup)
     assert group.spec.minMember == 3 and group.spec.queue == "training" and group.spec.priorityClassName == "high"

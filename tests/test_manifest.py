@@ -90,7 +90,8 @@ def test_min_available_above_total_replicas() -> None:
 @pytest.mark.parametrize("bad", ["one", "1.2.3", "-2", "8 chips"])
 def test_invalid_quantity(bad: str) -> None:
     line = problem_of(job_yaml(chips=f'"{bad}"'))
-    assert 'resources.limits: huawei.com/Ascend910:' in line and "quantity" in line and "Job/ascend-bert-pretrain" in line
+    assert "resources.limits: huawei.com/Ascend910:" in line and "quantity" in line
+    assert "Job/ascend-bert-pretrain" in line
 
 
 def test_malformed_yaml_names_the_line() -> None:

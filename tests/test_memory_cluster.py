@@ -19,7 +19,8 @@ def test_create_get_update_delete_with_resource_versions() -> None:
     assert created.metadata.uid
     with pytest.raises(Conflict):
         cluster.create(node("n1"))
-    updated = cluster.update(created.model_copy(update={"spec": created.spec.model_copy(update={"unschedulable": True})}))
+    cordoned = created.spec.model_copy(update={"unschedulable": True})  # type: ignore[union-attr]
+    updated = cluster.update(created.model_copy(update={"spec": cordoned}))
     assert updated.metadata.resourceVersion == "2"
     with pytest.raises(Conflict):  # stale write is refused, never applied blindly
         cluster.update(created)

@@ -3,7 +3,8 @@
 Who calls it: ``hetsched validate``, ``hetsched simulate`` (workload files), the cluster-spec loader and
 tests. Each problem becomes one line::
 
-    job.yaml: document 1 (Job/ascend-bert-pretrain): spec.tasks[0].template.spec.nodeSelector["huawei.com/Ascend910"]: value of 'huawei.com/Ascend910' must be a string, got bool true; …
+    job.yaml: document 1 (Job/ascend-bert-pretrain): spec.tasks[0].template.spec.nodeSelector: value of
+    'huawei.com/Ascend910' must be a string, got bool true; … quote it: huawei.com/Ascend910: "true"
 
 Invariant: loading either returns every object of every file, or raises :class:`ManifestError` holding every
 problem found; nothing is half-loaded.
@@ -84,7 +85,8 @@ def _pydantic_problems(exc: ValidationError, source: str, index: int, kind: str,
 def parse_document(doc: Any, source: str, index: int) -> AnyObject | list[Problem]:
     """Validate one decoded YAML document; return the object or its problems."""
     if not isinstance(doc, dict):
-        return [Problem(source, index, "", "", "", f"expected a Kubernetes object (a map), got {type(doc).__name__}")]
+        got = type(doc).__name__
+        return [Problem(source, index, "", "", "", f"expected a Kubernetes object (a map), got {got}")]
     kind = doc.get("kind")
     api_version = doc.get("apiVersion")
     metadata = doc.get("metadata")
@@ -96,7 +98,8 @@ def parse_document(doc: Any, source: str, index: int) -> AnyObject | list[Proble
     model = KINDS.get((api_version, kind))
     if model is None:
         known = ", ".join(f"{k} ({v})" for v, k in sorted(KINDS, key=lambda x: x[1]))
-        return [Problem(source, index, kind, name, "kind", f"unknown kind {api_version}/{kind}; hetsched reads {known}")]
+        message = f"unknown kind {api_version}/{kind}; hetsched reads {known}"
+        return [Problem(source, index, kind, name, "kind", message)]
     try:
         obj = model.model_validate(doc)
     except ValidationError as exc:
@@ -141,7 +144,8 @@ def load_files(paths: Iterable[str | Path]) -> list[AnyObject]:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            problems.append(Problem(source, 0, "", "", "", f"cannot read file: {exc.strerror or exc}"))
+            reason = getattr(exc, "strerror", None) or exc
+            problems.append(Problem(source, 0, "", "", "", f"cannot read file: {reason}"))
             continue
         try:
             objects.extend(load_text(text, source))

@@ -201,8 +201,7 @@ class NodeSelectorRequirement(_Strict):
             raise ValueError(f"operator {self.operator} needs at least one value")
         if self.operator in ("Exists", "DoesNotExist") and self.values:
             raise ValueError(f"operator {self.operator} takes no values")
-        if self.operator in ("Gt", "Lt"):
-            if len(self.values) != 1 or not self.values[0].lstrip("-").isdigit():
+        if self.operator in ("Gt", "Lt") and (len(self.values) != 1 or not self.values[0].lstrip("-").isdigit()):
                 raise ValueError(f"operator {self.operator} needs exactly one integer value")
         return self
 

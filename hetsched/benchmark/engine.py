@@ -18,6 +18,7 @@ import resource
 import time
 from typing import Any
 
+from hetsched.api.objects import AnyObject
 from hetsched.benchmark.naive import NaiveScheduler
 from hetsched.benchmark.workload import synthetic_workload
 from hetsched.cluster.memory import MemoryCluster
@@ -39,7 +40,8 @@ def run_engine_benchmark(nodes: int, pods: int, *, naive_seconds: float = 20.0, 
     clock = _WallClock()
     cluster = MemoryCluster(clock, max_events=1000)
     scheduler = Scheduler(cluster, cluster, cluster, clock)
-    for obj in (*workload.nodes, *workload.queues, *workload.podgroups, *workload.pods):
+    objects: list[AnyObject] = [*workload.nodes, *workload.queues, *workload.podgroups, *workload.pods]
+    for obj in objects:
         cluster.create(obj)
     ingested = time.perf_counter()
 
@@ -49,7 +51,7 @@ def run_engine_benchmark(nodes: int, pods: int, *, naive_seconds: float = 20.0, 
     cycles = 0
     while True:
         t0 = time.perf_counter()
-        snapshot, decisions = scheduler.decide()
+        _, decisions = scheduler.decide()
         t1 = time.perf_counter()
         for key, update in decisions.podgroups.items():
             if update.phase is not None:

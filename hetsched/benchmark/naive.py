@@ -63,7 +63,8 @@ class NaiveScheduler:
             return 0
         return len(placed)
 
-    def run(self, jobs: list[tuple[PodGroup, list[Pod]]], budget: float, clock: Callable[[], float]) -> tuple[int, float]:
+    def run(self, jobs: list[tuple[PodGroup, list[Pod]]], budget: float,
+            clock: Callable[[], float]) -> tuple[int, float]:
         """Schedule jobs in order until ``budget`` seconds pass; return (pods attempted, seconds)."""
         start = clock()
         attempted = 0

@@ -16,7 +16,7 @@ Invariants:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,14 +229,14 @@ class MemoryCluster:
         self.record_event(pod, "Evicted", reason, "Warning")
         self.delete("Pod", pod_key)
 
-    def update_podgroup_status(self, key: str, phase: str | None, conditions: list[Condition] | None) -> None:
+    def update_podgroup_status(self, key: str, phase: str | None, conditions: Sequence[Condition] | None) -> None:
         group = self.get("PodGroup", key)
         assert isinstance(group, PodGroup)
         update: dict[str, Any] = {}
         if phase is not None:
             update["phase"] = phase
         if conditions is not None:
-            update["conditions"] = conditions
+            update["conditions"] = list(conditions)
         self.update(group.model_copy(update={"status": group.status.model_copy(update=update)}))
 
     def record_event(self, obj: AnyObject, reason: str, message: str, type_: str = "Normal") -> None:

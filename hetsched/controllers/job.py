@@ -23,8 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 from hetsched.api.objects import Job, JobSpec, Pod, PodGroup, TaskSpec
-from hetsched.ports import Clock, Conflict, Invalid, NotFound, ObjectStore, WatchEvent
 from hetsched.controllers.workqueue import WorkQueue
+from hetsched.ports import Clock, Conflict, Invalid, NotFound, ObjectStore, WatchEvent
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 JOB_NAME = "volcano.sh/job-name"

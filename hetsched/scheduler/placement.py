@@ -98,7 +98,7 @@ def explain(session: Session, group: TaskGroup) -> Status:
     Unresolvable when every node fails a static predicate (more free resources would not help).
     """
     nodes = session.nodes
-    ok, failures = session.static_checks(group)
+    _, failures = session.static_checks(group)
     remaining = nodes.exists.copy()
     total = int(remaining.sum())
     counts: Counter[str] = Counter()

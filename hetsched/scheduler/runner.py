@@ -12,6 +12,7 @@ naturally next cycle.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 from hetsched.ports import Binder, Clock, Conflict, NotFound, ObjectStore, StatusUpdater
@@ -74,7 +75,6 @@ class Scheduler:
         return result
 
     def _update_podgroup(self, key: str, phase: str | None, conditions: list | None) -> None:  # type: ignore[type-arg]
-        try:
+        # the PodGroup may have changed or vanished meanwhile; the next cycle decides again from fresh state
+        with contextlib.suppress(Conflict, NotFound):
             self.status.update_podgroup_status(key, phase, conditions)
-        except (Conflict, NotFound):
-            pass  # the PodGroup changed or vanished meanwhile; the next cycle decides again from fresh state

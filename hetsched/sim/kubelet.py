@@ -8,6 +8,7 @@ simulation ends. Completion is skipped if the pod was deleted or replaced meanwh
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from hetsched.api.objects import Pod
 from hetsched.ports import NotFound, ObjectStore, WatchEvent
@@ -64,8 +65,7 @@ class SimKubelet:
                 self.on_start(running)
             duration = duration_of(running)
             if duration is not None:
-                uid = running.metadata.uid
-                self.loop.schedule(now + duration, lambda key=key, uid=uid: self._finish(key, uid), COMPLETION)
+                self.loop.schedule(now + duration, partial(self._finish, key, running.metadata.uid), COMPLETION)
         return started
 
     def _finish(self, key: str, uid: str) -> None:

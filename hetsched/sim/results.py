@@ -169,7 +169,7 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
             kind = accelerator_kind(resource)
             if kind is not None:
                 capacity[kind] += amount // 1000
-    busy: Counter[str] = Counter()
+    busy: dict[str, float] = {}
     for workload in recorder.workloads.values():
         for pod in workload.pods.values():
             if pod.start is None:
@@ -178,8 +178,8 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
             for resource, amount in pod.requests.items():
                 kind = accelerator_kind(resource)
                 if kind is not None:
-                    busy[kind] += amount / 1000 * run
-    allocation = {kind: (busy[kind] / (capacity[kind] * end_time) if end_time > 0 else 0.0)
+                    busy[kind] = busy.get(kind, 0.0) + amount / 1000 * run
+    allocation = {kind: (busy.get(kind, 0.0) / (capacity[kind] * end_time) if end_time > 0 else 0.0)
                   for kind in sorted(capacity)}
     reasons: Counter[str] = Counter()
     for workload in recorder.workloads.values():

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from hetsched.api.manifest import ManifestError, Problem
 from hetsched.api.objects import AnyObject, Node, Queue
@@ -54,7 +55,7 @@ def check_durations(obj: AnyObject, index: int) -> None:
     if obj.kind == "Pod":
         _seconds(obj, DURATION, index)
     elif obj.kind == "Job":
-        for task in obj.spec.tasks:  # type: ignore[union-attr]
+        for task in obj.spec.tasks:
             raw = task.template.metadata.annotations.get(DURATION)
             if raw is not None:
                 try:
@@ -103,7 +104,7 @@ class Simulation:
             check_durations(obj, index)
             if obj.kind in ("Job", "Pod", "PodGroup"):
                 self.total_workloads += 1
-            self.loop.schedule(at, lambda obj=obj: self._arrive(obj), ARRIVAL)
+            self.loop.schedule(at, partial(self._arrive, obj), ARRIVAL)
         self._tick_pending = False
         self._in_tick = False
         self._schedule_tick(0.0)
