@@ -105,6 +105,6 @@ def test_group_placement_equals_one_pod_at_a_time(objects: list[AnyObject], conf
             if session.scoring else [0.0] * feasible.size
         best = int(feasible[int(np.argmax(scores))])  # argmax: first maximum, i.e. the lowest node index
         slow.append(best)
-        used[best] += group.request
+        used[:, best] += group.request
     used[:] = original
     assert fast == slow

@@ -72,9 +72,10 @@ class SchedulerCache:
         self._rows = 0
         self._node_names: list[str] = []
         self._node_index: dict[str, int] = {}
-        self._alloc = np.zeros((0, len(self.resources)), dtype=np.int64)
-        self._used = np.zeros((0, len(self.resources)), dtype=np.int64)
-        self._releasing = np.zeros((0, len(self.resources)), dtype=np.int64)
+        # resource × node (one contiguous row per resource: the hot loops read a few resources of many nodes)
+        self._alloc = np.zeros((len(self.resources), 0), dtype=np.int64)
+        self._used = np.zeros((len(self.resources), 0), dtype=np.int64)
+        self._releasing = np.zeros((len(self.resources), 0), dtype=np.int64)
         self._labels: list[dict[str, str]] = []
         self._taints: list[tuple[Taint, ...]] = []
         self._cordoned: list[bool] = []
@@ -174,9 +175,9 @@ class SchedulerCache:
     def _account(self, key: str, record: _PodRecord, sign: int = 1) -> None:
         if record.node >= 0:
             if record.state == "bound":
-                self._used[record.node] += sign * record.request
+                self._used[:, record.node] += sign * record.request
             elif record.state == "releasing":
-                self._releasing[record.node] += sign * record.request
+                self._releasing[:, record.node] += sign * record.request
         if not record.group:
             return
         group = self._group(record.group)
@@ -214,10 +215,10 @@ class SchedulerCache:
         for name in new:
             self.resources.add(name)
         width = len(self.resources)
-        pad = width - self._alloc.shape[1]
-        self._alloc = np.pad(self._alloc, ((0, 0), (0, pad)))
-        self._used = np.pad(self._used, ((0, 0), (0, pad)))
-        self._releasing = np.pad(self._releasing, ((0, 0), (0, pad)))
+        pad = width - self._alloc.shape[0]
+        self._alloc = np.pad(self._alloc, ((0, pad), (0, 0)))
+        self._used = np.pad(self._used, ((0, pad), (0, 0)))
+        self._releasing = np.pad(self._releasing, ((0, pad), (0, 0)))
         self._vectors = {k: np.pad(v, (0, pad)) for k, v in self._vectors.items()}
         for record in self._pods.values():
             record.request = self._vectors.get(record.pod.spec.placement_key, np.pad(record.request, (0, pad)))
@@ -233,7 +234,7 @@ class SchedulerCache:
             row = self._node_index.get(name)
             if row is not None:
                 self._exists[row] = False
-                self._alloc[row] = 0
+                self._alloc[:, row] = 0
                 self._node_objects.pop(name, None)
             return
         self._register(node.status.allocatable)
@@ -241,12 +242,11 @@ class SchedulerCache:
         if row is None:
             row = self._rows
             self._rows += 1
-            if row >= len(self._alloc):
-                grow = max(16, len(self._alloc))
-                width = len(self.resources)
-                self._alloc = np.vstack([self._alloc, np.zeros((grow, width), dtype=np.int64)])
-                self._used = np.vstack([self._used, np.zeros((grow, width), dtype=np.int64)])
-                self._releasing = np.vstack([self._releasing, np.zeros((grow, width), dtype=np.int64)])
+            if row >= self._alloc.shape[1]:
+                grow = np.zeros((len(self.resources), max(16, self._alloc.shape[1])), dtype=np.int64)
+                self._alloc = np.hstack([self._alloc, grow])
+                self._used = np.hstack([self._used, grow])
+                self._releasing = np.hstack([self._releasing, grow])
             self._node_index[name] = row
             self._node_names.append(name)
             self._labels.append({})
@@ -255,7 +255,7 @@ class SchedulerCache:
             self._ready.append(True)
             self._exists.append(True)
         self._node_objects[name] = node
-        self._alloc[row] = self.resources.vector(node.status.allocatable)
+        self._alloc[:, row] = self.resources.vector(node.status.allocatable)
         self._labels[row] = dict(node.metadata.labels)
         self._taints[row] = tuple(node.spec.taints)
         self._cordoned[row] = node.spec.unschedulable
@@ -304,7 +304,7 @@ class SchedulerCache:
     def used(self) -> dict[str, dict[str, float]]:
         """Node → resources in use by bound pods (for checks and tests)."""
         rows = self._rows
-        return {self._node_names[r]: self.resources.as_dict(self._used[r]) for r in range(rows) if self._exists[r]}
+        return {self._node_names[r]: self.resources.as_dict(self._used[:, r]) for r in range(rows) if self._exists[r]}
 
     def _node_arrays(self) -> NodeArrays:
         rows = self._rows
@@ -313,15 +313,15 @@ class SchedulerCache:
             ready = np.array(self._ready, dtype=bool)
             exists = np.array(self._exists, dtype=bool)
             self._static_arrays = NodeArrays(
-                names=list(self._node_names), alloc=self._alloc[:rows], used=self._used[:rows],
-                releasing=self._releasing[:rows], schedulable=exists & ready & ~cordoned,
+                names=list(self._node_names), alloc=self._alloc[:, :rows], used=self._used[:, :rows],
+                releasing=self._releasing[:, :rows], schedulable=exists & ready & ~cordoned,
                 labels=self._labels, taints=self._taints, cordoned=cordoned, ready=ready, exists=exists,
                 version=self._node_version, index=dict(self._node_index),
             )
         static = self._static_arrays
         return NodeArrays(
-            names=static.names, alloc=self._alloc[:rows], used=self._used[:rows].copy(),
-            releasing=self._releasing[:rows].copy(), schedulable=static.schedulable, labels=static.labels,
+            names=static.names, alloc=self._alloc[:, :rows].copy(), used=self._used[:, :rows].copy(),
+            releasing=self._releasing[:, :rows].copy(), schedulable=static.schedulable, labels=static.labels,
             taints=static.taints, cordoned=static.cordoned, ready=static.ready, exists=static.exists,
             version=static.version, index=static.index, _label_codes=static._label_codes,
         )

@@ -37,10 +37,14 @@ def capacity(session: Session, group: TaskGroup, *, future: bool = False) -> Int
     ok, _ = session.static_checks(group)
     nodes = session.nodes
     columns = group.columns
-    idle = nodes.alloc[:, columns] - nodes.used[:, columns]
-    if future:
-        idle = idle + nodes.releasing[:, columns]
-    fits = (idle // group.request[columns]).min(axis=1)
+    fits: IntArray | None = None
+    for column in columns.tolist():
+        idle = nodes.alloc[column] - nodes.used[column]
+        if future:
+            idle += nodes.releasing[column]
+        room = idle // group.request[column]
+        fits = room if fits is None else np.minimum(fits, room, out=fits)
+    assert fits is not None, "every group requests a pod slot"
     return np.where(ok, np.maximum(fits, 0), 0)
 
 
@@ -62,6 +66,8 @@ def place_group(session: Session, group: TaskGroup, count: int, *, future: bool 
         keep = int(np.searchsorted(ends, count)) + 1
         return np.repeat(feasible[:keep], taken[:keep])[:count]
     scores = session.score(group, feasible, np.zeros(feasible.size, dtype=np.int64))
+    if count == 1:
+        return feasible[int(np.argmax(scores)):][:1]  # argmax is the first maximum: the lowest index on ties
     k = min(count, feasible.size)
     if feasible.size > k:
         threshold = np.partition(scores, feasible.size - k)[feasible.size - k]
@@ -110,7 +116,7 @@ def explain(session: Session, group: TaskGroup) -> Status:
     resolvable = int(remaining.sum())
     names = session.snapshot.resources.names
     for column in group.columns.tolist():
-        short = remaining & (nodes.alloc[:, column] - nodes.used[:, column] < group.request[column])
+        short = remaining & (nodes.alloc[column] - nodes.used[column] < group.request[column])
         if short.any():
             label = "Too many pods" if names[column] == "pods" else f"Insufficient {names[column]}"
             counts[label] += int(short.sum())

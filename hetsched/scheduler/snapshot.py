@@ -4,8 +4,8 @@ Who calls it: the cache builds one per cycle (``SchedulerCache.snapshot``); the 
 plugins read it. All resource amounts are int64 milli-units in columns named by ``resources``.
 
 Invariants:
-- ``alloc`` is shared with the cache and never written by the session; ``used`` and ``releasing`` are
-  copies the session mutates as it tentatively places pods (and reverts on discard).
+- ``alloc``, ``used`` and ``releasing`` are copies taken at cycle start; the session mutates ``used`` as it
+  tentatively places pods (and reverts on discard), never ``alloc``.
 - A :class:`TaskGroup` holds pending pods of one job that are interchangeable for placement (same task,
   same placement key, same priority), so nodes are evaluated once per group, not once per pod.
 """
@@ -55,7 +55,8 @@ class ResourceIndex:
 
 @dataclass
 class NodeArrays:
-    """Every known node as a row. Rows of deleted nodes stay (``schedulable`` False) so indices are stable."""
+    """Every known node as an index. ``alloc``, ``used`` and ``releasing`` are resource × node matrices (one
+    contiguous row per resource). Deleted nodes keep their index (``schedulable`` False) so indices are stable."""
 
     names: list[str]
     alloc: IntArray
@@ -75,10 +76,6 @@ class NodeArrays:
 
     def __len__(self) -> int:
         return len(self.names)
-
-    @property
-    def idle(self) -> IntArray:
-        return self.alloc - self.used
 
     def label_codes(self, key: str) -> tuple[IntArray, dict[str, int]]:
         """Integer codes of label ``key`` per node (-1 where absent) and the value → code vocabulary."""
@@ -189,5 +186,5 @@ class Snapshot:
 
     def total_capacity(self) -> IntArray:
         """Allocatable summed over schedulable nodes."""
-        alloc = self.nodes.alloc[self.nodes.schedulable]
-        return alloc.sum(axis=0) if len(alloc) else np.zeros(len(self.resources), dtype=np.int64)
+        alloc = self.nodes.alloc[:, self.nodes.schedulable]
+        return alloc.sum(axis=1) if alloc.shape[1] else np.zeros(len(self.resources), dtype=np.int64)

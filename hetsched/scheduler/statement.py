@@ -27,8 +27,12 @@ class _Operation:
 
 
 def _add_usage(used: IntArray, nodes: IntArray, request: IntArray, sign: int) -> None:
+    columns = np.flatnonzero(request)
+    if len(nodes) == 1:
+        used[columns, nodes[0]] += sign * request[columns]
+        return
     rows, counts = np.unique(nodes, return_counts=True)
-    used[rows] += sign * counts[:, None] * request[None, :]
+    used[np.ix_(columns, rows)] += sign * request[columns, None] * counts[None, :]
 
 
 class Statement:

@@ -66,8 +66,8 @@ class Binpack(Plugin):
             column = columns.get(resource)
             if column is None or not weight or group.request[column] == 0:
                 continue
-            alloc = session.nodes.alloc[nodes, column]
-            total = session.nodes.used[nodes, column] + (placed + 1) * group.request[column]
+            alloc = session.nodes.alloc[column][nodes]
+            total = session.nodes.used[column][nodes] + (placed + 1) * group.request[column]
             over |= total > alloc
             with np.errstate(divide="ignore", invalid="ignore"):
                 score += np.where(alloc > 0, total / np.where(alloc > 0, alloc, 1), 0.0) * weight

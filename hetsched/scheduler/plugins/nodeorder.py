@@ -41,8 +41,8 @@ _KEYS = {"leastrequested.weight", "mostrequested.weight", "balancedresource.weig
 def requested_fraction(session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray,
                        column: int) -> FloatArray:
     """(used + this pod and the ``placed`` ones before it) / allocatable for one resource column."""
-    alloc = session.nodes.alloc[nodes, column].astype(np.float64)
-    total = session.nodes.used[nodes, column] + (placed + 1) * group.request[column]
+    alloc = session.nodes.alloc[column][nodes]
+    total = session.nodes.used[column][nodes] + (placed + 1) * group.request[column]
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(alloc > 0, total / alloc, 1.0)
 
