@@ -54,7 +54,9 @@ def test_second_gang_waits_for_the_first_to_finish() -> None:
     assert results.summary["phases"] == {"Completed": 2}
     assert results.summary["queueWaitSeconds"]["count"] == 2
     reasons = results.summary["unschedulableReasons"]
-    assert any(r.startswith("minResources exceed the cluster's headroom") and "cpu 4 > 800m" in r for r in reasons)
+    assert "minResources exceed the cluster's headroom for cpu" in reasons
+    second = next(j for j in results.jobs if j["name"] == "second")
+    assert any("needs 4, headroom 800m" in r for r in second["unschedulableReasons"])
 
 
 def test_bad_simulator_annotation_is_an_input_error() -> None:

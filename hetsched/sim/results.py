@@ -23,6 +23,8 @@ from hetsched.ports import WatchEvent
 from hetsched.scheduler.runner import CycleResult
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+MAX_REASONS = 10
+"""Distinct unschedulable messages kept per job (the first ones met)."""
 
 
 @dataclass
@@ -62,11 +64,20 @@ _NODES_PREFIX = re.compile(r"^0/\d+ nodes are available: ")
 _COUNT = re.compile(r"^\d+ ")
 
 
+_DETAIL = re.compile(r"\s*\([^()]*\)")
+_RESOURCE_SHORTAGE = ("Insufficient ", "Too many pods")
+
+
 def reason_fragments(message: str) -> list[str]:
-    """``0/24 nodes are available: 16 Insufficient cpu, 8 node(s) …`` → ``['Insufficient cpu', 'node(s) …']``."""
-    if _NODES_PREFIX.match(message):
-        return [_COUNT.sub("", part.strip()) for part in _NODES_PREFIX.sub("", message).split(", ") if part.strip()]
-    return [message]
+    """The blocking reasons of one unschedulable message, without per-node counts or amounts:
+    ``0/24 nodes are available: 16 Insufficient cpu, 8 node(s) didn't match …`` → ``['Insufficient cpu']``
+    (nodes that fail a static predicate are not what blocks a job that some nodes could take);
+    ``minResources exceed the cluster's headroom for cpu (needs 4, …)`` → ``[… for cpu]``."""
+    if not _NODES_PREFIX.match(message):
+        return [_DETAIL.sub("", message)]
+    parts = [_COUNT.sub("", part.strip()) for part in _NODES_PREFIX.sub("", message).split(", ") if part.strip()]
+    shortages = [p for p in parts if p.startswith(_RESOURCE_SHORTAGE)]
+    return shortages or parts
 
 
 class Recorder:
@@ -123,9 +134,8 @@ class Recorder:
         for key, status in result.decisions.unschedulable.items():
             workload = self.workloads.get(key)
             if workload is not None:
-                for fragment in reason_fragments(status.message):
-                    if fragment not in workload.reasons:
-                        workload.reasons.append(fragment)
+                if status.message not in workload.reasons and len(workload.reasons) < MAX_REASONS:
+                    workload.reasons.append(status.message)
 
 
 @dataclass
@@ -159,7 +169,7 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
             "submit": workload.submit, "start": workload.start, "end": workload.end,
             "pods": [{"name": p.name, "node": p.node or None, "start": p.start, "end": p.end}
                      for p in sorted(pods, key=lambda p: p.name)],
-            "unschedulableReasons": workload.reasons if workload.start is None or workload.reasons else [],
+            "unschedulableReasons": list(workload.reasons),
         })
     waits = [w.start - w.submit for w in recorder.workloads.values() if w.start is not None]
     completions = [w.end - w.submit for w in recorder.workloads.values() if w.end is not None]
@@ -183,7 +193,7 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
                   for kind in sorted(capacity)}
     reasons: Counter[str] = Counter()
     for workload in recorder.workloads.values():
-        for fragment in workload.reasons:
+        for fragment in {f for message in workload.reasons for f in reason_fragments(message)}:
             reasons[fragment] += 1
     summary = {
         "jobs": len(jobs),

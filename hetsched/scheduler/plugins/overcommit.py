@@ -48,10 +48,10 @@ class Overcommit(Plugin):
         if short.size == 0:
             return Status(Code.SUCCESS)
         names = self.resources.names
-        detail = ", ".join(f"{names[c]} {format_quantity(int(job.min_resources[c]), names[c])} > "
-                           f"{format_quantity(max(int(self.headroom[c]), 0), names[c])}" for c in short)
-        return Status(Code.UNSCHEDULABLE, (f"minResources exceed the cluster's headroom (allocatable × "
-                                           f"overcommit-factor {self.factor:g} − admitted): {detail}",), NAME)
+        detail = ", ".join(f"{names[c]} (needs {format_quantity(int(job.min_resources[c]), names[c])}, headroom "
+                           f"{format_quantity(max(int(self.headroom[c]), 0), names[c])} = allocatable × "
+                           f"overcommit-factor {self.factor:g} − admitted)" for c in short)
+        return Status(Code.UNSCHEDULABLE, (f"minResources exceed the cluster's headroom for {detail}",), NAME)
 
     def job_enqueued(self, job: JobInfo) -> None:
         self.headroom -= job.min_resources

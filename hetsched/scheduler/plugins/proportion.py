@@ -98,10 +98,10 @@ class Proportion(Plugin):
         if short.size == 0:
             return Status(Code.SUCCESS)
         names = self._resources.names
-        detail = ", ".join(f"{names[c]} {format_quantity(int(future[c]), names[c])} > "
-                           f"{format_quantity(int(queue.capability[c]), names[c])}" for c in short)
-        return Status(Code.UNSCHEDULABLE, (f"queue {queue.name} capability exceeded (allocated + admitted + "
-                                           f"minResources): {detail}",), NAME)
+        detail = ", ".join(f"{names[c]} (allocated + admitted + minResources = "
+                           f"{format_quantity(int(future[c]), names[c])} > "
+                           f"{format_quantity(int(queue.capability[c]), names[c])})" for c in short)
+        return Status(Code.UNSCHEDULABLE, (f"queue {queue.name} capability would be exceeded for {detail}",), NAME)
 
     def job_enqueued(self, job: JobInfo) -> None:
         queue = self._session_queues[job.queue]

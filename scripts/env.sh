@@ -1,0 +1,14 @@
+# Sourced by scripts/demo and scripts/test: create .venv with Python ≥ 3.11 and install hetsched into it
+# (with the dev tools), once per change of pyproject.toml.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+  echo "hetsched needs Python 3.11 or newer; $PYTHON is $("$PYTHON" --version 2>&1)" >&2; exit 1; }
+stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  rm -f .venv/.installed-* && touch "$stamp"
+fi
