@@ -133,9 +133,8 @@ class Recorder:
         self.binds += len(result.decisions.binds)
         for key, status in result.decisions.unschedulable.items():
             workload = self.workloads.get(key)
-            if workload is not None:
-                if status.message not in workload.reasons and len(workload.reasons) < MAX_REASONS:
-                    workload.reasons.append(status.message)
+            if workload is not None and status.message not in workload.reasons and len(workload.reasons) < MAX_REASONS:
+                workload.reasons.append(status.message)
 
 
 @dataclass
