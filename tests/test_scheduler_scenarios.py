@@ -204,3 +204,20 @@ def test_pods_of_other_schedulers_are_left_alone_but_their_usage_counts() -> Non
     h.cycle()
     assert h.bindings() == {"other": "n1"}
     assert "Insufficient cpu" in h.condition("mine")
+
+
+def test_gang_waiting_for_resources_being_released_is_pipelined_not_bound() -> None:
+    h = harness([node("n1", cpu="4"), *gang("old", 1, cpu="4"), *gang("new", 2, cpu="2")])
+    h.cluster.bind("default/old-0", "n1")
+    old = h.cluster.get("Pod", "default/old-0")
+    h.cluster.update(old.model_copy(update={"metadata": old.metadata.model_copy(update={"deletionTimestamp": 0.0})}))
+    result = h.cycle()
+    assert result.decisions.binds == []
+    assert sorted(n.pod for n in result.decisions.nominations) == ["default/new-0", "default/new-1"]
+    assert result.decisions.unschedulable["default/new"].code.name == "WAIT"
+    assert h.condition("new").startswith("Pipelined: 2/2 tasks in gang unschedulable: pipelined")
+    nominated = h.cluster.get("Pod", "default/new-0")
+    assert nominated.status.nominatedNodeName == "n1" and not nominated.spec.nodeName
+    h.cluster.delete("Pod", "default/old-0")  # the terminating pod is gone: the gang binds
+    h.cycle()
+    assert sorted(h.bindings()) == ["new-0", "new-1"]

@@ -72,11 +72,12 @@ def _conf(path: Path | None) -> SchedulerConf | None:
 
 
 def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None, period: float,
-         until: float | None, output: Path | None, quiet: bool, title: str) -> Results:
+         until: float | None, output: Path | None, quiet: bool, title: str,
+         scheduler_names: tuple[str, ...] = ("hetsched", "volcano")) -> Results:
     from hetsched.sim.simulator import Progress as SimProgress
     from hetsched.sim.simulator import Simulation
 
-    simulation = Simulation(nodes, objects, conf, period=period, until=until)
+    simulation = Simulation(nodes, objects, conf, period=period, until=until, scheduler_names=scheduler_names)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("jobs done · sim t={task.fields[now]:.0f}s"), TimeElapsedColumn(),
                   console=errors, disable=quiet, transient=False) as bar:
@@ -142,6 +143,8 @@ def simulate(
     period: Annotated[float, typer.Option(help="scheduling period, simulated seconds")] = 1.0,
     until: Annotated[float | None, typer.Option(help="stop at this simulated time")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
+    scheduler_name: Annotated[list[str] | None, typer.Option(
+        help="schedulerName values hetsched claims (repeatable; default: hetsched and volcano)")] = None,
 ) -> None:
     """Replay workloads on an embedded cluster with the real scheduler and controllers."""
     from hetsched.cluster.spec import load_cluster_spec
@@ -150,7 +153,8 @@ def simulate(
         nodes = load_cluster_spec(cluster).nodes()
         objects = load_files(workloads)
         conf = _conf(scheduler_conf)
-        _run(nodes, objects, conf, period, until, output, quiet, f"simulating {cluster.name}")
+        names = tuple(scheduler_name) if scheduler_name else ("hetsched", "volcano")
+        _run(nodes, objects, conf, period, until, output, quiet, f"simulating {cluster.name}", names)
 
 
 @app.command()

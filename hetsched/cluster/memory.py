@@ -239,5 +239,11 @@ class MemoryCluster:
             update["conditions"] = list(conditions)
         self.update(group.model_copy(update={"status": group.status.model_copy(update=update)}))
 
+    def nominate(self, pod_key: str, node: str) -> None:
+        pod = self.get("Pod", pod_key)
+        assert isinstance(pod, Pod)
+        if pod.status.nominatedNodeName != node and not pod.spec.nodeName:
+            self.update(pod.model_copy(update={"status": pod.status.model_copy(update={"nominatedNodeName": node})}))
+
     def record_event(self, obj: AnyObject, reason: str, message: str, type_: str = "Normal") -> None:
         self.events.append(Event(self.clock.now(), obj.kind, object_key(obj), type_, reason, message))

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hetsched.api.objects import Job, JobSpec, Pod, PodGroup, TaskSpec
+from hetsched.api.objects import Job, JobSpec, Pod, PodGroup, TaskSpec, quantity_strings
 from hetsched.controllers.workqueue import WorkQueue
-from hetsched.ports import Clock, Conflict, Invalid, NotFound, ObjectStore, WatchEvent
+from hetsched.ports import Clock, Invalid, NotFound, ObjectStore, WatchEvent
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 JOB_NAME = "volcano.sh/job-name"
@@ -84,14 +84,7 @@ class JobController:
 
     def process(self) -> int:
         """Reconcile every queued job; returns how many syncs ran."""
-        done = 0
-        while (key := self.queue.pop()) is not None:
-            try:
-                self.sync(key)
-            except Conflict:
-                self.queue.add(key)  # raced with another writer: re-read and retry
-            done += 1
-        return done
+        return self.queue.drain(self.sync)
 
     # ------------------------------------------------------------------------------------------- sync
 
@@ -124,7 +117,6 @@ class JobController:
         except NotFound:
             pass
         spec = job.spec
-        quantities = {k: (str(v // 1000) if v % 1000 == 0 else f"{v}m") for k, v in min_resources(spec).items()}
         podgroup = PodGroup.model_validate({
             "metadata": {"name": job.metadata.name, "namespace": job.metadata.namespace,
                          "labels": dict(job.metadata.labels), "annotations": dict(job.metadata.annotations),
@@ -132,7 +124,7 @@ class JobController:
             "spec": {"minMember": spec.min_available,
                      "minTaskMember": {t.name: t.minAvailable for t in spec.tasks if t.minAvailable is not None},
                      "queue": spec.queue, "priorityClassName": spec.priorityClassName,
-                     "minResources": quantities},
+                     "minResources": quantity_strings(min_resources(spec))},
         })
         created = self.store.create(podgroup)
         assert isinstance(created, PodGroup)

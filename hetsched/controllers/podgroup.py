@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from hetsched.api.objects import Pod, PodGroup, quantity_strings
 from hetsched.controllers.workqueue import WorkQueue
-from hetsched.ports import Conflict, NotFound, ObjectStore, WatchEvent
+from hetsched.ports import NotFound, ObjectStore, WatchEvent
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
@@ -37,14 +37,8 @@ class PodGroupController:
             self.queue.add(f"{pod.metadata.namespace}/{pod.metadata.name}")
 
     def process(self) -> int:
-        done = 0
-        while (key := self.queue.pop()) is not None:
-            try:
-                self.sync(key)
-            except Conflict:
-                self.queue.add(key)
-            done += 1
-        return done
+        """Reconcile every queued pod; returns how many syncs ran."""
+        return self.queue.drain(self.sync)
 
     def sync(self, key: str) -> None:
         try:

@@ -1,10 +1,14 @@
 """A de-duplicating work queue of object keys, as controllers use (client-go's workqueue, minus rate limits).
 
-Who calls it: the job and podgroup controllers enqueue keys from watch events; their ``process`` drains
-it. A key queued twice before it is processed is reconciled once.
+Who calls it: the job and podgroup controllers enqueue keys from watch events and :meth:`WorkQueue.drain`
+it with their sync function. A key queued twice before it is processed is reconciled once.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+
+from hetsched.ports import Conflict
 
 
 class WorkQueue:
@@ -23,3 +27,15 @@ class WorkQueue:
 
     def __len__(self) -> int:
         return len(self._keys)
+
+    def drain(self, sync: Callable[[str], None]) -> int:
+        """Reconcile every queued key; a key whose sync lost an optimistic-concurrency race (409) is queued
+        again and retried from fresh state. Returns how many syncs ran."""
+        done = 0
+        while (key := self.pop()) is not None:
+            try:
+                sync(key)
+            except Conflict:
+                self.add(key)
+            done += 1
+        return done

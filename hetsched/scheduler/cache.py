@@ -8,8 +8,9 @@ accounts the new one (one symmetric pair, so the two can never drift apart). Bin
 decided but the store has not yet confirmed are *assumed* (:meth:`assume`) so the next cycle never
 double-books a node; the confirming event replaces the assumed record at no net change.
 
-Invariants: ``used[n]`` equals the sum of requests of pods bound to node ``n`` that are neither finished
-nor terminating; ``releasing[n]`` the same for terminating pods. Not thread-safe.
+Invariants: ``used[:, n]`` is the sum of requests of unfinished pods bound to node ``n``, terminating ones
+included; ``releasing[:, n]`` is the part of it held by terminating pods (free once they are gone:
+Volcano's FutureIdle = idle + releasing). Not thread-safe.
 """
 
 from __future__ import annotations
@@ -173,10 +174,9 @@ class SchedulerCache:
         return group
 
     def _account(self, key: str, record: _PodRecord, sign: int = 1) -> None:
-        if record.node >= 0:
-            if record.state == "bound":
-                self._used[:, record.node] += sign * record.request
-            elif record.state == "releasing":
+        if record.node >= 0 and record.state in ("bound", "releasing"):
+            self._used[:, record.node] += sign * record.request
+            if record.state == "releasing":
                 self._releasing[:, record.node] += sign * record.request
         if not record.group:
             return

@@ -177,6 +177,9 @@ def place_job(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: 
         place(group, min(missing, len(group.pending)), future=True)
     if session.job_pipelined(job) and job.session_pipelined > 0:
         statement.keep()
+        job.failure = (f"pipelined: {job.session_pipelined} pod(s) wait for resources being released; "
+                       f"the gang binds once they are free")
+        job.pipelined = True
         return False
     job.short = max(job.min_member - job.occupied(), 0)
     statement.discard()

@@ -5,9 +5,9 @@ The runner owns the cache and subscribes it to the store's watch; it touches the
 the ports it is given, and time only through the injected clock.
 
 Apply order: PodGroup phases first (so the job controller creates pods of newly Inqueue jobs), then
-binds — each assumed in the cache before the bind call and forgotten if the bind fails — then PodGroup
-conditions. A failed bind (the pod vanished or was bound elsewhere) is logged as an event and retried
-naturally next cycle.
+binds — each assumed in the cache before the bind call and forgotten if the bind fails — then
+nominations of pipelined pods, then PodGroup conditions. A failed bind (the pod vanished or was bound
+elsewhere) is reported in the cycle's result; the next cycle decides again from fresh state.
 """
 
 from __future__ import annotations
@@ -69,6 +69,9 @@ class Scheduler:
             except (Conflict, NotFound) as exc:
                 self.cache.forget(bind.pod)
                 result.failed_binds.append(f"{bind.pod}: {exc}")
+        for nomination in decisions.nominations:
+            with contextlib.suppress(Conflict, NotFound):
+                self.status.nominate(nomination.pod, nomination.node)
         for key, update in decisions.podgroups.items():
             if update.conditions is not None:
                 self._update_podgroup(key, None, update.conditions)

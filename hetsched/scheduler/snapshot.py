@@ -157,6 +157,8 @@ class JobInfo:
     failure: str = ""
     """Why the job could not be placed this cycle (set by actions, read by the gang plugin)."""
     unresolvable: bool = False
+    pipelined: bool = False
+    """The gang holds a reservation on resources being released (Volcano's pipelined state)."""
     short: int | None = None
     """Pods the gang lacked at its last attempt this cycle (None when not attempted)."""
 

@@ -60,7 +60,8 @@ def execute(session: Session) -> None:
             place_job(session, job, [g for g in job.groups if not g.best_effort], gang=False)
     for job in jobs:
         if job.failure:
-            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if job.unresolvable else Code.UNSCHEDULABLE
+            code = Code.WAIT if job.pipelined else (
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE if job.unresolvable else Code.UNSCHEDULABLE)
             session.decisions.unschedulable[job.key] = Status(code, (job.failure,), NAME)
         elif job.queue in overused and job not in served:
             session.decisions.unschedulable[job.key] = Status(

@@ -56,7 +56,8 @@ class Gang(Plugin):
             if status is not None and not self.job_ready(job):
                 missing = job.short if job.short is not None else max(job.min_member - job.occupied(), 0)
                 message = f"{missing}/{job.min_member} tasks in gang unschedulable: {status.message}"
-                reason = "Unresolvable" if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE else "NotEnoughResources"
+                reason = {Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "Unresolvable", Code.WAIT: "Pipelined"}.get(
+                    status.code, "NotEnoughResources")
                 old = current.get("Unschedulable")
                 if old is None or old.message != message or old.reason != reason:
                     conditions = [c for c in job.podgroup.status.conditions if c.type not in ("Unschedulable",
