@@ -221,3 +221,10 @@ def test_gang_waiting_for_resources_being_released_is_pipelined_not_bound() -> N
     h.cluster.delete("Pod", "default/old-0")  # the terminating pod is gone: the gang binds
     h.cycle()
     assert sorted(h.bindings()) == ["new-0", "new-1"]
+
+
+def test_job_naming_a_missing_queue_waits_with_that_reason() -> None:
+    h = harness([node("n1"), podgroup("lost", 1, queue="nowhere", phase="Pending")])
+    result = h.cycle()
+    assert result.decisions.enqueued == []
+    assert result.decisions.unschedulable["default/lost"].message == "queue nowhere does not exist"

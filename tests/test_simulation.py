@@ -97,3 +97,10 @@ def test_simulate_command_writes_results(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "simulate", "--cluster",
                           str(workload), str(workload), "-q"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "ClusterSpec" in bad.stderr
+
+
+def test_workload_naming_an_undefined_queue_is_an_input_error() -> None:
+    objects = load_text(TWO_JOBS.replace("spec:\n  tasks:", "spec:\n  queue: gpu-team\n  tasks:", 1))
+    with pytest.raises(ManifestError) as info:
+        Simulation([node("n1")], objects)
+    assert "document 1 (Job/first): spec.queue: queue 'gpu-team' does not exist (defined: default)" in str(info.value)

@@ -372,7 +372,7 @@ class SchedulerCache:
                         guarantee[self.resources.columns[resource]] = amount
             queues[name] = QueueInfo(
                 name=name, weight=float(queue.spec.weight) if queue else 1.0, capability=capability,
-                guarantee=guarantee, state=queue.status.state if queue else "Open",
+                guarantee=guarantee, state=queue.status.state if queue else "NotFound",
                 reclaimable=queue.spec.reclaimable if queue else True,
                 allocated=np.zeros(width), inqueue=np.zeros(width), request=np.zeros(width),
             )

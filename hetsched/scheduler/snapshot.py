@@ -100,6 +100,7 @@ class QueueInfo:
     """Per resource; +inf where not limited."""
     guarantee: FloatArray
     state: str
+    """Open, Closed, Closing, Unknown — or NotFound when jobs name a queue that does not exist."""
     reclaimable: bool
     allocated: FloatArray
     """Requests of this queue's pods that hold resources now, updated as the session allocates."""

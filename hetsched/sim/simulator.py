@@ -23,7 +23,7 @@ from hetsched.api.manifest import ManifestError, Problem
 from hetsched.api.objects import AnyObject, Node, Queue
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.controllers.job import JobController
-from hetsched.controllers.podgroup import PodGroupController
+from hetsched.controllers.podgroup import QUEUE_ANNOTATION, PodGroupController
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.cache import KINDS
 from hetsched.scheduler.conf import SchedulerConf
@@ -68,6 +68,26 @@ def check_durations(obj: AnyObject, index: int) -> None:
                                                  f"must be a number of seconds ≥ 0, got {raw!r}")])
 
 
+def check_queues(objects: Sequence[AnyObject]) -> None:
+    """Every Job, PodGroup and plain pod must name a queue the workload defines (or ``default``), as
+    Volcano's admission webhook requires; otherwise it would wait forever."""
+    queues = {"default"} | {o.metadata.name for o in objects if o.kind == "Queue"}
+    problems = []
+    for index, obj in enumerate(objects, start=1):
+        if obj.kind in ("Job", "PodGroup"):
+            name, field = obj.spec.queue, "spec.queue"
+        elif obj.kind == "Pod":
+            name = obj.metadata.annotations.get(QUEUE_ANNOTATION, "default")
+            field = f'metadata.annotations["{QUEUE_ANNOTATION}"]'
+        else:
+            continue
+        if name not in queues:
+            problems.append(Problem("<workload>", index, obj.kind, obj.metadata.name, field,
+                                    f"queue {name!r} does not exist (defined: {', '.join(sorted(queues))})"))
+    if problems:
+        raise ManifestError(problems)
+
+
 @dataclass
 class Progress:
     now: float
@@ -98,6 +118,7 @@ class Simulation:
         self.kubelet = SimKubelet(self.cluster, self.loop)
         self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf,
                                    scheduler_names=scheduler_names)
+        check_queues(objects)
         self.total_workloads = 0
         for index, obj in enumerate(objects, start=1):
             at = _seconds(obj, SUBMIT_AT, index) or 0.0

@@ -32,6 +32,10 @@ def _candidates(session: Session) -> list[JobInfo]:
             session.decisions.podgroups[job.key] = PodGroupUpdate("Inqueue", None)
         if job.phase not in ("Inqueue", "Running") or not any(g.pending and not g.best_effort for g in job.groups):
             continue
+        if session.snapshot.queues[job.queue].state == "NotFound":
+            session.decisions.unschedulable[job.key] = Status(
+                Code.UNSCHEDULABLE, (f"queue {job.queue} does not exist",), NAME)
+            continue
         valid = session.job_valid(job)
         if not valid.ok:
             session.decisions.unschedulable[job.key] = valid
