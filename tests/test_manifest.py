@@ -172,3 +172,17 @@ def test_validate_command_exit_codes_and_no_traceback(tmp_path: Path) -> None:
     assert failed.returncode == 2
     assert "Traceback" not in failed.stderr
     assert failed.stderr.count("\n") == 1 and "quote it" in failed.stderr
+
+
+def test_validate_reads_cluster_specs_too(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    ok = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "validate",
+                         str(repo / "examples/clusters/mixed.yaml"), str(repo / "examples/workloads/seeds.yaml")],
+                        capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    assert "1 ClusterSpec" in ok.stdout and "1 Job" in ok.stdout and "2 Pod" in ok.stdout
+    bad = tmp_path / "cluster.yaml"
+    bad.write_text("apiVersion: hetsched.io/v1alpha1\nkind: ClusterSpec\npools:\n- {name: gpu, count: -1}\n")
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "validate", str(bad)],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 2 and "pools[0] (gpu).count" in run.stderr and "Traceback" not in run.stderr

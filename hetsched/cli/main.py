@@ -57,10 +57,25 @@ def _process_settings() -> None:
 
 @app.command()
 def validate(files: Annotated[list[Path], typer.Argument(help="YAML manifests (multi-document)")]) -> None:
-    """Validate Jobs, PodGroups, Queues, Pods, Nodes and PriorityClasses; exit 0 if valid, 2 if not."""
+    """Validate Jobs, PodGroups, Queues, Pods, Nodes, PriorityClasses and cluster specs; exit 0 if valid,
+    2 if not."""
+    from hetsched.cluster.spec import is_cluster_spec, load_cluster_spec
+
+    specs = [f for f in files if is_cluster_spec(f)]
     with user_errors():
-        objects = load_files(files)
-    kinds: dict[str, int] = {}
+        problems = []
+        for spec in specs:
+            try:
+                load_cluster_spec(spec)
+            except ManifestError as exc:
+                problems.extend(exc.problems)
+        try:
+            objects = load_files([f for f in files if f not in specs])
+        except ManifestError as exc:
+            problems.extend(exc.problems)
+        if problems:
+            raise ManifestError(problems)
+    kinds: dict[str, int] = {"ClusterSpec": len(specs)} if specs else {}
     for obj in objects:
         kinds[obj.kind] = kinds.get(obj.kind, 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no objects"
@@ -115,8 +130,7 @@ def print_summary(results: Results) -> None:
         stats = summary[key]
         timing.add_row(label, _fmt(stats["mean"]), _fmt(stats["p50"]), _fmt(stats["p95"]), str(stats["count"]))
     console.print(timing)
-    allocation = Table(title="Allocation ratio (chip-seconds allocated / chip-seconds available)",
-                       title_justify="left")
+    allocation = Table(title="Accelerator allocation (chip-seconds held / available)", title_justify="left")
     allocation.add_column("accelerator")
     allocation.add_column("chips", justify="right")
     allocation.add_column("allocated", justify="right")

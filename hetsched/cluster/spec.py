@@ -106,6 +106,15 @@ class ClusterSpec(BaseModel):
         return nodes
 
 
+def is_cluster_spec(path: str | Path) -> bool:
+    """Does this file look like a cluster spec (``kind: ClusterSpec`` at the top level)?"""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return any(line.strip() == "kind: ClusterSpec" for line in text.splitlines())
+
+
 def load_cluster_spec(path: str | Path) -> ClusterSpec:
     """Read and validate a cluster spec file; raise :class:`ManifestError` naming file, pool and field."""
     source = str(path)
