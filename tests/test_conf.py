@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from hetsched.scheduler.conf import ConfError, default_conf, parse_conf
+from hetsched.scheduler.conf import VOLCANO_DEFAULT_CONF_YAML, ConfError, default_conf, parse_conf
 
 
-def test_default_is_volcanos() -> None:
+def test_default_is_volcanos_plus_device_topology() -> None:
     conf = default_conf()
     assert conf.action_names == ["enqueue", "allocate", "backfill"]
     assert [[p.name for p in t.plugins] for t in conf.tiers] == [
-        ["priority", "gang", "conformance"], ["overcommit", "drf", "predicates", "proportion", "nodeorder"]]
+        ["priority", "gang", "conformance"],
+        ["overcommit", "drf", "predicates", "proportion", "nodeorder", "devicetopology"]]
+    volcano = parse_conf(VOLCANO_DEFAULT_CONF_YAML)
+    assert [[p.name for p in t.plugins] for t in volcano.tiers][1][-1] == "nodeorder"
 
 
 def test_volcano_helm_chart_config_parses() -> None:

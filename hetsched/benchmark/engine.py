@@ -62,8 +62,8 @@ def run_engine_benchmark(nodes: int, pods: int, *, naive_seconds: float = 20.0, 
             if update.phase is not None:
                 cluster.update_podgroup_status(key, update.phase, None)
         for bind in decisions.binds:
-            scheduler.cache.assume(bind.pod, bind.node)
-            cluster.bind(bind.pod, bind.node)
+            scheduler.cache.assume(bind.pod, bind.node, bind.annotations)
+            cluster.bind(bind.pod, bind.node, bind.annotations)
         t2 = time.perf_counter()
         decide_seconds += t1 - t0
         apply_seconds += t2 - t1

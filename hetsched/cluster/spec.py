@@ -30,19 +30,58 @@ from hetsched.api.accelerators import AcceleratorKind, resource_for
 from hetsched.api.manifest import ManifestError, Problem, format_location
 from hetsched.api.objects import Node, ResourceList, StringMap, Taint, quantity_strings
 from hetsched.api.quantity import parse_quantity
+from hetsched.devices.catalog import TOPOLOGIES, chips_of, default_topology
+from hetsched.devices.inventory import NODE_ANNOTATION, Chip, DeviceSet, NodeDevices
+
+MODEL_LABEL = "hetsched.io/accelerator-model"
 
 
 class AcceleratorSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: AcceleratorKind
     model: str = Field(min_length=1)
-    count: int = Field(ge=1, le=64)
+    count: int = Field(ge=1, le=16)
     resource: str | None = None
     """Extended resource name; derived from kind and model when omitted."""
+    topology: str | None = None
+    """Server shape (``devices.catalog.TOPOLOGIES``); derived from kind, model and count when omitted."""
+    numaNodes: int = Field(default=2, ge=1, le=8)
+    memoryMiB: int = Field(default=0, ge=0)
+    unhealthy: list[int] = Field(default_factory=list)
+    """Chip ids the driver reports unhealthy on every node of the pool (for fault scenarios)."""
+    networkUnhealthy: list[int] = Field(default_factory=list)
+    advertiseUnhealthy: bool = False
+    """Keep unhealthy chips in allocatable, as a device plugin with the seed's bug would ("fake resources")."""
 
     @property
     def resource_name(self) -> str:
         return self.resource or resource_for(self.kind, self.model)
+
+    @property
+    def topology_name(self) -> str:
+        return self.topology or default_topology(self.kind, self.model, self.count)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AcceleratorSpec:
+        if self.topology is not None and self.topology not in TOPOLOGIES:
+            raise ValueError(f"topology {self.topology!r} is unknown; known: {', '.join(TOPOLOGIES)}")
+        implied = chips_of(self.topology_name)
+        if implied is not None and implied != self.count:
+            raise ValueError(f"topology {self.topology_name} has {implied} chips, count is {self.count}")
+        for chip in (*self.unhealthy, *self.networkUnhealthy):
+            if not 0 <= chip < self.count:
+                raise ValueError(f"chip id {chip} is outside 0–{self.count - 1}")
+        return self
+
+    def device_set(self) -> DeviceSet:
+        per_numa = max(1, self.count // self.numaNodes)
+        chips = []
+        for chip in range(self.count):
+            health = ("Unhealthy" if chip in self.unhealthy
+                      else "NetworkUnhealthy" if chip in self.networkUnhealthy else "Healthy")
+            chips.append(Chip(id=chip, health=health, numa=min(chip // per_numa, self.numaNodes - 1),
+                              memoryMiB=self.memoryMiB))
+        return DeviceSet(resource=self.resource_name, model=self.model, topology=self.topology_name, chips=chips)
 
 
 class PoolSpec(BaseModel):
@@ -88,20 +127,27 @@ class ClusterSpec(BaseModel):
                 "memory": parse_quantity(pool.memory),
                 "pods": pool.pods * 1000,
             }
+            device_sets = [a.device_set() for a in pool.accelerators]
+            allocatable = dict(capacity)
             for accelerator in pool.accelerators:
                 name = accelerator.resource_name
                 capacity[name] = capacity.get(name, 0) + accelerator.count * 1000
+                advertised = accelerator.count - (0 if accelerator.advertiseUnhealthy else len(accelerator.unhealthy))
+                allocatable[name] = allocatable.get(name, 0) + advertised * 1000
             capacity.update(pool.extraResources)
+            allocatable.update(pool.extraResources)
+            annotations = {NODE_ANNOTATION: NodeDevices(devices=device_sets).to_annotation()} if device_sets else {}
+            model_labels = {MODEL_LABEL: pool.accelerators[0].model} if pool.accelerators else {}
             prefix = pool.namePrefix if pool.namePrefix is not None else f"{pool.name}-"
             width = max(2, len(str(pool.count - 1)))
             for index in range(pool.count):
                 name = f"{prefix}{index:0{width}d}"
-                labels = {"kubernetes.io/hostname": name, "hetsched.io/pool": pool.name, **pool.labels}
-                quantities = quantity_strings(capacity)
+                labels = {"kubernetes.io/hostname": name, "hetsched.io/pool": pool.name, **model_labels,
+                          **pool.labels}
                 nodes.append(Node.model_validate({
-                    "metadata": {"name": name, "labels": labels},
+                    "metadata": {"name": name, "labels": labels, "annotations": annotations},
                     "spec": {"taints": [t.model_dump() for t in pool.taints]},
-                    "status": {"capacity": quantities, "allocatable": quantities},
+                    "status": {"capacity": quantity_strings(capacity), "allocatable": quantity_strings(allocatable)},
                 }))
         return nodes
 

@@ -20,9 +20,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetsched.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Taint
+from hetsched.devices.inventory import NODE_ANNOTATION, InventoryError, parse_node_devices, pod_allocation
+from hetsched.devices.policy import lowest
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.framework import IntArray
-from hetsched.scheduler.snapshot import JobInfo, NodeArrays, QueueInfo, ResourceIndex, Snapshot, TaskGroup
+from hetsched.scheduler.snapshot import (
+    DeviceArrays,
+    JobInfo,
+    NodeArrays,
+    QueueInfo,
+    ResourceIndex,
+    Snapshot,
+    TaskGroup,
+)
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_ANNOTATION = "volcano.sh/task-spec"
@@ -40,6 +50,31 @@ class _PodRecord:
     """pending | bound | releasing | succeeded | failed | foreign-pending"""
     request: IntArray
     priority: int
+    chips: dict[str, int] | None = None
+    """Chips held per accelerator resource (bitmask), fixed when first accounted on a node."""
+
+
+class _Devices:
+    """Chip state of one accelerator resource across node rows (bitmasks; row = node index)."""
+
+    def __init__(self, rows: int) -> None:
+        self.topology: list[str] = [""] * rows
+        self.chips = np.zeros(rows, dtype=np.int64)
+        self.used = np.zeros(rows, dtype=np.int64)
+        self.unhealthy = np.zeros(rows, dtype=np.int64)
+        self.network = np.zeros(rows, dtype=np.int64)
+        self.models: list[str] = [""] * rows
+
+    def grow(self, rows: int) -> None:
+        extra = rows - len(self.topology)
+        if extra > 0:
+            self.topology += [""] * extra
+            self.models += [""] * extra
+            zeros = np.zeros(extra, dtype=np.int64)
+            self.chips = np.concatenate([self.chips, zeros])
+            self.used = np.concatenate([self.used, zeros])
+            self.unhealthy = np.concatenate([self.unhealthy, zeros])
+            self.network = np.concatenate([self.network, zeros])
 
 
 @dataclass(slots=True)
@@ -90,6 +125,9 @@ class SchedulerCache:
         self._priority_classes: dict[str, PriorityClass] = {}
         self._vectors: dict[object, IntArray] = {}
         self._static_arrays: NodeArrays | None = None
+        self._devices: dict[str, _Devices] = {}
+        self.inventory_errors: dict[str, str] = {}
+        """Node → why its device inventory annotation could not be read (its chips are then untracked)."""
 
     # ----------------------------------------------------------------------------- events
 
@@ -114,13 +152,17 @@ class SchedulerCache:
             else:
                 self._priority_classes[obj.metadata.name] = obj
 
-    def assume(self, pod_key: str, node: str) -> None:
-        """Account a bind the scheduler decided before the store confirms it."""
+    def assume(self, pod_key: str, node: str, annotations: dict[str, str] | None = None) -> None:
+        """Account a bind the scheduler decided before the store confirms it (with its chosen chips)."""
         record = self._pods.get(pod_key)
         if record is None or record.state != "pending":
             return
         self._unaccount(pod_key, record)
-        assumed = _PodRecord(record.pod, record.group, record.task, self._node_index[node], "bound",
+        pod = record.pod
+        if annotations:
+            pod = pod.model_copy(update={"metadata": pod.metadata.model_copy(
+                update={"annotations": {**pod.metadata.annotations, **annotations}})})
+        assumed = _PodRecord(pod, record.group, record.task, self._node_index[node], "bound",
                              record.request, record.priority)
         self._pods[pod_key] = assumed
         self._account(pod_key, assumed)
@@ -178,6 +220,8 @@ class SchedulerCache:
             self._used[:, record.node] += sign * record.request
             if record.state == "releasing":
                 self._releasing[:, record.node] += sign * record.request
+            if self._devices:
+                self._account_chips(record, sign)
         if not record.group:
             return
         group = self._group(record.group)
@@ -204,6 +248,32 @@ class SchedulerCache:
 
     def _unaccount(self, key: str, record: _PodRecord) -> None:
         self._account(key, record, -1)
+
+    def _account_chips(self, record: _PodRecord, sign: int) -> None:
+        """Mark the pod's chips used (or free). The chips come from its hand-off annotation; a pod bound
+        without one (another scheduler, a plain device plugin) is charged the lowest free healthy chips."""
+        row = record.node
+        if record.chips is None:
+            record.chips = {}
+            named = pod_allocation(record.pod.metadata.annotations)
+            for resource, devices in self._devices.items():
+                amount = record.pod.spec.requests.get(resource, 0)
+                if amount <= 0 or not devices.topology[row]:
+                    continue
+                if resource in named:
+                    mask = sum(1 << c for c in named[resource] if c < 64)
+                else:
+                    free = int(devices.chips[row] & ~devices.used[row] & ~devices.unhealthy[row])
+                    mask = lowest(free, -(-amount // 1000)) or free
+                record.chips[resource] = mask
+        for resource, mask in record.chips.items():
+            devices = self._devices.get(resource)
+            if devices is None:
+                continue
+            if sign > 0:
+                devices.used[row] |= mask
+            else:
+                devices.used[row] &= ~mask
 
     # ----------------------------------------------------------------------------- nodes
 
@@ -256,11 +326,54 @@ class SchedulerCache:
             self._exists.append(True)
         self._node_objects[name] = node
         self._alloc[:, row] = self.resources.vector(node.status.allocatable)
+        self._on_node_devices(row, node)
         self._labels[row] = dict(node.metadata.labels)
         self._taints[row] = tuple(node.spec.taints)
         self._cordoned[row] = node.spec.unschedulable
         self._ready[row] = node.status.ready
         self._exists[row] = True
+
+    def _on_node_devices(self, row: int, node: Node) -> None:
+        """Read the node's chip inventory (``hetsched.io/devices``); keep chips in use across updates."""
+        name = node.metadata.name
+        raw = node.metadata.annotations.get(NODE_ANNOTATION)
+        self.inventory_errors.pop(name, None)
+        sets = []
+        if raw is not None:
+            try:
+                sets = parse_node_devices(raw, name).devices
+            except InventoryError as exc:
+                self.inventory_errors[name] = str(exc)
+        for devices in self._devices.values():
+            devices.grow(len(self._node_names))
+            devices.topology[row] = ""
+            devices.chips[row] = devices.unhealthy[row] = devices.network[row] = 0
+        for device_set in sets:
+            devices = self._devices.get(device_set.resource)
+            if devices is None:
+                devices = self._devices[device_set.resource] = _Devices(len(self._node_names))
+            devices.topology[row] = device_set.topology
+            devices.models[row] = device_set.model
+            devices.chips[row] = device_set.mask()
+            devices.unhealthy[row] = device_set.mask("Unhealthy")
+            devices.network[row] = device_set.mask("NetworkUnhealthy")
+
+    def mismatches(self) -> dict[str, str]:
+        """Nodes whose allocatable disagrees with their healthy chip count (the seed's "fake resources")."""
+        found: dict[str, str] = {}
+        for resource, devices in self._devices.items():
+            column = self.resources.columns.get(resource)
+            if column is None:
+                continue
+            for row in np.flatnonzero(devices.chips[: self._rows]).tolist():
+                if not self._exists[row]:
+                    continue
+                healthy = (int(devices.chips[row]) & ~int(devices.unhealthy[row])).bit_count()
+                advertised = int(self._alloc[column, row]) // 1000
+                if advertised != healthy:
+                    found[self._node_names[row]] = (f"{resource}: allocatable {advertised} but {healthy} healthy "
+                                                    f"chip(s) of {int(devices.chips[row]).bit_count()}")
+        return found
 
     # ----------------------------------------------------------------------------- groups, classes
 
@@ -383,8 +496,16 @@ class SchedulerCache:
             queue_info.request += job.allocated + pending
             if job.phase == "Inqueue":
                 queue_info.inqueue += np.maximum(job.min_resources - job.allocated, 0)
+        rows = self._rows
+        devices = {
+            resource: DeviceArrays(
+                topology=list(state.topology[:rows]), models=list(state.models[:rows]),
+                chips=state.chips[:rows].copy(), used=state.used[:rows].copy(),
+                unhealthy=state.unhealthy[:rows].copy(), network=state.network[:rows].copy())
+            for resource, state in self._devices.items()
+        }
         return Snapshot(
-            resources=self.resources, nodes=self._node_arrays(), jobs=jobs, queues=queues,
+            resources=self.resources, nodes=self._node_arrays(), jobs=jobs, queues=queues, devices=devices,
             priority_classes={n: c.value for n, c in self._priority_classes.items()},
             default_queue=self.default_queue,
         )

@@ -29,7 +29,7 @@ from hetsched.scheduler.framework import EXTENSION_POINTS, Arguments
 
 SWITCHES = sorted({*EXTENSION_POINTS.values(), "enablePreemptable", "enableReclaimable", "enableJobStarving"})
 
-DEFAULT_CONF_YAML = """\
+VOLCANO_DEFAULT_CONF_YAML = """\
 actions: "enqueue, allocate, backfill"
 tiers:
 - plugins:
@@ -44,6 +44,10 @@ tiers:
   - name: nodeorder
 """
 """Volcano's built-in default (``pkg/scheduler/util.go`` ``DefaultSchedulerConf``), verbatim."""
+
+DEFAULT_CONF_YAML = VOLCANO_DEFAULT_CONF_YAML + "  - name: devicetopology\n"
+"""hetsched's default: Volcano's plus ``devicetopology``, without which no chips would be chosen (the device
+plugin would pick them after the node, the very problem hetsched exists to fix)."""
 
 
 class ConfError(ValueError):

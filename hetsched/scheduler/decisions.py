@@ -16,6 +16,8 @@ class Bind:
     pod: str
     node: str
     job: str
+    annotations: dict[str, str] | None = None
+    """Written on the pod with the binding: the device hand-off (chosen chips) when devices are involved."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,15 +2,16 @@
 
 Who calls it: every plugin subclasses :class:`Plugin` and overrides the extension points it implements;
 the session (``scheduler.session``) finds the overridden ones and combines them across tiers with
-Volcano's rules. There are 12 extension points, each documented on its method below. A plugin that does
+Volcano's rules. There are 13 extension points, each documented on its method below. A plugin that does
 not override a method does not take part in that point.
 
-Combination rules (Volcano's):
+Combination rules (Volcano's, plus ``node_capacity`` for device topology):
 - ordering keys (job, task, queue): plugins contribute keys in tier order; the first that differs decides
   (lexicographic comparison of the key tuple);
 - ``job_ready``/``job_pipelined``/``job_valid``/``node_filter``: every participating plugin must agree;
 - ``job_enqueueable``: any non-ok status rejects, and its reason is reported;
-- ``allocatable``: the smallest allowance wins; ``overused``: any plugin may declare a queue overused;
+- ``allocatable`` and ``node_capacity``: the smallest allowance wins; ``overused``: any plugin may declare a
+  queue overused;
 - ``node_score``: weighted sum (each plugin applies its own weight).
 
 Invariant for ``node_score``: a node's score may depend only on that node's state and the task, never on
@@ -180,17 +181,23 @@ class Plugin:
         """
         raise NotImplementedError
 
+    def node_capacity(self, session: Session, group: TaskGroup) -> IntArray:
+        """How many pods of ``group`` each node can take by this plugin's own rules (e.g. which chip sets
+        are still free and legal), on top of resource fit. Combined by minimum."""
+        raise NotImplementedError
+
     def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         """Weighted score of putting one more pod of ``group`` on each ``nodes[i]`` that already holds
         ``placed[i]`` pods of the group from this placement (node-local: see module docstring)."""
         raise NotImplementedError
 
     # -- events inside the session
-    def on_allocate(self, group: TaskGroup, count: int) -> None:
-        """``count`` pods of ``group`` were tentatively allocated (statement not yet committed)."""
+    def on_allocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
+        """``pods[i]`` of ``group`` was tentatively placed on node ``nodes[i]`` (statement not committed).
+        A plugin may record bind annotations for them in ``session.bind_annotations``."""
 
-    def on_deallocate(self, group: TaskGroup, count: int) -> None:
-        """A statement was discarded: undo :meth:`on_allocate`."""
+    def on_deallocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
+        """A statement was discarded: undo :meth:`on_allocate` for these pods."""
 
 
 EXTENSION_POINTS: dict[str, str] = {
@@ -205,6 +212,7 @@ EXTENSION_POINTS: dict[str, str] = {
     "overused": "enableOverused",
     "allocatable": "enableAllocatable",
     "node_filter": "enablePredicate",
+    "node_capacity": "enablePredicate",
     "node_score": "enableNodeOrder",
 }
 """Extension point → the configuration switch that turns it off for one plugin."""

@@ -30,6 +30,7 @@ from hetsched.scheduler.snapshot import JobInfo, TaskGroup
 from hetsched.scheduler.statement import Statement
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+CAPACITY_REASON = "node(s) had no free chip set that meets the device topology (fragmented or unhealthy chips)"
 
 
 def capacity(session: Session, group: TaskGroup, *, future: bool = False) -> IntArray:
@@ -45,6 +46,9 @@ def capacity(session: Session, group: TaskGroup, *, future: bool = False) -> Int
         room = idle // group.request[column]
         fits = room if fits is None else np.minimum(fits, room, out=fits)
     assert fits is not None, "every group requests a pod slot"
+    limit = None if future else session.capacity_limit(group)
+    if limit is not None:
+        fits = np.minimum(fits, limit, out=fits)
     return np.where(ok, np.maximum(fits, 0), 0)
 
 
@@ -115,11 +119,18 @@ def explain(session: Session, group: TaskGroup) -> Status:
             remaining &= ~failing
     resolvable = int(remaining.sum())
     names = session.snapshot.resources.names
+    fits = remaining.copy()
     for column in group.columns.tolist():
         short = remaining & (nodes.alloc[column] - nodes.used[column] < group.request[column])
         if short.any():
             label = "Too many pods" if names[column] == "pods" else f"Insufficient {names[column]}"
             counts[label] += int(short.sum())
+            fits &= ~short
+    limit = session.capacity_limit(group)
+    if limit is not None:
+        blocked = fits & (limit <= 0)
+        if blocked.any():
+            counts[CAPACITY_REASON] += int(blocked.sum())
     parts = [f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
     message = f"0/{total} nodes are available: {', '.join(parts) or 'no nodes'}"
     code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if resolvable == 0 else Code.UNSCHEDULABLE

@@ -63,9 +63,9 @@ class Scheduler:
             if update.phase is not None:
                 self._update_podgroup(key, update.phase, None)
         for bind in decisions.binds:
-            self.cache.assume(bind.pod, bind.node)
+            self.cache.assume(bind.pod, bind.node, bind.annotations)
             try:
-                self.binder.bind(bind.pod, bind.node)
+                self.binder.bind(bind.pod, bind.node, bind.annotations)
             except (Conflict, NotFound) as exc:
                 self.cache.forget(bind.pod)
                 result.failed_binds.append(f"{bind.pod}: {exc}")

@@ -38,6 +38,8 @@ class Session:
         self.conf = conf
         self.now = now
         self.decisions = Decisions()
+        self.bind_annotations: dict[str, dict[str, str]] = {}
+        """Pod key → annotations to write at bind (device hand-off), filled by plugins on allocation."""
         self.plugins: list[Plugin] = []
         self._points: dict[str, list[Plugin]] = {point: [] for point in EXTENSION_POINTS}
         for tier in conf.tiers:
@@ -124,6 +126,14 @@ class Session:
             self._static[key] = cached
         return cached
 
+    def capacity_limit(self, group: TaskGroup) -> IntArray | None:
+        """Per node, the fewest pods of ``group`` any ``node_capacity`` plugin allows (None: no plugin)."""
+        limit: IntArray | None = None
+        for plugin in self._points["node_capacity"]:
+            cap = plugin.node_capacity(self, group)
+            limit = cap if limit is None else np.minimum(limit, cap)
+        return limit
+
     def score(self, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         total = np.zeros(len(nodes), dtype=np.float64)
         for plugin in self._points["node_score"]:
@@ -136,13 +146,13 @@ class Session:
 
     # ------------------------------------------------------------------------------ events
 
-    def on_allocate(self, group: TaskGroup, count: int) -> None:
+    def on_allocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
         for plugin in self.plugins:
-            plugin.on_allocate(group, count)
+            plugin.on_allocate(group, pods, nodes)
 
-    def on_deallocate(self, group: TaskGroup, count: int) -> None:
+    def on_deallocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
         for plugin in self.plugins:
-            plugin.on_deallocate(group, count)
+            plugin.on_deallocate(group, pods, nodes)
 
     # ------------------------------------------------------------------------------ close
 

@@ -124,6 +124,11 @@ class TaskGroup:
     priority: int
     pending: list[str]
     """Keys of the pending pods, in creation order; placement takes them from the front."""
+    size: int = 0
+    """Pending pods at snapshot time (``pending`` shrinks as the session places them)."""
+
+    def __post_init__(self) -> None:
+        self.size = self.size or len(self.pending)
 
     @property
     def best_effort(self) -> bool:
@@ -179,12 +184,31 @@ class JobInfo:
 
 
 @dataclass
+class DeviceArrays:
+    """Chips of one accelerator resource per node, as bitmasks (bit i = chip i). ``topology`` is the node's
+    server shape ("" where the node has none of these chips). The session mutates ``used`` only."""
+
+    topology: list[str]
+    models: list[str]
+    chips: IntArray
+    used: IntArray
+    unhealthy: IntArray
+    network: IntArray
+
+    def free(self, *, exclude_network: bool) -> IntArray:
+        free = self.chips & ~self.used & ~self.unhealthy
+        return free & ~self.network if exclude_network else free
+
+
+@dataclass
 class Snapshot:
     resources: ResourceIndex
     nodes: NodeArrays
     jobs: dict[str, JobInfo]
     queues: dict[str, QueueInfo]
     priority_classes: dict[str, int]
+    devices: dict[str, DeviceArrays] = field(default_factory=dict)
+    """Accelerator resource → per-node chip state (from node inventories)."""
     default_queue: str = "default"
 
     def total_capacity(self) -> IntArray:

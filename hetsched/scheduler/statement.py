@@ -56,7 +56,8 @@ class Statement:
             job.session_by_task[group.task] = job.session_by_task.get(group.task, 0) + count
             self._account(group, count)
         self._operations.append(_Operation(group, pods, nodes, pipelined))
-        self.session.on_allocate(group, count)
+        if not pipelined:  # pipelined pods bind nothing now; their devices are chosen when they really fit
+            self.session.on_allocate(group, pods, nodes)
 
     def _account(self, group: TaskGroup, count: int) -> None:
         """Keep the job's and its queue's allocated resources current (DRF and proportion read them)."""
@@ -78,17 +79,19 @@ class Statement:
                 job.session_allocated -= count
                 job.session_by_task[op.group.task] -= count
                 self._account(op.group, -count)
-            self.session.on_deallocate(op.group, count)
+                self.session.on_deallocate(op.group, op.pods, op.nodes)
         self._operations.clear()
 
     def commit(self) -> None:
         """Issue binds for allocated pods and nominations for pipelined ones."""
         names = self.session.nodes.names
         decisions = self.session.decisions
+        annotations = self.session.bind_annotations
         for op in self._operations:
             target = decisions.nominations if op.pipelined else decisions.binds
             job = op.group.job.key
-            target.extend(Bind(pod, names[node], job) for pod, node in zip(op.pods, op.nodes.tolist(), strict=True))
+            target.extend(Bind(pod, names[node], job, annotations.get(pod))
+                          for pod, node in zip(op.pods, op.nodes.tolist(), strict=True))
         self._operations.clear()
 
     def keep(self) -> None:

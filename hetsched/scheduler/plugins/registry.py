@@ -5,6 +5,7 @@ from __future__ import annotations
 from hetsched.scheduler.framework import Plugin
 from hetsched.scheduler.plugins.binpack import Binpack
 from hetsched.scheduler.plugins.conformance import Conformance
+from hetsched.scheduler.plugins.devicetopology import DeviceTopology
 from hetsched.scheduler.plugins.drf import DRF
 from hetsched.scheduler.plugins.gang import Gang
 from hetsched.scheduler.plugins.nodeorder import NodeOrder
@@ -15,5 +16,6 @@ from hetsched.scheduler.plugins.proportion import Proportion
 
 PLUGINS: dict[str, type[Plugin]] = {
     cls.NAME: cls
-    for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack)
+    for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
+                DeviceTopology)
 }

@@ -1,0 +1,165 @@
+"""Per-node chip inventories and the annotation contracts that carry them.
+
+Who calls it: the cluster-spec expander writes :data:`NODE_ANNOTATION` on each node; the scheduler cache
+reads it, and reads each bound pod's chips back from :data:`POD_ANNOTATION` (or Ascend's own annotation).
+
+Node contract, ``hetsched.io/devices`` (JSON, versioned)::
+
+    {"version": "hetsched.io/v1",
+     "devices": [{"resource": "huawei.com/Ascend910", "model": "Ascend910", "topology": "ascend910-8",
+                  "chips": [{"id": 0, "health": "Healthy", "numa": 0, "memoryMiB": 32768, "cores": 32,
+                             "groups": ["hccs-0"]}, …]}]}
+
+``health`` is ``Healthy``, ``Unhealthy`` (never chosen) or ``NetworkUnhealthy`` (chosen only for single-pod
+jobs). Ascend's device-info ConfigMap (``kube-system/mindx-dl-deviceinfo-<node>``, key ``DeviceInfoCfg``) is
+accepted too: :func:`from_ascend_device_info` turns it into the same inventory.
+
+Pod hand-off (written by the scheduler at bind, read by device plugins in Allocate):
+- every vendor: ``hetsched.io/allocation: {"<resource>": [chip ids]}``;
+- Ascend, for the Ascend device plugin: ``huawei.com/Ascend910: "Ascend910-0,Ascend910-1"`` (the resource
+  name as key, ``<Type>-<phyID>`` values) and ``predicate-time: <unix nanoseconds>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+NODE_ANNOTATION = "hetsched.io/devices"
+POD_ANNOTATION = "hetsched.io/allocation"
+PREDICATE_TIME = "predicate-time"
+CONTRACT_VERSION = "hetsched.io/v1"
+Health = Literal["Healthy", "Unhealthy", "NetworkUnhealthy"]
+
+
+class Chip(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: int = Field(ge=0, le=63)
+    health: Health = "Healthy"
+    numa: int = Field(default=0, ge=0)
+    memoryMiB: int = Field(default=0, ge=0)
+    cores: int = Field(default=0, ge=0)
+    groups: list[str] = Field(default_factory=list)
+
+
+class DeviceSet(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    resource: str = Field(min_length=1)
+    model: str = ""
+    topology: str = "generic"
+    chips: list[Chip] = Field(min_length=1)
+
+    def mask(self, *health: str) -> int:
+        """Bitmask of chips in any of the given health states (all chips when none given)."""
+        return sum(1 << c.id for c in self.chips if not health or c.health in health)
+
+
+class NodeDevices(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    version: Literal["hetsched.io/v1"] = CONTRACT_VERSION
+    devices: list[DeviceSet] = Field(default_factory=list)
+
+    def to_annotation(self) -> str:
+        devices = [d.model_dump(mode="json", exclude_defaults=True) for d in self.devices]
+        return json.dumps({"version": self.version, "devices": devices}, separators=(",", ":"))
+
+
+class InventoryError(ValueError):
+    """An inventory annotation or ConfigMap that cannot be read; the message names what is wrong."""
+
+
+def parse_node_devices(text: str, node: str) -> NodeDevices:
+    try:
+        return NodeDevices.model_validate_json(text)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise InventoryError(f"node {node}: annotation {NODE_ANNOTATION}: {where}: {error['msg']}") from None
+
+
+def chip_name(resource: str, chip: int) -> str:
+    """``huawei.com/Ascend910``, 3 → ``Ascend910-3`` (Ascend's device naming)."""
+    return f"{resource.split('/', 1)[-1]}-{chip}"
+
+
+def pod_allocation(annotations: dict[str, str]) -> dict[str, list[int]]:
+    """Chips a bound pod holds, per resource: our contract first, Ascend's annotation as a fallback."""
+    raw = annotations.get(POD_ANNOTATION)
+    result: dict[str, list[int]] = {}
+    if raw:
+        try:
+            data = json.loads(raw)
+            if isinstance(data, dict):
+                result = {str(k): [int(c) for c in v] for k, v in data.items() if isinstance(v, list)}
+        except (ValueError, TypeError):
+            result = {}
+    for key, value in annotations.items():
+        if key.startswith("huawei.com/") and key not in result and value:
+            try:
+                result[key] = [int(name.rsplit("-", 1)[1]) for name in value.split(",") if name.strip()]
+            except (IndexError, ValueError):
+                continue
+    return result
+
+
+def handoff_annotations(allocation: dict[str, list[int]], now_seconds: float) -> dict[str, str]:
+    """The annotations written on a pod at bind time for the chips chosen (see the module docstring)."""
+    annotations = {POD_ANNOTATION: json.dumps(allocation, sort_keys=True, separators=(",", ":"))}
+    for resource, chips in allocation.items():
+        if resource.startswith("huawei.com/"):
+            annotations[resource] = ",".join(chip_name(resource, c) for c in chips)
+            annotations[PREDICATE_TIME] = str(int(now_seconds * 1e9))
+    return annotations
+
+
+def from_ascend_device_info(data: dict[str, str], node: str, *, topology: str, model: str = "",
+                            chips: int | None = None, verify: bool = True) -> list[DeviceSet]:
+    """Read Ascend's ``mindx-dl-deviceinfo-<node>`` ConfigMap data (key ``DeviceInfoCfg``).
+
+    Healthy chips are those listed under the resource; ``…-Unhealthy`` chips are Unhealthy, ``…-NetworkUnhealthy``
+    chips NetworkUnhealthy. With ``verify``, the ``CheckCode`` (SHA-256 of the ``DeviceInfo`` JSON) must match,
+    as the Ascend scheduler plugin requires.
+    """
+    raw = data.get("DeviceInfoCfg")
+    if raw is None:
+        raise InventoryError(f"ConfigMap mindx-dl-deviceinfo-{node}: key DeviceInfoCfg is missing")
+    try:
+        document: Any = json.loads(raw)
+        info = document["DeviceInfo"]
+        device_list: dict[str, str] = info["DeviceList"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InventoryError(f"ConfigMap mindx-dl-deviceinfo-{node}: DeviceInfoCfg is not Ascend's format ({exc})") \
+            from None
+    if verify and "CheckCode" in document:
+        digest = hashlib.sha256(json.dumps(info, separators=(",", ":")).encode()).hexdigest()
+        if digest != document["CheckCode"]:
+            raise InventoryError(f"ConfigMap mindx-dl-deviceinfo-{node}: CheckCode does not match DeviceInfo")
+    sets = []
+    for resource, healthy_text in device_list.items():
+        if resource.endswith(("-Unhealthy", "-NetworkUnhealthy", "-Fault", "-Recovering")):
+            continue
+
+        def ids(text: str) -> set[int]:
+            return {int(n.rsplit("-", 1)[1]) for n in text.split(",") if n.strip()}
+
+        try:
+            healthy = ids(healthy_text)
+            unhealthy = ids(device_list.get(f"{resource}-Unhealthy", ""))
+            network = ids(device_list.get(f"{resource}-NetworkUnhealthy", ""))
+        except (IndexError, ValueError):
+            raise InventoryError(f"ConfigMap mindx-dl-deviceinfo-{node}: {resource}: chip names must look like "
+                                 f"Ascend910-3") from None
+        count = chips or (max(healthy | unhealthy | network, default=-1) + 1)
+        chip_list = []
+        for chip in range(count):
+            health: Health = "Healthy"
+            if chip in unhealthy or (chip not in healthy and chip not in network):
+                health = "Unhealthy"
+            elif chip in network:
+                health = "NetworkUnhealthy"
+            chip_list.append(Chip(id=chip, health=health))
+        sets.append(DeviceSet(resource=resource, model=model, topology=topology, chips=chip_list))
+    return sets

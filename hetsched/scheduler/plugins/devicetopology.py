@@ -1,0 +1,199 @@
+"""``devicetopology``: the node and the chips are one decision, for every accelerator family.
+
+Who calls it: the session — ``node_filter`` (is this chip count legal on this server shape?),
+``node_capacity`` (how many pods still find a legal, healthy, free chip set on each node),
+``node_score`` (the family policy's fit for the chips the pod would take) and ``on_allocate`` (take the
+chips, write the hand-off annotations). Each server shape's rules live in one ``hetsched.devices`` module;
+all of them are evaluated for every node at once through their per-free-mask lookup tables.
+
+Locality: while a node can still take every remaining pod of the group, it scores higher, so a gang
+lands on as few nodes as the cluster allows (except under ``ascend-volcano-compat``, which scores pods one
+by one as Ascend-for-Volcano does).
+
+Health: unhealthy chips are never free; network-unhealthy chips are free only for single-pod jobs; a node
+with faulty chips ranks below healthy nodes. The chips chosen are written on the pod at bind
+(``hetsched.io/allocation``, plus Ascend's ``huawei.com/Ascend910`` and ``predicate-time``).
+
+Arguments::
+
+    - name: devicetopology
+      arguments:
+        ascend910.policy: ascend-hccs        # or ascend-volcano-compat (Ascend-for-Volcano's exact rules)
+        cambricon.mluLinkPolicy: best-effort # guaranteed | restricted
+        weight: 1                            # multiplies the topology score
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hetsched.devices.catalog import PolicySettings, policy_for
+from hetsched.devices.inventory import handoff_annotations
+from hetsched.devices.policy import TopologyPolicy, bits
+from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, Plugin
+from hetsched.scheduler.snapshot import DeviceArrays, TaskGroup
+
+if TYPE_CHECKING:
+    from hetsched.scheduler.session import Session
+
+NAME = "devicetopology"
+
+
+class DeviceTopology(Plugin):
+    NAME = NAME
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        arguments.check_known({"ascend910.policy", "cambricon.mluLinkPolicy", "weight"})
+        self.settings = PolicySettings(
+            ascend910=arguments.text("ascend910.policy", "ascend-hccs"),
+            mlulink=arguments.text("cambricon.mluLinkPolicy", "best-effort"),
+        )
+        self.weight = arguments.number("weight", 1)
+        self.devices: dict[str, DeviceArrays] = {}
+        self.policies: dict[tuple[str, int], TopologyPolicy] = {}
+        self.rows_by_topology: dict[str, dict[str, IntArray]] = {}
+        self.session: Session | None = None
+        self.taken: dict[str, tuple[int, dict[str, int]]] = {}
+        self.held: dict[int, IntArray] = {}
+        """id(group) → pods of that group placed on each node in this session."""
+
+    def _held(self, group: TaskGroup, size: int) -> IntArray:
+        held = self.held.get(id(group))
+        if held is None:
+            held = self.held[id(group)] = np.zeros(size, dtype=np.int64)
+        return held
+
+    def on_session_open(self, session: Session) -> None:
+        self.session = session
+        self.devices = session.snapshot.devices
+        for resource, devices in self.devices.items():
+            groups: dict[str, list[int]] = {}
+            for row, topology in enumerate(devices.topology):
+                if topology:
+                    groups.setdefault(topology, []).append(row)
+            self.rows_by_topology[resource] = {t: np.asarray(r, dtype=np.int64) for t, r in groups.items()}
+
+    # ------------------------------------------------------------------------------ helpers
+
+    def _policy(self, topology: str, chips: int) -> TopologyPolicy:
+        key = (topology, chips)
+        policy = self.policies.get(key)
+        if policy is None:
+            policy = self.policies[key] = policy_for(topology, chips, self.settings)
+        return policy
+
+    def _requests(self, group: TaskGroup) -> list[tuple[str, int]]:
+        """(resource, whole chips per pod) for every accelerator resource with an inventory."""
+        assert self.session is not None
+        names = self.session.snapshot.resources.names
+        wanted = []
+        for column in group.columns.tolist():
+            resource = names[column]
+            if resource in self.devices:
+                wanted.append((resource, int(group.request[column]) // 1000))
+        return wanted
+
+    @staticmethod
+    def _multi_pod(group: TaskGroup) -> bool:
+        return group.job.total_pods > 1
+
+    def _policies_for(self, resource: str, rows: IntArray) -> list[tuple[TopologyPolicy, IntArray, IntArray]]:
+        """(policy, positions in ``rows``, node rows) per server shape among ``rows``."""
+        devices = self.devices[resource]
+        result = []
+        for topology, topo_rows in self.rows_by_topology.get(resource, {}).items():
+            inside = np.isin(rows, topo_rows)
+            if inside.any():
+                positions = np.flatnonzero(inside)
+                chips = int(devices.chips[rows[positions[0]]]).bit_length()
+                result.append((self._policy(topology, chips), positions, rows[positions]))
+        return result
+
+    # ------------------------------------------------------------------------------ extension points
+
+    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
+        failures = []
+        for resource, n in self._requests(group):
+            for topology, rows in self.rows_by_topology.get(resource, {}).items():
+                chips = int(self.devices[resource].chips[rows[0]]).bit_length()
+                policy = self._policy(topology, chips)
+                if not policy.legal(n, self._multi_pod(group)):
+                    mask = np.zeros(len(session.nodes), dtype=bool)
+                    mask[rows] = True
+                    failures.append((f"node(s) rejected the request: {policy.illegal_reason(n, self._multi_pod(group))}",
+                                     mask))
+        return failures
+
+    def node_capacity(self, session: Session, group: TaskGroup) -> IntArray:
+        size = len(session.nodes)
+        capacity = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+        for resource, n in self._requests(group):
+            devices = self.devices[resource]
+            free = devices.free(exclude_network=self._multi_pod(group))
+            per_resource = np.zeros(size, dtype=np.int64)
+            for topology, rows in self.rows_by_topology.get(resource, {}).items():
+                chips = int(devices.chips[rows[0]]).bit_length()
+                policy = self._policy(topology, chips)
+                if n >= 1 and policy.legal(n, self._multi_pod(group)):
+                    per_resource[rows] = policy.tables(n).capacity(free[rows])
+            capacity = np.minimum(capacity, per_resource)
+        return capacity
+
+    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+        score = np.zeros(len(nodes), dtype=np.float64)
+        for resource, n in self._requests(group):
+            devices = self.devices[resource]
+            free = devices.free(exclude_network=self._multi_pod(group))
+            for policy, positions, rows in self._policies_for(resource, nodes):
+                if not policy.legal(n, self._multi_pod(group)):
+                    continue
+                tables = policy.tables(n)
+                after = tables.after(free[rows], placed[positions])
+                healthy = np.array([(int(c) & ~int(u)).bit_count() for c, u in
+                                    zip(devices.chips[rows].tolist(), devices.unhealthy[rows].tolist(), strict=True)],
+                                   dtype=np.int64)
+                score[positions] += tables.score[after] + policy.health_score(healthy, policy.CHIPS)
+                if policy.LOCALITY_BONUS and group.size > 1:
+                    # node-local: could this node hold the whole group, counting the pods it already holds?
+                    holds = self._held(group, len(session.nodes))[rows] + placed[positions]
+                    whole = tables.capacity(after) + holds >= group.size
+                    score[positions] += np.where(whole, policy.LOCALITY_BONUS, 0.0)
+        return self.weight * score
+
+    def on_allocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
+        requests = self._requests(group)
+        if not requests:
+            return
+        assert self.session is not None
+        multi_pod = self._multi_pod(group)
+        for pod, row in zip(pods, nodes.tolist(), strict=True):
+            allocation: dict[str, list[int]] = {}
+            taken: dict[str, int] = {}
+            for resource, n in requests:
+                devices = self.devices[resource]
+                topology = devices.topology[row]
+                policy = self._policy(topology, int(devices.chips[row]).bit_length())
+                free = int(devices.free(exclude_network=multi_pod)[row])
+                chosen = int(policy.tables(n).choice[free])
+                assert chosen, f"{NAME}: no legal chip set left on node row {row} for {pod}"
+                devices.used[row] |= chosen
+                taken[resource] = chosen
+                allocation[resource] = bits(chosen)
+            self.taken[pod] = (row, taken)
+            self._held(group, len(self.session.nodes))[row] += 1
+            self.session.bind_annotations[pod] = handoff_annotations(allocation, self.session.now)
+
+    def on_deallocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
+        assert self.session is not None
+        for pod in pods:
+            entry = self.taken.pop(pod, None)
+            if entry is None:
+                continue
+            row, taken = entry
+            for resource, chosen in taken.items():
+                self.devices[resource].used[row] &= ~chosen
+            self._held(group, len(self.session.nodes))[row] -= 1
+            self.session.bind_annotations.pop(pod, None)
