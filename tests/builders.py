@@ -116,3 +116,21 @@ def harness(objects: list[AnyObject], conf: str | SchedulerConf | None = None) -
         cluster.create(obj)
     parsed = parse_conf(conf) if isinstance(conf, str) else conf
     return Harness(cluster, Scheduler(cluster, cluster, cluster, clock, parsed), clock)
+
+
+def accel_node(name: str, resource: str = "huawei.com/Ascend910", topology: str = "ascend910-8", chips: int = 8,
+               *, unhealthy: tuple[int, ...] = (), network: tuple[int, ...] = (), advertise: int | None = None,
+               labels: dict[str, str] | None = None, cpu: str = "192", memory: str = "1Ti") -> Node:
+    """A node with a chip inventory (``hetsched.io/devices``); allocatable = healthy chips unless ``advertise``."""
+    from hetsched.devices.inventory import NODE_ANNOTATION, Chip, DeviceSet, NodeDevices
+
+    chip_list = [Chip(id=i, health="Unhealthy" if i in unhealthy else "NetworkUnhealthy" if i in network
+                      else "Healthy") for i in range(chips)]
+    inventory = NodeDevices(devices=[DeviceSet(resource=resource, model=topology, topology=topology,
+                                               chips=chip_list)])
+    count = advertise if advertise is not None else chips - len(unhealthy)
+    allocatable = {"cpu": cpu, "memory": memory, "pods": "110", resource: str(count)}
+    return Node.model_validate({
+        "metadata": {"name": name, "labels": labels or {}, "annotations": {NODE_ANNOTATION: inventory.to_annotation()}},
+        "status": {"allocatable": allocatable, "capacity": allocatable},
+    })

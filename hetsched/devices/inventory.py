@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 NODE_ANNOTATION = "hetsched.io/devices"
 POD_ANNOTATION = "hetsched.io/allocation"
 PREDICATE_TIME = "predicate-time"
-CONTRACT_VERSION = "hetsched.io/v1"
+CONTRACT_VERSION: Literal["hetsched.io/v1"] = "hetsched.io/v1"
 Health = Literal["Healthy", "Unhealthy", "NetworkUnhealthy"]
 
 

@@ -16,7 +16,6 @@ and only for legal ``n``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
 import numpy.typing as npt
@@ -104,23 +103,28 @@ class TopologyPolicy:
         return f"{n} chip(s) per pod is not a legal request for {self.NAME}"
 
     def tables(self, n: int) -> Tables:
-        return _tables(type(self), self._key(), n)
+        """Lookup tables for requests of ``n`` chips, built once per policy class, parameters and size."""
+        key = (type(self), self._key(), n)
+        tables = _TABLES.get(key)
+        if tables is None:
+            tables = _TABLES[key] = self._build_tables(n)
+        return tables
+
+    def _build_tables(self, n: int) -> Tables:
+        size = 1 << self.CHIPS
+        choice = np.zeros(size, dtype=np.int64)
+        score = np.zeros(size, dtype=np.float64)
+        for free in range(size):
+            chosen = self.choose(free, n)
+            if chosen:
+                assert chosen & ~free == 0 and popcount(chosen) == n, (self.NAME, free, n, chosen)
+                choice[free] = chosen
+                score[free] = self.score(free, n)
+        return Tables(choice, score)
 
     def _key(self) -> tuple[object, ...]:
         """Parameters that change the policy's answers (part of the table cache key)."""
         return ()
 
 
-@cache
-def _tables(policy_type: type[TopologyPolicy], key: tuple[object, ...], n: int) -> Tables:
-    policy = policy_type(*key) if key else policy_type()
-    size = 1 << policy.CHIPS
-    choice = np.zeros(size, dtype=np.int64)
-    score = np.zeros(size, dtype=np.float64)
-    for free in range(size):
-        chosen = policy.choose(free, n)
-        if chosen:
-            assert chosen & ~free == 0 and popcount(chosen) == n, (policy.NAME, free, n, chosen)
-            choice[free] = chosen
-            score[free] = policy.score(free, n)
-    return Tables(choice, score)
+_TABLES: dict[tuple[type[TopologyPolicy], tuple[object, ...], int], Tables] = {}

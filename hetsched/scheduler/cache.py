@@ -267,13 +267,13 @@ class SchedulerCache:
                     mask = lowest(free, -(-amount // 1000)) or free
                 record.chips[resource] = mask
         for resource, mask in record.chips.items():
-            devices = self._devices.get(resource)
-            if devices is None:
+            state = self._devices.get(resource)
+            if state is None:
                 continue
             if sign > 0:
-                devices.used[row] |= mask
+                state.used[row] |= mask
             else:
-                devices.used[row] &= ~mask
+                state.used[row] &= ~mask
 
     # ----------------------------------------------------------------------------- nodes
 
@@ -349,14 +349,14 @@ class SchedulerCache:
             devices.topology[row] = ""
             devices.chips[row] = devices.unhealthy[row] = devices.network[row] = 0
         for device_set in sets:
-            devices = self._devices.get(device_set.resource)
-            if devices is None:
-                devices = self._devices[device_set.resource] = _Devices(len(self._node_names))
-            devices.topology[row] = device_set.topology
-            devices.models[row] = device_set.model
-            devices.chips[row] = device_set.mask()
-            devices.unhealthy[row] = device_set.mask("Unhealthy")
-            devices.network[row] = device_set.mask("NetworkUnhealthy")
+            state = self._devices.get(device_set.resource)
+            if state is None:
+                state = self._devices[device_set.resource] = _Devices(len(self._node_names))
+            state.topology[row] = device_set.topology
+            state.models[row] = device_set.model
+            state.chips[row] = device_set.mask()
+            state.unhealthy[row] = device_set.mask("Unhealthy")
+            state.network[row] = device_set.mask("NetworkUnhealthy")
 
     def mismatches(self) -> dict[str, str]:
         """Nodes whose allocatable disagrees with their healthy chip count (the seed's "fake resources")."""

@@ -34,19 +34,25 @@ CAPACITY_REASON = "node(s) had no free chip set that meets the device topology (
 
 
 def capacity(session: Session, group: TaskGroup, *, future: bool = False) -> IntArray:
-    """How many more pods of ``group`` each node can take now (0 where a static predicate fails)."""
+    """How many more pods of ``group`` each node can take now (0 where a static predicate fails), or, with
+    ``future``, once its terminating pods are gone (nodes with nothing terminating offer nothing more).
+    Device rules (``node_capacity``) apply to the chips free now in both cases."""
     ok, _ = session.static_checks(group)
     nodes = session.nodes
     columns = group.columns
     fits: IntArray | None = None
+    releasing = np.zeros(len(nodes), dtype=bool)
     for column in columns.tolist():
         idle = nodes.alloc[column] - nodes.used[column]
         if future:
             idle += nodes.releasing[column]
+            releasing |= nodes.releasing[column] > 0
         room = idle // group.request[column]
         fits = room if fits is None else np.minimum(fits, room, out=fits)
     assert fits is not None, "every group requests a pod slot"
-    limit = None if future else session.capacity_limit(group)
+    if future:  # only what terminating pods will free counts as future room
+        fits = np.where(releasing, fits, 0)
+    limit = session.capacity_limit(group)
     if limit is not None:
         fits = np.minimum(fits, limit, out=fits)
     return np.where(ok, np.maximum(fits, 0), 0)

@@ -123,8 +123,8 @@ class DeviceTopology(Plugin):
                 if not policy.legal(n, self._multi_pod(group)):
                     mask = np.zeros(len(session.nodes), dtype=bool)
                     mask[rows] = True
-                    failures.append((f"node(s) rejected the request: {policy.illegal_reason(n, self._multi_pod(group))}",
-                                     mask))
+                    reason = policy.illegal_reason(n, self._multi_pod(group))
+                    failures.append((f"node(s) rejected the request: {reason}", mask))
         return failures
 
     def node_capacity(self, session: Session, group: TaskGroup) -> IntArray:

@@ -1,0 +1,241 @@
+"""The node and the chips as one decision: hand-off annotations, health, locality, fake-resource reports,
+and properties over random inventories (no illegal set, no unhealthy chip, no chip given twice, the
+vectorised placement equal to one-pod-at-a-time placement).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hetsched.api.objects import AnyObject, Pod
+from hetsched.devices.catalog import PolicySettings, policy_for
+from hetsched.devices.inventory import (
+    InventoryError,
+    from_ascend_device_info,
+    parse_node_devices,
+    pod_allocation,
+)
+from hetsched.scheduler.placement import capacity, place_group
+from hetsched.scheduler.session import Session
+from hetsched.scheduler.statement import Statement
+from tests.builders import accel_node, gang, harness, node, podgroup
+
+ASCEND = "huawei.com/Ascend910"
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "volcano-ascend.md"
+
+
+def allocations(h: object) -> dict[str, tuple[str, dict[str, list[int]]]]:
+    result = {}
+    for pod in h.cluster.list("Pod"):  # type: ignore[attr-defined]
+        assert isinstance(pod, Pod)
+        if pod.spec.nodeName:
+            result[pod.metadata.name] = (pod.spec.nodeName, pod_allocation(pod.metadata.annotations))
+    return result
+
+
+def test_bind_writes_the_ascend_compatible_hand_off() -> None:
+    h = harness([accel_node("npu-0"), *gang("train", 2, limits={ASCEND: 2}, cpu="1")])
+    h.clock.advance_to(12.5)
+    h.cycle()
+    pod = h.cluster.get("Pod", "default/train-0")
+    assert isinstance(pod, Pod)
+    annotations = pod.metadata.annotations
+    chips = json.loads(annotations["hetsched.io/allocation"])[ASCEND]
+    assert len(chips) == 2 and len({c // 4 for c in chips}) == 1  # one HCCS ring
+    assert annotations[ASCEND] == ",".join(f"Ascend910-{c}" for c in chips)
+    assert annotations["predicate-time"] == str(int(12.5e9))
+    other = h.cluster.get("Pod", "default/train-1")
+    assert set(json.loads(other.metadata.annotations["hetsched.io/allocation"])[ASCEND]).isdisjoint(chips)
+
+
+def test_seed_job_lands_on_one_whole_node_when_one_is_free() -> None:
+    nodes = [accel_node("npu-0"), accel_node("npu-1"), accel_node("npu-2")]
+    busy = gang("busy", 1, limits={ASCEND: 1}, cpu="1")
+    h = harness([*nodes, *busy])
+    h.cycle()  # "busy" takes one chip somewhere
+    h.cluster.create(podgroup("bert", 8))
+    for pod in gang("bert", 8, limits={ASCEND: 1}, cpu="1")[1:]:
+        h.cluster.create(pod)
+    h.cycle()
+    placed = Counter(node for name, (node, _) in allocations(h).items() if name.startswith("bert"))
+    assert list(placed.values()) == [8]
+    assert next(iter(placed)) != allocations(h)["busy-0"][0]
+
+
+def test_compat_policy_rejects_one_chip_pods_in_a_multi_pod_job() -> None:
+    conf = ("actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: devicetopology\n"
+            "    arguments: {ascend910.policy: ascend-volcano-compat}\n")
+    h = harness([accel_node("npu-0"), *gang("bert", 8, limits={ASCEND: 1}, cpu="1")], conf)
+    result = h.cycle()
+    assert result.decisions.binds == []
+    status = result.decisions.unschedulable["default/bert"]
+    assert status.code.name == "UNSCHEDULABLE_AND_UNRESOLVABLE"
+    assert "requires 8 chips per pod in a multi-pod job" in status.message
+
+
+def test_unhealthy_chips_are_never_chosen_and_network_faults_only_for_single_pod_jobs() -> None:
+    node_ = accel_node("npu-0", unhealthy=(0, 1, 2), network=(4, 5, 6, 7))
+    h = harness([node_, *gang("dist", 2, limits={ASCEND: 1}, cpu="1")])
+    h.cycle()
+    assert allocations(h) == {}  # only chip 3 is healthy and network-healthy: a 2-pod job cannot run
+    assert "no free chip set that meets the device topology" in h.condition("dist")
+    h.cluster.create(podgroup("solo", 1))
+    for pod in gang("solo", 1, limits={ASCEND: 4}, cpu="1")[1:]:
+        h.cluster.create(pod)
+    h.cycle()
+    assert allocations(h)["solo-0"][1][ASCEND] == [4, 5, 6, 7]  # single-pod job may use them
+
+
+def test_nodes_with_faulty_chips_rank_below_healthy_ones() -> None:
+    h = harness([accel_node("faulty", unhealthy=(7,)), accel_node("healthy"), *gang("one", 1, limits={ASCEND: 1})])
+    h.cycle()
+    assert allocations(h)["one-0"][0] == "healthy"
+
+
+def test_fake_resources_are_reported() -> None:
+    h = harness([accel_node("liar", unhealthy=(3,), advertise=8), accel_node("honest", unhealthy=(3,))])
+    assert h.scheduler.cache.mismatches() == {
+        "liar": "huawei.com/Ascend910: allocatable 8 but 7 healthy chip(s) of 8"}
+    h.cluster.create(podgroup("all", 1))
+    for pod in gang("all", 1, limits={ASCEND: 8})[1:]:
+        h.cluster.create(pod)
+    h.cycle()
+    assert allocations(h) == {}  # allocatable says 8 free, but chip 3 is dead: never placed there
+
+
+def test_inventory_annotation_errors_name_the_node() -> None:
+    with pytest.raises(InventoryError) as info:
+        parse_node_devices('{"version": "hetsched.io/v1", "devices": [{"resource": "x", "chips": []}]}', "n7")
+    assert "node n7: annotation hetsched.io/devices: devices.0.chips" in str(info.value)
+    broken = accel_node("n8").model_copy(update={"metadata": accel_node("n8").metadata.model_copy(
+        update={"annotations": {"hetsched.io/devices": "{not json"}})})
+    h = harness([broken])
+    assert "n8" in h.scheduler.cache.inventory_errors
+
+
+def ascend_configmap(healthy: str, unhealthy: str, network: str) -> dict[str, str]:
+    info = {"DeviceList": {ASCEND: healthy, f"{ASCEND}-Unhealthy": unhealthy,
+                           f"{ASCEND}-NetworkUnhealthy": network}, "UpdateTime": 1}
+    code = hashlib.sha256(json.dumps(info, separators=(",", ":")).encode()).hexdigest()
+    return {"DeviceInfoCfg": json.dumps({"DeviceInfo": info, "CheckCode": code})}
+
+
+def test_ascend_device_info_configmap_is_accepted() -> None:
+    data = ascend_configmap("Ascend910-0,Ascend910-1,Ascend910-2,Ascend910-3,Ascend910-5,Ascend910-6,Ascend910-7",
+                            "Ascend910-4", "Ascend910-0")
+    (devices,) = from_ascend_device_info(data, "n1", topology="ascend910-8")
+    health = {c.id: c.health for c in devices.chips}
+    assert health[4] == "Unhealthy" and health[0] == "NetworkUnhealthy" and health[7] == "Healthy"
+    tampered = dict(data)
+    tampered["DeviceInfoCfg"] = data["DeviceInfoCfg"].replace("Ascend910-7", "Ascend910-9")
+    with pytest.raises(InventoryError, match="CheckCode"):
+        from_ascend_device_info(tampered, "n1", topology="ascend910-8")
+
+
+def test_the_real_published_device_info_sample_parses_and_verifies() -> None:
+    if not REFERENCE.exists():
+        pytest.skip(f"{REFERENCE} not present")
+    text = REFERENCE.read_text()
+    start = text.index('{"DeviceInfo"')
+    sample = text[start:text.index("\n", start)]
+    (devices,) = from_ascend_device_info({"DeviceInfoCfg": sample}, "a3", topology="ascend910-8", chips=8)
+    assert [c.id for c in devices.chips if c.health == "Unhealthy"] == [4]
+    assert [c.id for c in devices.chips if c.health == "NetworkUnhealthy"] == [0]
+
+
+# ------------------------------------------------------------------------------------------ properties
+
+TOPOLOGIES = [("huawei.com/Ascend910", "ascend910-8", 8, (1, 2, 4, 8)),
+              ("huawei.com/Ascend910", "ascend910b-16", 16, (1, 2, 3, 8, 10, 16)),
+              ("huawei.com/Ascend310P", "ascend310p-duo", 8, (1, 2, 4)),
+              ("cambricon.com/mlu", "mlu370-x8", 8, (1, 2, 3, 4, 8)),
+              ("nvidia.com/gpu", "cube-mesh-8", 8, (1, 2, 3, 4, 8)),
+              ("nvidia.com/gpu", "pcie-8", 8, (1, 2, 4))]
+
+
+@st.composite
+def device_clusters(draw: st.DrawFn) -> list[AnyObject]:
+    objects: list[AnyObject] = []
+    kinds = draw(st.lists(st.sampled_from(TOPOLOGIES), min_size=1, max_size=3, unique=True))
+    for i in range(draw(st.integers(1, 6))):
+        resource, topology, chips, _ = draw(st.sampled_from(kinds))
+        bad = tuple(sorted(draw(st.sets(st.integers(0, chips - 1), max_size=3))))
+        network = tuple(c for c in sorted(draw(st.sets(st.integers(0, chips - 1), max_size=3))) if c not in bad)
+        objects.append(accel_node(f"n{i}", resource, topology, chips, unhealthy=bad, network=network))
+    objects.append(node("cpu-only"))
+    for j in range(draw(st.integers(1, 6))):
+        resource, _, _, sizes = draw(st.sampled_from(kinds))
+        size = draw(st.integers(1, 4))
+        objects += gang(f"j{j}", size, min_member=draw(st.integers(1, size)), cpu="1",
+                        limits={resource: draw(st.sampled_from(sizes))})
+    return objects
+
+
+def check_allocations(h: object) -> None:
+    snapshot = h.scheduler.cache.snapshot()  # type: ignore[attr-defined]
+    held: dict[tuple[str, str], int] = {}
+    for pod in h.cluster.list("Pod"):  # type: ignore[attr-defined]
+        if not pod.spec.nodeName:
+            continue
+        row = snapshot.nodes.index[pod.spec.nodeName]
+        allocation = pod_allocation(pod.metadata.annotations)
+        job_pods = sum(1 for p in h.cluster.list("Pod")  # type: ignore[attr-defined]
+                       if p.metadata.annotations["scheduling.k8s.io/group-name"]
+                       == pod.metadata.annotations["scheduling.k8s.io/group-name"])
+        for resource, chips in allocation.items():
+            devices = snapshot.devices[resource]
+            mask = sum(1 << c for c in chips)
+            assert len(chips) * 1000 == pod.spec.requests[resource]
+            assert mask & int(devices.unhealthy[row]) == 0, "an unhealthy chip was chosen"
+            if job_pods > 1:
+                assert mask & int(devices.network[row]) == 0, "a network-unhealthy chip went to a multi-pod job"
+            topology = devices.topology[row]
+            policy = policy_for(topology, int(devices.chips[row]).bit_length(), PolicySettings())
+            assert policy.legal(len(chips), job_pods > 1)
+            assert mask & held.get((pod.spec.nodeName, resource), 0) == 0, "a chip was given twice"
+            held[(pod.spec.nodeName, resource)] = held.get((pod.spec.nodeName, resource), 0) | mask
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(objects=device_clusters())
+def test_no_illegal_unhealthy_or_double_booked_chip_ever(objects: list[AnyObject]) -> None:
+    h = harness(objects)
+    for _ in range(3):
+        h.cycle()
+        check_allocations(h)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(objects=device_clusters(), data=st.data())
+def test_group_placement_with_devices_equals_one_pod_at_a_time(objects: list[AnyObject], data: st.DataObject) -> None:
+    h = harness(objects)
+    snapshot = h.scheduler.cache.snapshot()
+    groups = [g for job in snapshot.jobs.values() for g in job.groups]
+    group_index = data.draw(st.integers(0, len(groups) - 1))
+    count = min(data.draw(st.integers(1, 8)), len(groups[group_index].pending))
+    fast = place_group(Session(snapshot, h.scheduler.conf), groups[group_index], count).tolist()
+
+    snapshot = h.scheduler.cache.snapshot()
+    group = [g for job in snapshot.jobs.values() for g in job.groups][group_index]
+    session = Session(snapshot, h.scheduler.conf)
+    statement = Statement(session)
+    slow: list[int] = []
+    for _ in range(count):
+        if not group.pending:
+            break
+        feasible = np.flatnonzero(capacity(session, group))
+        if feasible.size == 0:
+            break
+        scores = [float(session.score(group, np.array([n]), np.array([0]))[0]) for n in feasible]
+        best = int(feasible[int(np.argmax(scores))])
+        slow.append(best)
+        statement.allocate(group, np.array([best]))
+    assert fast == slow[: len(fast)] and len(fast) == len(slow)
