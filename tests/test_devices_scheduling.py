@@ -239,3 +239,20 @@ def test_group_placement_with_devices_equals_one_pod_at_a_time(objects: list[Any
         slow.append(best)
         statement.allocate(group, np.array([best]))
     assert fast == slow[: len(fast)] and len(fast) == len(slow)
+
+
+def test_pods_constrain_accelerator_models_by_annotation() -> None:
+    v100 = accel_node("v100", "nvidia.com/gpu", "cube-mesh-8", labels={"hetsched.io/accelerator-model": "V100M32"})
+    t4 = accel_node("t4", "nvidia.com/gpu", "pcie-8", labels={"hetsched.io/accelerator-model": "T4"})
+    objects = [v100, t4, podgroup("train", 1), podgroup("p100", 1)]
+    train = gang("train", 1, limits={"nvidia.com/gpu": 1})[1]
+    objects.append(train.model_copy(update={"metadata": train.metadata.model_copy(update={"annotations": {
+        **train.metadata.annotations, "hetsched.io/accelerator-models": "V100M16|V100M32"}})}))
+    p100 = gang("p100", 1, limits={"nvidia.com/gpu": 1})[1]
+    objects.append(p100.model_copy(update={"metadata": p100.metadata.model_copy(update={"annotations": {
+        **p100.metadata.annotations, "hetsched.io/accelerator-models": "P100"}})}))
+    h = harness(objects)
+    h.cycle()
+    assert allocations(h)["train-0"][0] == "v100"
+    assert "p100-0" not in allocations(h)
+    assert "didn't have an accepted accelerator model (P100)" in h.condition("p100")

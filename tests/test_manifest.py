@@ -180,7 +180,7 @@ def test_validate_reads_cluster_specs_too(tmp_path: Path) -> None:
                          str(repo / "examples/clusters/mixed.yaml"), str(repo / "examples/workloads/seeds.yaml")],
                         capture_output=True, text=True, check=False)
     assert ok.returncode == 0, ok.stderr
-    assert "1 ClusterSpec" in ok.stdout and "1 Job" in ok.stdout and "2 Pod" in ok.stdout
+    assert "1 ClusterSpec" in ok.stdout and "2 Job" in ok.stdout and "2 Pod" in ok.stdout
     bad = tmp_path / "cluster.yaml"
     bad.write_text("apiVersion: hetsched.io/v1alpha1\nkind: ClusterSpec\npools:\n- {name: gpu, count: -1}\n")
     run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "validate", str(bad)],

@@ -73,6 +73,11 @@ def test_demo_runs_and_the_bert_job_lands_on_ascend_nodes() -> None:
     bert = next(j for j in results.jobs if j["name"] == "ascend-bert-pretrain")
     assert bert["phase"] == "Completed"
     assert len(bert["pods"]) == 8 and all(p["node"] in ascend for p in bert["pods"])
+    assert len({p["node"] for p in bert["pods"]}) == 1, "8 × 1 chip on one node's 8 chips when one is free"
+    mixed = next(j for j in results.jobs if j["name"] == "train-ascend-serve-mlu")
+    pools = {p["name"].split("-")[-2]: p["node"].split("-")[0] for p in mixed["pods"]}
+    assert pools == {"train": "ascend910", "serve": "mlu370"}
+    assert len({p["start"] for p in mixed["pods"]}) == 1, "one gang across both pools"
     mlu = next(j for j in results.jobs if j["name"] == "mlu-inference-job")
     assert mlu["pods"][0]["node"].startswith("mlu370-")
     assert results.summary["jobs"] == len(results.jobs) > 50

@@ -31,11 +31,12 @@ class _WallClock:
         return time.monotonic()
 
 
-def run_engine_benchmark(nodes: int, pods: int, *, naive_seconds: float = 20.0, seed: int = 1) -> dict[str, Any]:
+def run_engine_benchmark(nodes: int, pods: int, *, naive_seconds: float = 20.0, seed: int = 1,
+                         topology: bool = False) -> dict[str, Any]:
     if nodes < 10 or pods < 1:
         raise ValueError("bench engine: need at least 10 nodes and 1 pod")
     started = time.perf_counter()
-    workload = synthetic_workload(nodes, pods, seed)
+    workload = synthetic_workload(nodes, pods, seed, topology)
     generated = time.perf_counter()
 
     clock = _WallClock()
@@ -80,6 +81,7 @@ def run_engine_benchmark(nodes: int, pods: int, *, naive_seconds: float = 20.0, 
     engine_rate = bound / decide_seconds if decide_seconds else 0.0
     naive_rate = attempted / naive_elapsed if naive_elapsed else 0.0
     return {
+        "topology": topology,
         "nodes": nodes,
         "pods": len(workload.pods),
         "jobs": len(workload.podgroups),

@@ -20,6 +20,8 @@ ACCELERATORS = (
     ("cambricon", "cambricon-mlu", "cambricon.com/mlu", 0.20),
     ("nvidia", "nvidia-gpu", "nvidia.com/gpu", 0.20),
 )
+MODELS = {"ascend": "Ascend910", "cambricon": "MLU370-X8", "nvidia": "V100-SXM2-32GB"}
+"""Models whose server shapes carry topology: HCCS rings, MLU-Link, NVLink cube-mesh."""
 GANG_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 GANG_WEIGHTS = (20, 15, 15, 15, 15, 10, 6, 4)
 QUEUES = (("prod", 4), ("train", 3), ("dev", 2), ("batch", 1))
@@ -33,23 +35,33 @@ class BenchWorkload:
     pods: list[Pod]
 
 
-def synthetic_cluster(nodes: int) -> list[Node]:
+def synthetic_cluster(nodes: int, topology: bool = False) -> list[Node]:
+    """Without ``topology`` nodes advertise chip counts only (no inventory); with it every accelerator node
+    carries a chip inventory with its server shape, and one pool in ten has a dead chip (allocatable
+    reflects it)."""
     pools = []
     assigned = 0
     for kind, label, _, share in ACCELERATORS:
         count = int(nodes * share)
         assigned += count
-        pools.append({"name": kind, "count": count, "labels": {"accelerator": label}, "cpu": "128",
-                      "memory": "1Ti", "pods": 110,
-                      "accelerators": [{"kind": kind, "model": "Ascend910" if kind == "ascend" else kind, "count": 8}]})
+        degraded = count // 10 if topology else 0
+        for name, size, unhealthy in ((kind, count - degraded, []), (f"{kind}-degraded", degraded, [7])):
+            if size:
+                pools.append({"name": name, "count": size, "namePrefix": f"{name}-", "labels": {"accelerator": label},
+                              "cpu": "128", "memory": "1Ti", "pods": 110,
+                              "accelerators": [{"kind": kind, "model": MODELS[kind], "count": 8,
+                                                "unhealthy": unhealthy}]})
     pools.append({"name": "cpu", "count": nodes - assigned, "labels": {"accelerator": "none"}, "cpu": "96",
                   "memory": "384Gi", "pods": 110})
-    return parse_cluster_spec({"pools": pools}, "<bench>").nodes()
+    expanded = parse_cluster_spec({"pools": pools}, "<bench>").nodes()
+    if topology:
+        return expanded
+    return [n.model_copy(update={"metadata": n.metadata.model_copy(update={"annotations": {}})}) for n in expanded]
 
 
-def synthetic_workload(nodes: int, pods: int, seed: int = 1) -> BenchWorkload:
+def synthetic_workload(nodes: int, pods: int, seed: int = 1, topology: bool = False) -> BenchWorkload:
     rng = random.Random(seed)
-    cluster = synthetic_cluster(nodes)
+    cluster = synthetic_cluster(nodes, topology)
     queues = [Queue.model_validate({"metadata": {"name": n}, "spec": {"weight": w}}) for n, w in QUEUES]
     podgroups: list[PodGroup] = []
     all_pods: list[Pod] = []

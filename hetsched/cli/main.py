@@ -209,12 +209,14 @@ def bench_engine(
     json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,
     naive_seconds: Annotated[float, typer.Option(help="time budget for the per-pod baseline sample")] = 20.0,
     seed: Annotated[int, typer.Option()] = 1,
+    topology: Annotated[bool, typer.Option(
+        help="chip inventories with server topology on every accelerator node (HCCS, MLU-Link, NVLink)")] = False,
 ) -> None:
     """Drain a synthetic pending backlog with the scheduler engine and with a per-pod, per-node loop."""
     from hetsched.benchmark.engine import run_engine_benchmark
 
     with user_errors():
-        figures = run_engine_benchmark(nodes, pods, naive_seconds=naive_seconds, seed=seed)
+        figures = run_engine_benchmark(nodes, pods, naive_seconds=naive_seconds, seed=seed, topology=topology)
     text = json.dumps(figures, indent=2)
     if json_out is not None:
         json_out.write_text(text + "\n", encoding="utf-8")

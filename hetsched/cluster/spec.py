@@ -30,10 +30,9 @@ from hetsched.api.accelerators import AcceleratorKind, resource_for
 from hetsched.api.manifest import ManifestError, Problem, format_location
 from hetsched.api.objects import Node, ResourceList, StringMap, Taint, quantity_strings
 from hetsched.api.quantity import parse_quantity
-from hetsched.devices.catalog import TOPOLOGIES, chips_of, default_topology
+from hetsched.devices.catalog import MODEL_LABEL, TOPOLOGIES, chips_of, default_topology
 from hetsched.devices.inventory import NODE_ANNOTATION, Chip, DeviceSet, NodeDevices
 
-MODEL_LABEL = "hetsched.io/accelerator-model"
 
 
 class AcceleratorSpec(BaseModel):

@@ -35,6 +35,7 @@ from hetsched.scheduler.snapshot import (
 )
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+MODELS_ANNOTATION = "hetsched.io/accelerator-models"
 TASK_ANNOTATION = "volcano.sh/task-spec"
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
 
@@ -447,11 +448,12 @@ class SchedulerCache:
             podgroup = group.podgroup
             if podgroup is None or (podgroup.status.phase == "Completed" and not group.pending):
                 continue
-            by_placement: dict[tuple[str, object, int], list[str]] = {}
+            by_placement: dict[tuple[str, object, int, str], list[str]] = {}
             for pod_key in group.pending:
                 record = self._pods[pod_key]
-                by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority), []).append(
-                    pod_key)
+                models = record.pod.metadata.annotations.get(MODELS_ANNOTATION, "")
+                by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority, models),
+                                        []).append(pod_key)
             job = JobInfo(
                 key=key, podgroup=podgroup, queue=podgroup.spec.queue or self.default_queue,
                 priority=self._class_value(podgroup.spec.priorityClassName) if podgroup.spec.priorityClassName
@@ -463,12 +465,13 @@ class SchedulerCache:
                 total_pods=len(group.pods), allocated=group.allocated.astype(np.float64),
                 min_resources=self.resources.vector(podgroup.spec.minResources).astype(np.float64),
             )
-            for (task, placement_key, priority), keys in by_placement.items():
+            for (task, placement_key, priority, models), keys in by_placement.items():
                 record = self._pods[keys[0]]
                 request = record.request
                 job.groups.append(TaskGroup(
-                    job=job, task=task, spec=record.pod.spec, placement_key=placement_key, request=request,
-                    columns=np.flatnonzero(request), priority=priority, pending=keys,
+                    job=job, task=task, spec=record.pod.spec, placement_key=(placement_key, models),
+                    request=request, columns=np.flatnonzero(request), priority=priority, pending=keys,
+                    models=tuple(m.strip() for m in models.split("|") if m.strip()),
                 ))
             jobs[key] = job
         queues: dict[str, QueueInfo] = {}

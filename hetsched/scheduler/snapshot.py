@@ -126,6 +126,8 @@ class TaskGroup:
     """Keys of the pending pods, in creation order; placement takes them from the front."""
     size: int = 0
     """Pending pods at snapshot time (``pending`` shrinks as the session places them)."""
+    models: tuple[str, ...] = ()
+    """Accelerator models the pods accept (``hetsched.io/accelerator-models``); empty = any."""
 
     def __post_init__(self) -> None:
         self.size = self.size or len(self.pending)

@@ -10,6 +10,9 @@ Locality: while a node can still take every remaining pod of the group, it score
 lands on as few nodes as the cluster allows (except under ``ascend-volcano-compat``, which scores pods one
 by one as Ascend-for-Volcano does).
 
+Models: a pod annotated ``hetsched.io/accelerator-models: "V100M16|V100M32"`` only goes to nodes whose
+``hetsched.io/accelerator-model`` label is one of them (nodeSelector and node affinity work as usual).
+
 Health: unhealthy chips are never free; network-unhealthy chips are free only for single-pod jobs; a node
 with faulty chips ranks below healthy nodes. The chips chosen are written on the pod at bind
 (``hetsched.io/allocation``, plus Ascend's ``huawei.com/Ascend910`` and ``predicate-time``).
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.devices.catalog import PolicySettings, policy_for
+from hetsched.devices.catalog import MODEL_LABEL, PolicySettings, policy_for
 from hetsched.devices.inventory import handoff_annotations
 from hetsched.devices.policy import TopologyPolicy, bits
 from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, Plugin
@@ -116,6 +119,11 @@ class DeviceTopology(Plugin):
 
     def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
         failures = []
+        if group.models:
+            codes, vocab = session.nodes.label_codes(MODEL_LABEL)
+            accepted = [vocab[m] for m in group.models if m in vocab]
+            failures.append((f"node(s) didn't have an accepted accelerator model ({'|'.join(group.models)})",
+                             ~np.isin(codes, accepted)))
         for resource, n in self._requests(group):
             for topology, rows in self.rows_by_topology.get(resource, {}).items():
                 chips = int(self.devices[resource].chips[rows[0]]).bit_length()
