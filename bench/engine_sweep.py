@@ -23,6 +23,7 @@ def main() -> int:
     parser.add_argument("--pods-per-node", type=int, default=10)
     parser.add_argument("--naive-seconds", type=float, default=20.0)
     parser.add_argument("--out", type=Path, default=Path("bench/out/engine.json"))
+    parser.add_argument("--topology", action="store_true", help="chip inventories with server topology")
     args = parser.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     rows = []
@@ -30,7 +31,8 @@ def main() -> int:
         with tempfile.NamedTemporaryFile(suffix=".json") as handle:
             subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "engine", "--nodes", str(nodes),
                             "--pods", str(nodes * args.pods_per_node), "--naive-seconds", str(args.naive_seconds),
-                            "--json", handle.name], check=True, env=env, stdout=subprocess.DEVNULL)
+                            "--json", handle.name, *(["--topology"] if args.topology else [])],
+                           check=True, env=env, stdout=subprocess.DEVNULL)
             rows.append(json.loads(Path(handle.name).read_text()))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2) + "\n")

@@ -223,6 +223,40 @@ def bench_engine(
     console.print_json(text)
 
 
+def _seeds(text: str) -> list[int]:
+    """``42-51`` or ``1,2,5`` → list of ints."""
+    try:
+        if "-" in text:
+            low, high = (int(part) for part in text.split("-", 1))
+            return list(range(low, high + 1))
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--seeds: expected a range like 42-51 or a list like 1,2,3, got {text!r}") from None
+
+
+@bench_app.command("ascend")
+def bench_ascend(
+    nodes: Annotated[int, typer.Option(help="Ascend 910 x8 nodes")] = 64,
+    seeds: Annotated[str, typer.Option(help="seeds, e.g. 1-10")] = "1-10",
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,
+) -> None:
+    """Compare ascend-volcano-compat with ascend-hccs on mixed 1/2/4/8-chip jobs (admitted, stranded)."""
+    from hetsched.benchmark.ascend import run_ascend_benchmark
+
+    with user_errors():
+        report = run_ascend_benchmark(nodes, _seeds(seeds))
+    if json_out is not None:
+        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    table = Table(title=f"Ascend 910 x8 policies, {nodes} nodes, seeds {seeds} (mean ± std)", title_justify="left")
+    table.add_column("policy")
+    metrics = list(next(iter(report["policies"].values())))
+    for metric in metrics:
+        table.add_column(metric.replace("_", " "), justify="right")
+    for policy, values in report["policies"].items():
+        table.add_row(policy, *(f"{values[m]['mean']:.1f} ± {values[m]['std']:.1f}" for m in metrics))
+    console.print(table)
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 

@@ -34,7 +34,6 @@ from hetsched.devices.catalog import MODEL_LABEL, TOPOLOGIES, chips_of, default_
 from hetsched.devices.inventory import NODE_ANNOTATION, Chip, DeviceSet, NodeDevices
 
 
-
 class AcceleratorSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: AcceleratorKind
