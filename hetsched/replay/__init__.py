@@ -1,0 +1,1 @@
+"""Replays of published placement experiments on real traces (``hetsched replay-openb``)."""

@@ -1,0 +1,362 @@
+"""The openb arrival-only placement experiment (FGD paper, ATC'23), and its placement policies.
+
+Who calls it: ``hetsched replay-openb``. Method (traces README): the pod list is inflated by sampling pods
+of the list until arrived GPU demand reaches 130 % of the cluster's GPU capacity, shuffled per seed, and
+placed one by one, arrival only (pods never leave). A pod fits a node when CPU, memory, the GPU model
+(``gpu_spec``) and GPUs fit: a sharing pod needs one GPU with at least its ``gpu_milli`` free, a k-GPU pod k
+entirely free GPUs. The policy scores feasible nodes 0–100 (integers, as Kubernetes score plugins do) and
+the highest wins, ties broken at random; the GPU index is chosen by the policy too. After each arrival the
+GPU allocation ratio is sampled against arrived demand; the headline is the share of GPUs left
+unallocated when arrived demand reaches 100 %.
+
+Policies (definitions from the published simulator, traces.md §A2): ``fgd``, ``bestfit``, ``dotprod``,
+``gpupacking``, ``gpuclustering``, ``random``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from hetsched.replay.openb import TraceNode, TracePod
+
+IntArray = npt.NDArray[np.int64]
+FULL = 1000
+
+
+@dataclass
+class Cluster:
+    """Per node: free CPU and memory, and free milli-GPU per GPU slot (-1 where the node has no such GPU)."""
+
+    names: list[str]
+    models: list[str]
+    cpu_cap: IntArray
+    cpu_free: IntArray
+    mem_free: IntArray
+    gpu_free: IntArray
+    gpu_count: IntArray
+    affinity: list[Counter[tuple[int, int]]] = field(default_factory=list)
+
+    @classmethod
+    def from_nodes(cls, nodes: list[TraceNode]) -> Cluster:
+        gpu = np.full((len(nodes), 8), -1, dtype=np.int64)
+        for row, node in enumerate(nodes):
+            gpu[row, : node.gpus] = FULL
+        return cls(
+            names=[n.name for n in nodes], models=[n.model for n in nodes],
+            cpu_cap=np.array([n.cpu_milli for n in nodes], dtype=np.int64),
+            cpu_free=np.array([n.cpu_milli for n in nodes], dtype=np.int64),
+            mem_free=np.array([n.memory_mib for n in nodes], dtype=np.int64),
+            gpu_free=gpu, gpu_count=np.array([n.gpus for n in nodes], dtype=np.int64),
+            affinity=[Counter() for _ in nodes],
+        )
+
+    @property
+    def gpu_capacity(self) -> int:
+        return int(self.gpu_count.sum()) * FULL
+
+    def allocated(self) -> int:
+        return self.gpu_capacity - int(np.where(self.gpu_free > 0, self.gpu_free, 0).sum())
+
+    def feasible(self, pod: TracePod) -> IntArray:
+        ok = (self.cpu_free >= pod.cpu_milli) & (self.mem_free >= pod.memory_mib)
+        if pod.num_gpu:
+            if pod.gpu_spec:
+                ok &= np.isin(np.array(self.models, dtype=object), pod.gpu_spec)
+            if pod.gpu_milli < FULL:
+                ok &= (self.gpu_free >= pod.gpu_milli).any(axis=1)
+            else:
+                ok &= (self.gpu_free == FULL).sum(axis=1) >= pod.num_gpu
+        return np.flatnonzero(ok)
+
+    def place(self, row: int, pod: TracePod, gpus: list[int]) -> None:
+        self.cpu_free[row] -= pod.cpu_milli
+        self.mem_free[row] -= pod.memory_mib
+        for gpu in gpus:
+            self.gpu_free[row, gpu] -= pod.gpu_milli
+            assert self.gpu_free[row, gpu] >= 0
+        if pod.num_gpu:
+            self.affinity[row][(pod.num_gpu, pod.gpu_milli)] += 1
+
+
+def default_gpus(cluster: Cluster, row: int, pod: TracePod) -> list[int]:
+    """Whole-GPU pods take the lowest free GPUs; sharing pods the tightest fitting GPU ("best" selection)."""
+    free = cluster.gpu_free[row]
+    if not pod.num_gpu:
+        return []
+    if pod.gpu_milli >= FULL:
+        return [int(g) for g in np.flatnonzero(free == FULL)[: pod.num_gpu]]
+    fitting = np.flatnonzero(free >= pod.gpu_milli)
+    return [int(fitting[np.argmin(free[fitting])])]
+
+
+Choice = tuple[int, list[int]]
+Policy = Callable[[Cluster, TracePod, IntArray, random.Random], Choice]
+
+
+def _pick(rng: random.Random, rows: IntArray, scores: npt.NDArray[np.int64]) -> int:
+    best = np.flatnonzero(scores == scores.max())
+    return int(rows[best[rng.randrange(len(best))]])
+
+
+def random_policy(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random) -> Choice:
+    row = int(rows[rng.randrange(len(rows))])
+    free = cluster.gpu_free[row]
+    if pod.num_gpu and pod.gpu_milli < FULL:
+        fitting = np.flatnonzero(free >= pod.gpu_milli)
+        return row, [int(fitting[rng.randrange(len(fitting))])]
+    return row, default_gpus(cluster, row, pod)
+
+
+def _gpu_free_total(cluster: Cluster, rows: IntArray) -> npt.NDArray[np.float64]:
+    free = cluster.gpu_free[rows]
+    total: npt.NDArray[np.float64] = np.where(free > 0, free, 0).sum(axis=1).astype(np.float64)
+    return total
+
+
+def bestfit(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random) -> Choice:
+    max_cpu = float(cluster.cpu_cap.max())
+    max_gpu = float(cluster.gpu_count.max() * FULL) or 1.0
+    cpu_left = (cluster.cpu_free[rows] - pod.cpu_milli) / max_cpu
+    gpu_left = (_gpu_free_total(cluster, rows) - pod.gpu_request) / max_gpu
+    scores = ((1 - 0.5 * cpu_left - 0.5 * gpu_left) * 100).astype(np.int64)
+    row = _pick(rng, rows, scores)
+    return row, default_gpus(cluster, row, pod)
+
+
+def dotprod(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random) -> Choice:
+    max_cpu = float(cluster.cpu_cap.max())
+    max_gpu = float(cluster.gpu_count.max() * FULL) or 1.0
+    dot = (cluster.cpu_free[rows] / max_cpu) * (pod.cpu_milli / max_cpu) + \
+        (_gpu_free_total(cluster, rows) / max_gpu) * (pod.gpu_request / max_gpu)
+    scores = ((1 - dot / 2) * 100).astype(np.int64)
+    row = _pick(rng, rows, scores)
+    return row, default_gpus(cluster, row, pod)
+
+
+def gpupacking(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random) -> Choice:
+    free = cluster.gpu_free[rows]
+    present = free >= 0
+    partly = present & (free < FULL)
+    node_used = partly.any(axis=1)
+    whole_free = (free == FULL).sum(axis=1)
+    if pod.num_gpu and pod.gpu_milli < FULL:
+        on_shared = (partly & (free >= pod.gpu_milli)).any(axis=1)
+    else:
+        on_shared = np.zeros(len(rows), dtype=bool)
+    shared_free = np.where(partly, free, 0).sum(axis=1)
+    shared_cap = np.maximum(partly.sum(axis=1) * FULL, 1)
+    tier1 = np.maximum(100 - (shared_free * 1000 // shared_cap) // 10, 50)
+    tier2 = np.maximum(50 - whole_free, 33)
+    tier3 = 33 - whole_free
+    scores = np.where(on_shared, tier1, np.where(node_used, tier2, tier3)).astype(np.int64)
+    if not pod.num_gpu:
+        scores = np.zeros(len(rows), dtype=np.int64)
+    row = _pick(rng, rows, scores)
+    return row, default_gpus(cluster, row, pod)
+
+
+def gpuclustering(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random) -> Choice:
+    if not pod.num_gpu:
+        row = _pick(rng, rows, np.zeros(len(rows), dtype=np.int64))
+        return row, []
+    mine = (pod.num_gpu, pod.gpu_milli)
+    free = cluster.gpu_free[rows]
+    fullness = 1 - np.where(free > 0, free, 0).sum(axis=1) / np.maximum(cluster.gpu_count[rows] * FULL, 1)
+    scores = np.zeros(len(rows), dtype=np.int64)
+    for i, row in enumerate(rows.tolist()):
+        held = cluster.affinity[row]
+        if not held:
+            base = 25
+        elif set(held) == {mine}:
+            base = 75
+        elif mine in held:
+            base = 50
+        else:
+            base = 0
+        scores[i] = base + int(fullness[i] * 24) + 1
+    row = _pick(rng, rows, scores)
+    return row, default_gpus(cluster, row, pod)
+
+
+@dataclass
+class TypicalPods:
+    """The workload's pod shapes for FGD, grouped by (GPU milli, GPU count, models) with, per group, the
+    sorted CPU requests and cumulative probabilities (so P(cpu request ≤ x) is one bisect)."""
+
+    groups: list[tuple[int, int, tuple[str, ...], list[int], list[float]]]
+    cpu_only: tuple[list[int], list[float]]
+
+    @classmethod
+    def from_pods(cls, pods: list[TracePod]) -> TypicalPods:
+        total = len(pods)
+        shapes: dict[tuple[int, int, tuple[str, ...]], Counter[int]] = {}
+        for pod in pods:
+            shapes.setdefault((pod.gpu_milli, pod.num_gpu, pod.gpu_spec), Counter())[pod.cpu_milli] += 1
+        groups = []
+        cpu_only: tuple[list[int], list[float]] = ([], [])
+        for (milli, num, spec), counts in sorted(shapes.items()):
+            cpus = sorted(counts)
+            cumulative, running = [], 0.0
+            for cpu in cpus:
+                running += counts[cpu] / total
+                cumulative.append(running)
+            if num == 0:
+                cpu_only = (cpus, cumulative)
+            else:
+                groups.append((milli, num, spec, cpus, cumulative))
+        return cls(groups, cpu_only)
+
+    def fragmentation(self, cpu_free: int, model: str, gpus: tuple[int, ...]) -> float:
+        """Expected fragmented milli-GPUs: free GPU milli that typical pods cannot use (FGD's F(n))."""
+        total = float(sum(gpus))
+        usable = 0.0
+        for milli, num, spec, cpus, cumulative in self.groups:
+            if spec and model not in spec:
+                continue
+            fitting = [g for g in gpus if g >= milli]
+            if len(fitting) < num:
+                continue
+            index = bisect.bisect_right(cpus, cpu_free)
+            if index:
+                usable += cumulative[index - 1] * sum(fitting)
+        return total * self.mass - usable
+
+    @property
+    def mass(self) -> float:
+        return sum(c[-1] for *_, c in self.groups) + (self.cpu_only[1][-1] if self.cpu_only[1] else 0.0)
+
+
+class FGD:
+    """Fragmentation gradient descent: place where the expected fragmentation F grows least (drops most).
+
+    ``exact=False`` is the published plugin: ``int(sigmoid(ΔF / 1000) × 100)``, ties at random. ``exact=True``
+    is hetsched's ``fgd-bestfit``: the same ΔF compared as a real number (the integer sigmoid lumps very
+    different ΔF together), ties broken by the tightest fit (least free GPU, then CPU, left on the node).
+    """
+
+    def __init__(self, typical: TypicalPods, exact: bool = False) -> None:
+        self.typical = typical
+        self.exact = exact
+        self.memo: dict[tuple[int, str, tuple[int, ...]], float] = {}
+
+    def _f(self, cpu_free: int, model: str, gpus: tuple[int, ...]) -> float:
+        key = (cpu_free, model, tuple(sorted(gpus)))
+        value = self.memo.get(key)
+        if value is None:
+            value = self.memo[key] = self.typical.fragmentation(cpu_free, model, key[2])
+        return value
+
+    def __call__(self, cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random) -> Choice:
+        best_score: object = None
+        best_rows: list[tuple[int, list[int]]] = []
+        signature_score: dict[tuple[int, str, tuple[int, ...]], tuple[object, list[int]]] = {}
+        for row in rows.tolist():
+            count = int(cluster.gpu_count[row])
+            gpus = tuple(int(g) for g in cluster.gpu_free[row, :count])
+            cpu = int(cluster.cpu_free[row])
+            model = cluster.models[row]
+            signature = (cpu, model, gpus)
+            cached = signature_score.get(signature)
+            if cached is None:
+                before = self._f(cpu, model, gpus)
+                options: list[list[int]]
+                if pod.num_gpu == 0:
+                    options = [[]]
+                elif pod.gpu_milli >= FULL:
+                    options = [[i for i, g in enumerate(gpus) if g == FULL][: pod.num_gpu]]
+                else:
+                    seen: set[int] = set()
+                    options = []
+                    for i, g in enumerate(gpus):
+                        if g >= pod.gpu_milli and g not in seen:
+                            seen.add(g)
+                            options.append([i])
+                choice_score: object = None
+                choice = options[0]
+                for option in options:
+                    after = list(gpus)
+                    for i in option:
+                        after[i] -= pod.gpu_milli
+                    delta = before - self._f(cpu - pod.cpu_milli, model, tuple(after))
+                    score: object = int(100 / (1 + math.exp(-delta / 1000)))
+                    if self.exact:
+                        score = (score, -sum(g for g in after if g > 0), -(cpu - pod.cpu_milli))
+                    if choice_score is None or score > choice_score:  # type: ignore[operator]
+                        choice_score, choice = score, option
+                cached = signature_score[signature] = (choice_score, choice)
+            score, choice = cached
+            if best_score is None or score > best_score:  # type: ignore[operator]
+                best_score, best_rows = score, [(row, choice)]
+            elif score == best_score:
+                best_rows.append((row, choice))
+        row, gpus_chosen = best_rows[rng.randrange(len(best_rows))]
+        return row, gpus_chosen
+
+
+POLICIES: dict[str, Callable[[list[TracePod]], Policy]] = {
+    "fgd": lambda pods: FGD(TypicalPods.from_pods(pods)),
+    "fgd-bestfit": lambda pods: FGD(TypicalPods.from_pods(pods), exact=True),
+    "bestfit": lambda pods: bestfit,
+    "dotprod": lambda pods: dotprod,
+    "gpupacking": lambda pods: gpupacking,
+    "gpuclustering": lambda pods: gpuclustering,
+    "random": lambda pods: random_policy,
+}
+
+
+def inflate(pods: list[TracePod], capacity: int, ratio: float, rng: random.Random) -> list[TracePod]:
+    """Sample extra pods from the list until the total GPU request reaches ``ratio`` × capacity, then shuffle."""
+    result = list(pods)
+    total = sum(p.gpu_request for p in pods)
+    while total < ratio * capacity:
+        extra = pods[rng.randrange(len(pods))]
+        result.append(extra)
+        total += extra.gpu_request
+    rng.shuffle(result)
+    return result
+
+
+@dataclass
+class ReplayResult:
+    arrived_pct: list[float]
+    allocated_pct: list[float]
+    failed: int
+    cluster: Cluster
+
+    def unallocated_at(self, arrived: float) -> float:
+        """100 − allocation ratio at the first arrival reaching ``arrived`` % of GPU capacity."""
+        index = bisect.bisect_left(self.arrived_pct, arrived)
+        index = min(index, len(self.allocated_pct) - 1)
+        return 100.0 - self.allocated_pct[index]
+
+
+def replay(nodes: list[TraceNode], pods: list[TracePod], policy: str, seed: int, ratio: float = 1.3) -> ReplayResult:
+    rng = random.Random(seed)
+    cluster = Cluster.from_nodes(nodes)
+    capacity = cluster.gpu_capacity
+    stream = inflate(pods, capacity, ratio, rng)
+    choose = POLICIES[policy](pods)
+    arrived = 0
+    allocated = 0
+    arrived_pct, allocated_pct = [], []
+    failed = 0
+    for pod in stream:
+        arrived += pod.gpu_request
+        rows = cluster.feasible(pod)
+        if len(rows):
+            row, gpus = choose(cluster, pod, rows, rng)
+            cluster.place(row, pod, gpus)
+            allocated += pod.gpu_request
+        else:
+            failed += 1
+        arrived_pct.append(100.0 * arrived / capacity)
+        allocated_pct.append(100.0 * allocated / capacity)
+    return ReplayResult(arrived_pct, allocated_pct, failed, cluster)
