@@ -256,3 +256,14 @@ def test_pods_constrain_accelerator_models_by_annotation() -> None:
     assert allocations(h)["train-0"][0] == "v100"
     assert "p100-0" not in allocations(h)
     assert "didn't have an accepted accelerator model (P100)" in h.condition("p100")
+
+
+def test_legality_is_judged_per_job_even_for_identical_pod_specs() -> None:
+    conf = ("actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: devicetopology\n"
+            "    arguments: {ascend910.policy: ascend-volcano-compat}\n")
+    objects = [accel_node("npu-0"), *gang("dist", 2, limits={ASCEND: 1}, cpu="1"),
+               *gang("solo", 1, limits={ASCEND: 1}, cpu="1")]
+    h = harness(objects, conf)
+    result = h.cycle()
+    assert [b.pod for b in result.decisions.binds] == ["default/solo-0"]
+    assert "requires 8 chips per pod" in result.decisions.unschedulable["default/dist"].message

@@ -160,9 +160,7 @@ class DeviceTopology(Plugin):
                     continue
                 tables = policy.tables(n)
                 after = tables.after(free[rows], placed[positions])
-                healthy = np.array([(int(c) & ~int(u)).bit_count() for c, u in
-                                    zip(devices.chips[rows].tolist(), devices.unhealthy[rows].tolist(), strict=True)],
-                                   dtype=np.int64)
+                healthy = np.bitwise_count(devices.chips[rows] & ~devices.unhealthy[rows]).astype(np.int64)
                 score[positions] += tables.score[after] + policy.health_score(healthy, policy.CHIPS)
                 if policy.LOCALITY_BONUS and group.size > 1:
                     # node-local: could this node hold the whole group, counting the pods it already holds?
