@@ -42,7 +42,8 @@ class Cluster:
     mem_free: IntArray
     gpu_free: IntArray
     gpu_count: IntArray
-    affinity: list[Counter[tuple[int, int]]] = field(default_factory=list)
+    affinity: list[Counter[int]] = field(default_factory=list)
+    """Per node: how many GPU pods of each request type (``gpu_milli``) it hosts (for GpuClustering)."""
 
     @classmethod
     def from_nodes(cls, nodes: list[TraceNode]) -> Cluster:
@@ -83,7 +84,7 @@ class Cluster:
             self.gpu_free[row, gpu] -= pod.gpu_milli
             assert self.gpu_free[row, gpu] >= 0
         if pod.num_gpu:
-            self.affinity[row][(pod.num_gpu, pod.gpu_milli)] += 1
+            self.affinity[row][pod.gpu_milli] += 1
 
 
 def default_gpus(cluster: Cluster, row: int, pod: TracePod) -> list[int]:
@@ -142,46 +143,44 @@ def dotprod(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random)
 
 
 def gpupacking(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random) -> Choice:
-    free = cluster.gpu_free[rows]
-    present = free >= 0
-    partly = present & (free < FULL)
-    node_used = partly.any(axis=1)
-    whole_free = (free == FULL).sum(axis=1)
-    if pod.num_gpu and pod.gpu_milli < FULL:
-        on_shared = (partly & (free >= pod.gpu_milli)).any(axis=1)
-    else:
-        on_shared = np.zeros(len(rows), dtype=bool)
-    shared_free = np.where(partly, free, 0).sum(axis=1)
-    shared_cap = np.maximum(partly.sum(axis=1) * FULL, 1)
-    tier1 = np.maximum(100 - (shared_free * 1000 // shared_cap) // 10, 50)
-    tier2 = np.maximum(50 - whole_free, 33)
-    tier3 = 33 - whole_free
-    scores = np.where(on_shared, tier1, np.where(node_used, tier2, tier3)).astype(np.int64)
-    if not pod.num_gpu:
-        scores = np.zeros(len(rows), dtype=np.int64)
+    """Three tiers: fits on partly used GPUs (100 − their free ratio / 10, ≥ 50); needs whole GPUs on a used
+    node (50 − whole GPUs taken, ≥ 33); an idle node (max(33 − free GPUs, free GPUs)); CPU-only pods 0."""
+    scores = np.zeros(len(rows), dtype=np.int64)
+    if pod.num_gpu:
+        for i, row in enumerate(rows.tolist()):
+            free = cluster.gpu_free[row, : int(cluster.gpu_count[row])]
+            whole = int((free == FULL).sum())
+            if whole == len(free):
+                scores[i] = max(33 - whole, whole)
+                continue
+            needed, taken_whole, ratio = pod.num_gpu, 0, 0
+            for g in sorted(free.tolist()):
+                if needed and g >= pod.gpu_milli:
+                    needed -= 1
+                    taken_whole += g == FULL
+                    ratio += g * 100 // FULL
+            scores[i] = max(50 - taken_whole, 33) if taken_whole else max(100 - ratio // 10, 50)
     row = _pick(rng, rows, scores)
     return row, default_gpus(cluster, row, pod)
 
 
 def gpuclustering(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random) -> Choice:
-    if not pod.num_gpu:
-        row = _pick(rng, rows, np.zeros(len(rows), dtype=np.int64))
-        return row, []
-    mine = (pod.num_gpu, pod.gpu_milli)
-    free = cluster.gpu_free[rows]
-    fullness = 1 - np.where(free > 0, free, 0).sum(axis=1) / np.maximum(cluster.gpu_count[rows] * FULL, 1)
+    """Bands by the GPU request types a node already hosts: only this type (75, 100], this and others
+    (50, 75], none (25, 50], only others (0, 25]; within a band the less free GPU (in absolute milli, against
+    the largest node) the better; CPU-only pods 0."""
     scores = np.zeros(len(rows), dtype=np.int64)
-    for i, row in enumerate(rows.tolist()):
-        held = cluster.affinity[row]
-        if not held:
-            base = 25
-        elif set(held) == {mine}:
-            base = 75
-        elif mine in held:
-            base = 50
-        else:
-            base = 0
-        scores[i] = base + int(fullness[i] * 24) + 1
+    if pod.num_gpu:
+        max_spec = int(cluster.gpu_count.max()) * FULL
+        left = _gpu_free_total(cluster, rows).astype(np.int64)
+        fullness = 25 * (max_spec - left) // max_spec
+        mine = pod.gpu_milli
+        for i, row in enumerate(rows.tolist()):
+            held = cluster.affinity[row]
+            if held[mine] > 0:
+                base = 75 if len(held) == 1 else 50
+            else:
+                base = 25 if not held else 0
+            scores[i] = base + int(fullness[i])
     row = _pick(rng, rows, scores)
     return row, default_gpus(cluster, row, pod)
 
