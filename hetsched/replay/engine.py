@@ -178,8 +178,10 @@ def gpuclustering(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.R
             held = cluster.affinity[row]
             if held[mine] > 0:
                 base = 75 if len(held) == 1 else 50
+            elif held:
+                base = 0
             else:
-                base = 25 if not held else 0
+                base = 25
             scores[i] = base + int(fullness[i])
     row = _pick(rng, rows, scores)
     return row, default_gpus(cluster, row, pod)
