@@ -267,3 +267,11 @@ def test_legality_is_judged_per_job_even_for_identical_pod_specs() -> None:
     result = h.cycle()
     assert [b.pod for b in result.decisions.binds] == ["default/solo-0"]
     assert "requires 8 chips per pod" in result.decisions.unschedulable["default/dist"].message
+
+
+def test_same_shape_with_different_chip_counts() -> None:
+    nodes = [accel_node("g4", "nvidia.com/gpu", "generic", 4), accel_node("g8", "nvidia.com/gpu", "generic", 8)]
+    h = harness([*nodes, *gang("train", 3, limits={"nvidia.com/gpu": 4}, cpu="1")])
+    h.cycle()
+    placed = Counter(node for node, _ in allocations(h).values())
+    assert placed == {"g8": 2, "g4": 1}

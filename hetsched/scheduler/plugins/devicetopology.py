@@ -57,7 +57,8 @@ class DeviceTopology(Plugin):
         self.weight = arguments.number("weight", 1)
         self.devices: dict[str, DeviceArrays] = {}
         self.policies: dict[tuple[str, int], TopologyPolicy] = {}
-        self.rows_by_topology: dict[str, dict[str, IntArray]] = {}
+        self.rows_by_topology: dict[str, dict[tuple[str, int], IntArray]] = {}
+        """resource → (server shape, chip slots) → node rows: one policy and one table set per entry."""
         self.session: Session | None = None
         self.taken: dict[str, tuple[int, dict[str, int]]] = {}
         self.held: dict[int, IntArray] = {}
@@ -73,10 +74,11 @@ class DeviceTopology(Plugin):
         self.session = session
         self.devices = session.snapshot.devices
         for resource, devices in self.devices.items():
-            groups: dict[str, list[int]] = {}
+            groups: dict[tuple[str, int], list[int]] = {}
+            slots = devices.chips.tolist()
             for row, topology in enumerate(devices.topology):
                 if topology:
-                    groups.setdefault(topology, []).append(row)
+                    groups.setdefault((topology, int(slots[row]).bit_length()), []).append(row)
             self.rows_by_topology[resource] = {t: np.asarray(r, dtype=np.int64) for t, r in groups.items()}
 
     # ------------------------------------------------------------------------------ helpers
@@ -105,13 +107,11 @@ class DeviceTopology(Plugin):
 
     def _policies_for(self, resource: str, rows: IntArray) -> list[tuple[TopologyPolicy, IntArray, IntArray]]:
         """(policy, positions in ``rows``, node rows) per server shape among ``rows``."""
-        devices = self.devices[resource]
         result = []
-        for topology, topo_rows in self.rows_by_topology.get(resource, {}).items():
+        for (topology, chips), topo_rows in self.rows_by_topology.get(resource, {}).items():
             inside = np.isin(rows, topo_rows)
             if inside.any():
                 positions = np.flatnonzero(inside)
-                chips = int(devices.chips[rows[positions[0]]]).bit_length()
                 result.append((self._policy(topology, chips), positions, rows[positions]))
         return result
 
@@ -125,8 +125,7 @@ class DeviceTopology(Plugin):
             failures.append((f"node(s) didn't have an accepted accelerator model ({'|'.join(group.models)})",
                              ~np.isin(codes, accepted)))
         for resource, n in self._requests(group):
-            for topology, rows in self.rows_by_topology.get(resource, {}).items():
-                chips = int(self.devices[resource].chips[rows[0]]).bit_length()
+            for (topology, chips), rows in self.rows_by_topology.get(resource, {}).items():
                 policy = self._policy(topology, chips)
                 if not policy.legal(n, self._multi_pod(group)):
                     mask = np.zeros(len(session.nodes), dtype=bool)
@@ -142,8 +141,7 @@ class DeviceTopology(Plugin):
             devices = self.devices[resource]
             free = devices.free(exclude_network=self._multi_pod(group))
             per_resource = np.zeros(size, dtype=np.int64)
-            for topology, rows in self.rows_by_topology.get(resource, {}).items():
-                chips = int(devices.chips[rows[0]]).bit_length()
+            for (topology, chips), rows in self.rows_by_topology.get(resource, {}).items():
                 policy = self._policy(topology, chips)
                 if n >= 1 and policy.legal(n, self._multi_pod(group)):
                     per_resource[rows] = policy.tables(n).capacity(free[rows])
