@@ -118,3 +118,16 @@ def test_nvidia_best_connected_sets() -> None:
     assert pairs.choose(0b1110_0001, 2) == 0b1100_0000  # the bridged pair (6, 7)
     assert pairs.choose(0b0000_0111, 1) == 0b100  # the GPU whose partner is gone: keeps pair (0, 1)
     assert pairs.score(0b1100_0000, 2) > pairs.score(0b1010_0000, 2)
+
+
+def test_victims_free_a_legal_set_with_the_fewest_pods() -> None:
+    compat = Ascend910Compat()
+    # chips 0, 4 free; pod a holds 1-3 (left ring), pod b holds 5, pod c holds 6-7
+    held = {"a": 0b0000_1110, "b": 0b0010_0000, "c": 0b1100_0000}
+    assert compat.victims(0b0001_0001, held, 4) == ["a"]  # frees the whole left ring
+    assert set(compat.victims(0b0001_0001, held, 8) or []) == {"a", "b", "c"}
+    assert compat.victims(0b0001_0001, held, 1) is None  # already placeable: nobody is evicted
+    assert compat.victims(0b0001_0001, held, 2) == ["b"]  # chips 4, 5 in the right ring
+    cube = NvidiaLinks("cube-mesh-8")
+    assert cube.victims(0, {"x": 0x0F, "y": 0xF0}, 4) == ["x"]
+    assert MLULink("restricted").victims(0b0000_0001, {"p": 0b0000_0010}, 2) == ["p"]

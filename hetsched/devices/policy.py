@@ -16,6 +16,7 @@ and only for legal ``n``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 import numpy.typing as npt
@@ -98,6 +99,34 @@ class TopologyPolicy:
     def score(self, free: int, n: int) -> float:
         """Fit of the node for one pod of ``n`` chips given its free mask (higher is better)."""
         raise NotImplementedError
+
+    def victims(self, free: int, held: dict[str, int], n: int) -> list[str] | None:
+        """Which running pods (``held``: pod → chips it holds on this node) to evict so that a legal set of
+        ``n`` chips becomes free: the fewest pods, then the fewest chips, then the lowest chip ids. ``None``
+        when no eviction helps (including when ``n`` is already placeable: nothing needs to go).
+
+        Used by preemption and reclaim: victims are chosen so the freed chips form a set the policy accepts
+        (one HCCS ring, a whole node, a ring group …), never just "enough chips somewhere".
+        """
+        if self.choose(free, n):
+            return None
+        pods = sorted(held, key=lambda p: (popcount(held[p]), held[p], p))
+        best: tuple[int, int, int] | None = None
+        chosen: list[str] | None = None
+        for size in range(1, len(pods) + 1):
+            for combo in combinations(pods, size):
+                released = 0
+                for pod in combo:
+                    released |= held[pod]
+                taken = self.choose(free | released, n)
+                if not taken or taken & released == 0:
+                    continue
+                key = (size, popcount(released), released)
+                if best is None or key < best:
+                    best, chosen = key, list(combo)
+            if chosen is not None:
+                return chosen
+        return None
 
     def illegal_reason(self, n: int, multi_pod: bool) -> str:
         return f"{n} chip(s) per pod is not a legal request for {self.NAME}"
