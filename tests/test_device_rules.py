@@ -7,6 +7,8 @@ Ascend 910B x8/x16, 310P Duo cards, Cambricon MLU-Link modes and NVIDIA link mat
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hetsched.devices.ascend310p import Ascend310PDuo
 from hetsched.devices.ascend910 import LEFT, RIGHT, Ascend910Compat, Ascend910Hccs
@@ -131,3 +133,24 @@ def test_victims_free_a_legal_set_with_the_fewest_pods() -> None:
     cube = NvidiaLinks("cube-mesh-8")
     assert cube.victims(0, {"x": 0x0F, "y": 0xF0}, 4) == ["x"]
     assert MLULink("restricted").victims(0b0000_0001, {"p": 0b0000_0010}, 2) == ["p"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), index=st.integers(0, 4))
+def test_victims_always_free_a_legal_set_and_choices_are_legal(data: st.DataObject, index: int) -> None:
+    policy = [Ascend910Compat(), Ascend910Hccs(), MLULink("guaranteed"), NvidiaLinks("pcie-8"), Ascend910B8()][index]
+    owners = data.draw(st.lists(st.integers(-1, 3), min_size=8, max_size=8))  # -1 free, k: held by pod k
+    free = sum(1 << c for c, o in enumerate(owners) if o == -1)
+    held: dict[str, int] = {}
+    for chip, owner in enumerate(owners):
+        if owner >= 0:
+            held[f"p{owner}"] = held.get(f"p{owner}", 0) | 1 << chip
+    n = data.draw(st.sampled_from([1, 2, 4, 8]))
+    taken = policy.choose(free, n)
+    assert taken == 0 or (taken & ~free == 0 and popcount(taken) == n and policy.legal(n, False))
+    victims = policy.victims(free, held, n)
+    if victims is not None:
+        released = 0
+        for pod in victims:
+            released |= held[pod]
+        assert policy.choose(free | released, n) != 0
