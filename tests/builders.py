@@ -120,7 +120,8 @@ def harness(objects: list[AnyObject], conf: str | SchedulerConf | None = None) -
 
 def accel_node(name: str, resource: str = "huawei.com/Ascend910", topology: str = "ascend910-8", chips: int = 8,
                *, unhealthy: tuple[int, ...] = (), network: tuple[int, ...] = (), advertise: int | None = None,
-               labels: dict[str, str] | None = None, cpu: str = "192", memory: str = "1Ti") -> Node:
+               labels: dict[str, str] | None = None, cpu: str = "192", memory: str = "1Ti",
+               share: str | None = None) -> Node:
     """A node with a chip inventory (``hetsched.io/devices``); allocatable = healthy chips unless ``advertise``."""
     from hetsched.devices.inventory import NODE_ANNOTATION, Chip, DeviceSet, NodeDevices
 
@@ -130,6 +131,8 @@ def accel_node(name: str, resource: str = "huawei.com/Ascend910", topology: str 
                                                chips=chip_list)])
     count = advertise if advertise is not None else chips - len(unhealthy)
     allocatable = {"cpu": cpu, "memory": memory, "pods": "110", resource: str(count)}
+    if share:
+        allocatable[share] = str(1000 * count)
     return Node.model_validate({
         "metadata": {"name": name, "labels": labels or {}, "annotations": {NODE_ANNOTATION: inventory.to_annotation()}},
         "status": {"allocatable": allocatable, "capacity": allocatable},

@@ -31,7 +31,7 @@ from hetsched.api.manifest import ManifestError, Problem, format_location
 from hetsched.api.objects import Node, ResourceList, StringMap, Taint, quantity_strings
 from hetsched.api.quantity import parse_quantity
 from hetsched.devices.catalog import MODEL_LABEL, TOPOLOGIES, chips_of, default_topology
-from hetsched.devices.inventory import NODE_ANNOTATION, Chip, DeviceSet, NodeDevices
+from hetsched.devices.inventory import NODE_ANNOTATION, SHARE_OF, Chip, DeviceSet, NodeDevices
 
 
 class AcceleratorSpec(BaseModel):
@@ -50,6 +50,8 @@ class AcceleratorSpec(BaseModel):
     networkUnhealthy: list[int] = Field(default_factory=list)
     advertiseUnhealthy: bool = False
     """Keep unhealthy chips in allocatable, as a device plugin with the seed's bug would ("fake resources")."""
+    shareable: bool = False
+    """Also advertise fractional capacity (``hetsched.io/gpu-milli`` …: 1000 per healthy chip)."""
 
     @property
     def resource_name(self) -> str:
@@ -132,6 +134,10 @@ class ClusterSpec(BaseModel):
                 capacity[name] = capacity.get(name, 0) + accelerator.count * 1000
                 advertised = accelerator.count - (0 if accelerator.advertiseUnhealthy else len(accelerator.unhealthy))
                 allocatable[name] = allocatable.get(name, 0) + advertised * 1000
+                share = SHARE_OF.get(name)
+                if accelerator.shareable and share is not None:
+                    capacity[share] = capacity.get(share, 0) + accelerator.count * 1000 * 1000
+                    allocatable[share] = allocatable.get(share, 0) + advertised * 1000 * 1000
             capacity.update(pool.extraResources)
             allocatable.update(pool.extraResources)
             annotations = {NODE_ANNOTATION: NodeDevices(devices=device_sets).to_annotation()} if device_sets else {}

@@ -15,7 +15,8 @@ jobs). Ascend's device-info ConfigMap (``kube-system/mindx-dl-deviceinfo-<node>`
 accepted too: :func:`from_ascend_device_info` turns it into the same inventory.
 
 Pod hand-off (written by the scheduler at bind, read by device plugins in Allocate):
-- every vendor: ``hetsched.io/allocation: {"<resource>": [chip ids]}``;
+- every vendor: ``hetsched.io/allocation: {"<resource>": [chip ids]}`` (a fractional pod lists its one
+  shared chip; its share is its ``hetsched.io/<kind>-milli`` request);
 - Ascend, for the Ascend device plugin: ``huawei.com/Ascend910: "Ascend910-0,Ascend910-1"`` (the resource
   name as key, ``<Type>-<phyID>`` values) and ``predicate-time: <unix nanoseconds>``.
 """
@@ -29,6 +30,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 NODE_ANNOTATION = "hetsched.io/devices"
+SHARE_RESOURCES = {
+    "hetsched.io/gpu-milli": "nvidia.com/gpu",
+    "hetsched.io/npu-milli": "huawei.com/Ascend910",
+    "hetsched.io/mlu-milli": "cambricon.com/mlu",
+}
+"""Fractional requests: thousandths of ONE chip of the device resource (a pod asking
+``hetsched.io/gpu-milli: 300`` gets 30 % of one ``nvidia.com/gpu``; several pods share it, never past 1000)."""
+SHARE_OF = {device: share for share, device in SHARE_RESOURCES.items()}
 POD_ANNOTATION = "hetsched.io/allocation"
 PREDICATE_TIME = "predicate-time"
 CONTRACT_VERSION: Literal["hetsched.io/v1"] = "hetsched.io/v1"

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetsched.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Taint
-from hetsched.devices.inventory import NODE_ANNOTATION, InventoryError, parse_node_devices, pod_allocation
+from hetsched.devices.inventory import (
+    NODE_ANNOTATION,
+    SHARE_OF,
+    InventoryError,
+    parse_node_devices,
+    pod_allocation,
+)
 from hetsched.devices.policy import lowest
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.framework import IntArray
@@ -38,6 +44,7 @@ GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 MODELS_ANNOTATION = "hetsched.io/accelerator-models"
 TASK_ANNOTATION = "volcano.sh/task-spec"
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
+CHIP_SLOTS = 16
 
 
 @dataclass(slots=True)
@@ -52,7 +59,9 @@ class _PodRecord:
     request: IntArray
     priority: int
     chips: dict[str, int] | None = None
-    """Chips held per accelerator resource (bitmask), fixed when first accounted on a node."""
+    """Chips held whole per accelerator resource (bitmask), fixed when first accounted on a node."""
+    shares: dict[str, tuple[int, int]] | None = None
+    """Fractional holdings per accelerator resource: (chip, milli)."""
 
 
 class _Devices:
@@ -64,6 +73,7 @@ class _Devices:
         self.used = np.zeros(rows, dtype=np.int64)
         self.unhealthy = np.zeros(rows, dtype=np.int64)
         self.network = np.zeros(rows, dtype=np.int64)
+        self.shared = np.zeros((rows, CHIP_SLOTS), dtype=np.int64)
         self.models: list[str] = [""] * rows
 
     def grow(self, rows: int) -> None:
@@ -76,6 +86,7 @@ class _Devices:
             self.used = np.concatenate([self.used, zeros])
             self.unhealthy = np.concatenate([self.unhealthy, zeros])
             self.network = np.concatenate([self.network, zeros])
+            self.shared = np.vstack([self.shared, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
 
 
 @dataclass(slots=True)
@@ -255,18 +266,34 @@ class SchedulerCache:
         without one (another scheduler, a plain device plugin) is charged the lowest free healthy chips."""
         row = record.node
         if record.chips is None:
-            record.chips = {}
+            record.chips, record.shares = {}, {}
             named = pod_allocation(record.pod.metadata.annotations)
+            requests = record.pod.spec.requests
             for resource, devices in self._devices.items():
-                amount = record.pod.spec.requests.get(resource, 0)
-                if amount <= 0 or not devices.topology[row]:
+                if not devices.topology[row]:
+                    continue
+                share = requests.get(SHARE_OF.get(resource, ""), 0) // 1000
+                if share > 0:
+                    chips = [c for c in named.get(resource, []) if c < CHIP_SLOTS]
+                    if not chips:  # bound without a hand-off: the first chip with room
+                        room = [c for c in range(CHIP_SLOTS) if devices.chips[row] >> c & 1
+                                and not devices.used[row] >> c & 1 and devices.shared[row, c] + share <= 1000]
+                        chips = room[:1]
+                    if chips:
+                        record.shares[resource] = (chips[0], share)
+                amount = requests.get(resource, 0)
+                if amount <= 0:
                     continue
                 if resource in named:
-                    mask = sum(1 << c for c in named[resource] if c < 64)
+                    mask = sum(1 << c for c in named[resource] if c < CHIP_SLOTS)
                 else:
                     free = int(devices.chips[row] & ~devices.used[row] & ~devices.unhealthy[row])
                     mask = lowest(free, -(-amount // 1000)) or free
                 record.chips[resource] = mask
+        for resource, (chip, share) in (record.shares or {}).items():
+            state = self._devices.get(resource)
+            if state is not None:
+                state.shared[row, chip] += sign * share
         for resource, mask in record.chips.items():
             state = self._devices.get(resource)
             if state is None:
@@ -504,7 +531,8 @@ class SchedulerCache:
             resource: DeviceArrays(
                 topology=list(state.topology[:rows]), models=list(state.models[:rows]),
                 chips=state.chips[:rows].copy(), used=state.used[:rows].copy(),
-                unhealthy=state.unhealthy[:rows].copy(), network=state.network[:rows].copy())
+                unhealthy=state.unhealthy[:rows].copy(), network=state.network[:rows].copy(),
+                shared=state.shared[:rows].copy())
             for resource, state in self._devices.items()
         }
         return Snapshot(

@@ -194,12 +194,31 @@ class DeviceArrays:
     models: list[str]
     chips: IntArray
     used: IntArray
+    """Chips held whole (bitmask)."""
     unhealthy: IntArray
     network: IntArray
+    shared: IntArray
+    """node × chip slot: milli of the chip held by fractional pods (a shared chip is not free for whole use)."""
+
+    def sharing(self) -> IntArray:
+        """Bitmask of chips partly held by fractional pods."""
+        weights = np.left_shift(np.int64(1), np.arange(self.shared.shape[1], dtype=np.int64))
+        mask: IntArray = ((self.shared > 0) * weights).sum(axis=1).astype(np.int64)
+        return mask
 
     def free(self, *, exclude_network: bool) -> IntArray:
-        free = self.chips & ~self.used & ~self.unhealthy
+        free = self.chips & ~self.used & ~self.unhealthy & ~self.sharing()
         return free & ~self.network if exclude_network else free
+
+    def free_milli(self, rows: IntArray, *, exclude_network: bool) -> IntArray:
+        """rows × chip slot: milli still free for fractional pods (0 on absent, whole-held or bad chips)."""
+        slots = self.shared.shape[1]
+        bits = np.left_shift(np.int64(1), np.arange(slots, dtype=np.int64))
+        usable = self.chips[rows] & ~self.used[rows] & ~self.unhealthy[rows]
+        if exclude_network:
+            usable &= ~self.network[rows]
+        present = (usable[:, None] & bits[None, :]) != 0
+        return np.where(present, 1000 - self.shared[rows], 0)
 
 
 @dataclass

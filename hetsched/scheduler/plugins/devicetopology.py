@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hetsched.devices.catalog import MODEL_LABEL, PolicySettings, policy_for
-from hetsched.devices.inventory import handoff_annotations
+from hetsched.devices.inventory import SHARE_RESOURCES, handoff_annotations
 from hetsched.devices.policy import TopologyPolicy, bits
 from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, Plugin
 from hetsched.scheduler.snapshot import DeviceArrays, TaskGroup
@@ -61,6 +61,7 @@ class DeviceTopology(Plugin):
         """resource → (server shape, chip slots) → node rows: one policy and one table set per entry."""
         self.session: Session | None = None
         self.taken: dict[str, tuple[int, dict[str, int]]] = {}
+        self.shared_taken: dict[str, list[tuple[str, int, int]]] = {}
         self.held: dict[int, IntArray] = {}
         """id(group) → pods of that group placed on each node in this session."""
 
@@ -101,6 +102,28 @@ class DeviceTopology(Plugin):
                 wanted.append((resource, int(group.request[column]) // 1000))
         return wanted
 
+    def _shares(self, group: TaskGroup) -> list[tuple[str, int]]:
+        """(device resource, milli of one chip per pod) for fractional requests (``hetsched.io/gpu-milli`` …)."""
+        assert self.session is not None
+        names = self.session.snapshot.resources.names
+        wanted = []
+        for column in group.columns.tolist():
+            device = SHARE_RESOURCES.get(names[column])
+            if device is not None and device in self.devices:
+                wanted.append((device, int(group.request[column]) // 1000))
+        return wanted
+
+    def _share_rows(self, resource: str) -> IntArray:
+        groups = self.rows_by_topology.get(resource, {})
+        return np.sort(np.concatenate(list(groups.values()))) if groups else np.zeros(0, dtype=np.int64)
+
+    @staticmethod
+    def _tightest(free_milli: IntArray, milli: int) -> IntArray:
+        """Per row, the chip with the least free milli that still fits ``milli`` (-1 where none does)."""
+        fits = np.where(free_milli >= milli, free_milli, np.iinfo(np.int64).max)
+        chip = np.argmin(fits, axis=1)
+        return np.where(fits[np.arange(len(fits)), chip] < np.iinfo(np.int64).max, chip, -1)
+
     @staticmethod
     def _multi_pod(group: TaskGroup) -> bool:
         return group.job.total_pods > 1
@@ -119,6 +142,10 @@ class DeviceTopology(Plugin):
 
     def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
         failures = []
+        for resource, milli in self._shares(group):
+            if not 1 <= milli <= 1000:
+                failures.append((f"node(s) rejected the request: a share of one {resource} must be 1–1000 "
+                                 f"thousandths, got {milli}", np.ones(len(session.nodes), dtype=bool)))
         if group.models:
             codes, vocab = session.nodes.label_codes(MODEL_LABEL)
             accepted = [vocab[m] for m in group.models if m in vocab]
@@ -146,6 +173,13 @@ class DeviceTopology(Plugin):
                 if n >= 1 and policy.legal(n, self._multi_pod(group)):
                     per_resource[rows] = policy.tables(n).capacity(free[rows])
             capacity = np.minimum(capacity, per_resource)
+        for resource, milli in self._shares(group):
+            per_resource = np.zeros(size, dtype=np.int64)
+            rows = self._share_rows(resource)
+            if len(rows) and 1 <= milli <= 1000:
+                free = self.devices[resource].free_milli(rows, exclude_network=self._multi_pod(group))
+                per_resource[rows] = (free // milli).sum(axis=1)
+            capacity = np.minimum(capacity, per_resource)
         return capacity
 
     def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
@@ -165,11 +199,35 @@ class DeviceTopology(Plugin):
                     holds = self._held(group, len(session.nodes))[rows] + placed[positions]
                     whole = tables.capacity(after) + holds >= group.size
                     score[positions] += np.where(whole, policy.LOCALITY_BONUS, 0.0)
+        for resource, milli in self._shares(group):
+            score += self._share_score(resource, milli, nodes, placed, self._multi_pod(group))
         return self.weight * score
+
+    def _share_score(self, resource: str, milli: int, nodes: IntArray, placed: IntArray,
+                     multi_pod: bool) -> FloatArray:
+        """Device-level binpack: after the ``placed`` earlier pods took the tightest chips, the tighter the
+        chip this pod takes (less left on it) the better; then the fuller node."""
+        devices = self.devices[resource]
+        free = devices.free_milli(nodes, exclude_network=multi_pod).copy()
+        rows = np.arange(len(nodes))
+        for step in range(int(placed.max(initial=0))):
+            taking = rows[placed > step]
+            chips = self._tightest(free[taking], milli)
+            ok = chips >= 0
+            free[taking[ok], chips[ok]] -= milli
+        chip = self._tightest(free, milli)
+        left = np.where(chip >= 0, free[rows, np.maximum(chip, 0)] - milli, 1000)
+        slots = np.maximum(np.bitwise_count(devices.chips[nodes]), 1)
+        fullness = 1.0 - free.sum(axis=1) / (slots * 1000.0)
+        healthy = np.bitwise_count(devices.chips[nodes] & ~devices.unhealthy[nodes]).astype(np.int64)
+        penalty = np.where(healthy < np.bitwise_count(devices.chips[nodes]), -1000.0, 0.0)
+        score: FloatArray = 100.0 - left / 10.0 + 10.0 * fullness + penalty
+        return score
 
     def on_allocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
         requests = self._requests(group)
-        if not requests:
+        shares = self._shares(group)
+        if not requests and not shares:
             return
         assert self.session is not None
         multi_pod = self._multi_pod(group)
@@ -186,6 +244,14 @@ class DeviceTopology(Plugin):
                 devices.used[row] |= chosen
                 taken[resource] = chosen
                 allocation[resource] = bits(chosen)
+            for resource, milli in shares:
+                devices = self.devices[resource]
+                room = devices.free_milli(np.array([row]), exclude_network=multi_pod)
+                chip = int(self._tightest(room, milli)[0])
+                assert chip >= 0, f"{NAME}: no chip with {milli} milli free on node row {row} for {pod}"
+                devices.shared[row, chip] += milli
+                self.shared_taken.setdefault(pod, []).append((resource, chip, milli))
+                allocation[resource] = [chip]
             self.taken[pod] = (row, taken)
             self._held(group, len(self.session.nodes))[row] += 1
             self.session.bind_annotations[pod] = handoff_annotations(allocation, self.session.now)
@@ -199,5 +265,7 @@ class DeviceTopology(Plugin):
             row, taken = entry
             for resource, chosen in taken.items():
                 self.devices[resource].used[row] &= ~chosen
+            for resource, chip, milli in self.shared_taken.pop(pod, []):
+                self.devices[resource].shared[row, chip] -= milli
             self._held(group, len(self.session.nodes))[row] -= 1
             self.session.bind_annotations.pop(pod, None)
