@@ -196,11 +196,26 @@ class TypicalPods:
     cpu_only: tuple[list[int], list[float]]
 
     @classmethod
-    def from_pods(cls, pods: list[TracePod]) -> TypicalPods:
-        total = len(pods)
+    def from_pods(cls, pods: list[TracePod], popularity: float = 100.0) -> TypicalPods:
+        """The published simulator's ``GetTypicalPods``: the most frequent exact shapes (CPU, GPU milli, GPU
+        count, models), CPU-only pods included, until they cover ``popularity`` % of the pods, renormalised.
+
+        The published experiments set 95 %; here that leaves FGD at about 9 % unallocated on ``default``
+        (seeds 42–44) against the published 4.77 %, while all shapes (100 %, the default) give 5.0 %, so
+        hetsched keeps every shape. The difference is not explained yet."""
+        exact = Counter((p.cpu_milli, p.gpu_milli, p.num_gpu, p.gpu_spec) for p in pods)
+        ranked = sorted(exact.items(), key=lambda kv: (-kv[1], kv[0]))
+        kept: list[tuple[tuple[int, int, int, tuple[str, ...]], int]] = []
+        covered = 0
+        for shape, count in ranked:
+            if covered >= popularity / 100.0 * len(pods):
+                break
+            kept.append((shape, count))
+            covered += count
+        total = covered
         shapes: dict[tuple[int, int, tuple[str, ...]], Counter[int]] = {}
-        for pod in pods:
-            shapes.setdefault((pod.gpu_milli, pod.num_gpu, pod.gpu_spec), Counter())[pod.cpu_milli] += 1
+        for (cpu, milli, num, spec), count in kept:
+            shapes.setdefault((milli, num, spec), Counter())[cpu] += count
         groups = []
         cpu_only: tuple[list[int], list[float]] = ([], [])
         for (milli, num, spec), counts in sorted(shapes.items()):
@@ -313,12 +328,18 @@ POLICIES: dict[str, Callable[[list[TracePod]], Policy]] = {
 }
 
 
+INFLATION_SEED = 233
+"""The published experiments inflate with a fixed seed (workloadInflationConfig) and shuffle per run seed."""
+
+
 def inflate(pods: list[TracePod], capacity: int, ratio: float, rng: random.Random) -> list[TracePod]:
-    """Sample extra pods from the list until the total GPU request reaches ``ratio`` × capacity, then shuffle."""
+    """Sample extra pods from the list (with the fixed inflation seed) until the total GPU request reaches
+    ``ratio`` × capacity, then shuffle with the run's ``rng``."""
+    sampler = random.Random(INFLATION_SEED)
     result = list(pods)
     total = sum(p.gpu_request for p in pods)
     while total < ratio * capacity:
-        extra = pods[rng.randrange(len(pods))]
+        extra = pods[sampler.randrange(len(pods))]
         result.append(extra)
         total += extra.gpu_request
     rng.shuffle(result)
