@@ -275,3 +275,11 @@ def test_same_shape_with_different_chip_counts() -> None:
     h.cycle()
     placed = Counter(node for node, _ in allocations(h).values())
     assert placed == {"g8": 2, "g4": 1}
+
+
+def test_fake_resources_raise_a_warning_event_once() -> None:
+    h = harness([accel_node("liar", unhealthy=(3,), advertise=8)])
+    h.cycle()
+    h.cycle()
+    warnings = [e for e in h.cluster.events if e.reason == "AllocatableMismatch"]
+    assert len(warnings) == 1 and warnings[0].key == "liar" and warnings[0].type == "Warning"

@@ -427,6 +427,11 @@ class SchedulerCache:
 
     # ----------------------------------------------------------------------------- reads
 
+    @property
+    def node_version(self) -> int:
+        """Changes whenever any node changes."""
+        return self._node_version
+
     def node(self, name: str) -> Node | None:
         return self._node_objects.get(name)
 

@@ -43,6 +43,8 @@ class Scheduler:
         self.cache = SchedulerCache(scheduler_names, default_queue)
         self._unwatch = store.watch(KINDS, self.cache.handle)
         self.cycles = 0
+        self._reported: dict[str, str] = {}
+        self._reported_at = -1
 
     def close(self) -> None:
         self._unwatch()
@@ -75,7 +77,20 @@ class Scheduler:
         for key, update in decisions.podgroups.items():
             if update.conditions is not None:
                 self._update_podgroup(key, None, update.conditions)
+        self._report_mismatches()
         return result
+
+    def _report_mismatches(self) -> None:
+        """A Warning Event on each node whose allocatable disagrees with its healthy chips (once per change)."""
+        if self.cache.node_version == self._reported_at:
+            return
+        self._reported_at = self.cache.node_version
+        current = self.cache.mismatches()
+        for name, message in current.items():
+            node = self.cache.node(name)
+            if node is not None and self._reported.get(name) != message:
+                self.status.record_event(node, "AllocatableMismatch", message, "Warning")
+        self._reported = current
 
     def _update_podgroup(self, key: str, phase: str | None, conditions: list | None) -> None:  # type: ignore[type-arg]
         # the PodGroup may have changed or vanished meanwhile; the next cycle decides again from fresh state

@@ -182,4 +182,7 @@ class Simulation:
         end = self.clock.now() if self.until is None else max(self.clock.now(), min(self.until, self.clock.now()))
         if on_progress is not None:
             on_progress(Progress(end, self.finished_workloads(), self.total_workloads))
-        return build_results(self.recorder, self.nodes, end, {"periodSeconds": self.period})
+        return build_results(self.recorder, self.nodes, end, {
+            "periodSeconds": self.period,
+            "deviceMismatches": self.scheduler.cache.mismatches(),
+        })
