@@ -245,6 +245,11 @@ class TypicalPods:
                 usable += cumulative[index - 1] * sum(fitting)
         return total * self.mass - usable
 
+    def reserved(self, model: str) -> float:
+        """Share of typical GPU pods that may run only on a few models including ``model`` (each constrained
+        shape's probability split among the models it accepts): how much constrained work needs this model."""
+        return sum(c[-1] / len(spec) for _, _, spec, _, c in self.groups if spec and model in spec)
+
     @property
     def mass(self) -> float:
         return sum(c[-1] for *_, c in self.groups) + (self.cpu_only[1][-1] if self.cpu_only[1] else 0.0)
@@ -258,9 +263,10 @@ class FGD:
     different ΔF together), ties broken by the tightest fit (least free GPU, then CPU, left on the node).
     """
 
-    def __init__(self, typical: TypicalPods, exact: bool = False) -> None:
+    def __init__(self, typical: TypicalPods, exact: bool = False, gpu_only: bool = False) -> None:
         self.typical = typical
         self.exact = exact
+        self.gpu_only = gpu_only
         self.memo: dict[tuple[int, str, tuple[int, ...]], float] = {}
 
     def _f(self, cpu_free: int, model: str, gpus: tuple[int, ...]) -> float:
@@ -304,7 +310,10 @@ class FGD:
                     delta = before - self._f(cpu - pod.cpu_milli, model, tuple(after))
                     score: object = int(100 / (1 + math.exp(-delta / 1000)))
                     if self.exact:
-                        score = (score, -sum(g for g in after if g > 0), -(cpu - pod.cpu_milli))
+                        cpu_left = 0 if self.gpu_only else -(cpu - pod.cpu_milli)
+                        # unconstrained pods keep off models that constrained pods need, then fit tightly
+                        reserved = 0.0 if pod.gpu_spec else -self.typical.reserved(model)
+                        score = (score, reserved, -sum(g for g in after if g > 0), cpu_left)
                     if choice_score is None or score > choice_score:  # type: ignore[operator]
                         choice_score, choice = score, option
                 cached = signature_score[signature] = (choice_score, choice)
@@ -320,6 +329,7 @@ class FGD:
 POLICIES: dict[str, Callable[[list[TracePod]], Policy]] = {
     "fgd": lambda pods: FGD(TypicalPods.from_pods(pods)),
     "fgd-bestfit": lambda pods: FGD(TypicalPods.from_pods(pods), exact=True),
+    "fgd-gpufit": lambda pods: FGD(TypicalPods.from_pods(pods), exact=True, gpu_only=True),
     "bestfit": lambda pods: bestfit,
     "dotprod": lambda pods: dotprod,
     "gpupacking": lambda pods: gpupacking,
