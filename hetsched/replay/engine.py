@@ -259,14 +259,14 @@ class FGD:
     """Fragmentation gradient descent: place where the expected fragmentation F grows least (drops most).
 
     ``exact=False`` is the published plugin: ``int(sigmoid(ΔF / 1000) × 100)``, ties at random. ``exact=True``
-    is hetsched's ``fgd-bestfit``: the same ΔF compared as a real number (the integer sigmoid lumps very
-    different ΔF together), ties broken by the tightest fit (least free GPU, then CPU, left on the node).
+    is hetsched's ``fgd-bestfit``: the same integer score, but ties are broken deliberately instead of at
+    random: a pod without a model constraint keeps off models that constrained pods need, then the tightest
+    fit (least free GPU, then CPU, left on the node) wins. (Comparing ΔF as a real number instead was worse.)
     """
 
-    def __init__(self, typical: TypicalPods, exact: bool = False, gpu_only: bool = False) -> None:
+    def __init__(self, typical: TypicalPods, exact: bool = False) -> None:
         self.typical = typical
         self.exact = exact
-        self.gpu_only = gpu_only
         self.memo: dict[tuple[int, str, tuple[int, ...]], float] = {}
 
     def _f(self, cpu_free: int, model: str, gpus: tuple[int, ...]) -> float:
@@ -310,10 +310,9 @@ class FGD:
                     delta = before - self._f(cpu - pod.cpu_milli, model, tuple(after))
                     score: object = int(100 / (1 + math.exp(-delta / 1000)))
                     if self.exact:
-                        cpu_left = 0 if self.gpu_only else -(cpu - pod.cpu_milli)
                         # unconstrained pods keep off models that constrained pods need, then fit tightly
                         reserved = 0.0 if pod.gpu_spec else -self.typical.reserved(model)
-                        score = (score, reserved, -sum(g for g in after if g > 0), cpu_left)
+                        score = (score, reserved, -sum(g for g in after if g > 0), -(cpu - pod.cpu_milli))
                     if choice_score is None or score > choice_score:  # type: ignore[operator]
                         choice_score, choice = score, option
                 cached = signature_score[signature] = (choice_score, choice)
@@ -329,7 +328,6 @@ class FGD:
 POLICIES: dict[str, Callable[[list[TracePod]], Policy]] = {
     "fgd": lambda pods: FGD(TypicalPods.from_pods(pods)),
     "fgd-bestfit": lambda pods: FGD(TypicalPods.from_pods(pods), exact=True),
-    "fgd-gpufit": lambda pods: FGD(TypicalPods.from_pods(pods), exact=True, gpu_only=True),
     "bestfit": lambda pods: bestfit,
     "dotprod": lambda pods: dotprod,
     "gpupacking": lambda pods: gpupacking,
