@@ -198,13 +198,21 @@ class DeviceArrays:
     unhealthy: IntArray
     network: IntArray
     shared: IntArray
-    """node × chip slot: milli of the chip held by fractional pods (a shared chip is not free for whole use)."""
+    """node × chip slot: milli of the chip held by fractional pods (a shared chip is not free for whole use).
+    Change it only through :meth:`share`, which keeps the cached :meth:`sharing` mask current."""
+    _sharing: IntArray | None = None
 
     def sharing(self) -> IntArray:
-        """Bitmask of chips partly held by fractional pods."""
-        weights = np.left_shift(np.int64(1), np.arange(self.shared.shape[1], dtype=np.int64))
-        mask: IntArray = ((self.shared > 0) * weights).sum(axis=1).astype(np.int64)
-        return mask
+        """Bitmask of chips partly held by fractional pods (cached; see :meth:`share`)."""
+        if self._sharing is None:
+            weights = np.left_shift(np.int64(1), np.arange(self.shared.shape[1], dtype=np.int64))
+            self._sharing = ((self.shared > 0) * weights).sum(axis=1).astype(np.int64)
+        return self._sharing
+
+    def share(self, row: int, chip: int, milli: int) -> None:
+        """Add (or with a negative ``milli`` remove) a fractional holding."""
+        self.shared[row, chip] += milli
+        self._sharing = None
 
     def free(self, *, exclude_network: bool) -> IntArray:
         free = self.chips & ~self.used & ~self.unhealthy & ~self.sharing()

@@ -249,7 +249,7 @@ class DeviceTopology(Plugin):
                 room = devices.free_milli(np.array([row]), exclude_network=multi_pod)
                 chip = int(self._tightest(room, milli)[0])
                 assert chip >= 0, f"{NAME}: no chip with {milli} milli free on node row {row} for {pod}"
-                devices.shared[row, chip] += milli
+                devices.share(row, chip, milli)
                 self.shared_taken.setdefault(pod, []).append((resource, chip, milli))
                 allocation[resource] = [chip]
             self.taken[pod] = (row, taken)
@@ -266,6 +266,6 @@ class DeviceTopology(Plugin):
             for resource, chosen in taken.items():
                 self.devices[resource].used[row] &= ~chosen
             for resource, chip, milli in self.shared_taken.pop(pod, []):
-                self.devices[resource].shared[row, chip] -= milli
+                self.devices[resource].share(row, chip, -milli)
             self._held(group, len(self.session.nodes))[row] -= 1
             self.session.bind_annotations.pop(pod, None)
