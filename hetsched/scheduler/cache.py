@@ -443,10 +443,6 @@ class SchedulerCache:
         record = self._pods.get(key)
         return record.pod if record else None
 
-    def pods_of(self, group_key: str) -> list[Pod]:
-        group = self._groups.get(group_key)
-        return [self._pods[k].pod for k in group.pods] if group else []
-
     def used(self) -> dict[str, dict[str, float]]:
         """Node → resources in use by bound pods (for checks and tests)."""
         rows = self._rows

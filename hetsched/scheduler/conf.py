@@ -105,11 +105,6 @@ class SchedulerConf(BaseModel):
     def action_names(self) -> list[str]:
         return [a.strip() for a in self.actions.split(",") if a.strip()]
 
-    def action_arguments(self, action: str) -> dict[str, Any]:
-        for configuration in self.configurations:
-            if configuration.name == action:
-                return dict(configuration.arguments)
-        return {}
 
 
 def parse_conf(text: str, source: str = "<scheduler.conf>") -> SchedulerConf:

@@ -69,9 +69,6 @@ class Status:
         return "; ".join(self.reasons)
 
 
-SUCCESS = Status(Code.SUCCESS)
-
-
 @dataclass
 class Arguments:
     """A plugin's ``arguments`` map with typed getters that fail with the plugin and key named."""

@@ -53,9 +53,6 @@ class Session:
         for plugin in self.plugins:
             plugin.on_session_open(self)
 
-    def action_arguments(self, action: str) -> dict[str, Any]:
-        return self.conf.action_arguments(action)
-
     # ------------------------------------------------------------------------------ ordering
 
     def queue_order_key(self, queue: QueueInfo) -> tuple[Any, ...]:

@@ -170,14 +170,6 @@ class JobInfo:
     short: int | None = None
     """Pods the gang lacked at its last attempt this cycle (None when not attempted)."""
 
-    @property
-    def name(self) -> str:
-        return self.podgroup.metadata.name
-
-    @property
-    def namespace(self) -> str:
-        return self.podgroup.metadata.namespace or "default"
-
     def occupied(self) -> int:
         return self.ready + self.session_allocated
 
