@@ -206,9 +206,11 @@ class DeviceArrays:
         self.shared[row, chip] += milli
         self._sharing = None
 
-    def free(self, *, exclude_network: bool) -> IntArray:
-        free = self.chips & ~self.used & ~self.unhealthy & ~self.sharing()
-        return free & ~self.network if exclude_network else free
+    def free(self, *, exclude_network: bool, rows: IntArray | None = None) -> IntArray:
+        """Bitmask of chips free for whole use, for every node or only ``rows`` (scoring needs a few)."""
+        pick = slice(None) if rows is None else rows
+        free = self.chips[pick] & ~self.used[pick] & ~self.unhealthy[pick] & ~self.sharing()[pick]
+        return free & ~self.network[pick] if exclude_network else free
 
     def free_milli(self, rows: IntArray, *, exclude_network: bool) -> IntArray:
         """rows × chip slot: milli still free for fractional pods (0 on absent, whole-held or bad chips)."""

@@ -63,6 +63,7 @@ class DeviceTopology(Plugin):
         self.taken: dict[str, tuple[int, dict[str, int]]] = {}
         self.shared_taken: dict[str, list[tuple[str, int, int]]] = {}
         self.held: dict[int, IntArray] = {}
+        self.asks: dict[int, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = {}
         """id(group) → pods of that group placed on each node in this session."""
 
     def _held(self, group: TaskGroup, size: int) -> IntArray:
@@ -91,27 +92,30 @@ class DeviceTopology(Plugin):
             policy = self.policies[key] = policy_for(topology, chips, self.settings)
         return policy
 
+    def _asks(self, group: TaskGroup) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """What a pod of ``group`` asks of devices with an inventory, worked out once per group and session:
+        (resource, whole chips) pairs and (device resource, milli of one chip) fractional pairs."""
+        cached = self.asks.get(id(group))
+        if cached is None:
+            assert self.session is not None
+            names = self.session.snapshot.resources.names
+            whole: list[tuple[str, int]] = []
+            shares: list[tuple[str, int]] = []
+            for column in group.columns.tolist():
+                amount = int(group.request[column]) // 1000
+                device = SHARE_RESOURCES.get(names[column])
+                if names[column] in self.devices:
+                    whole.append((names[column], amount))
+                elif device is not None and device in self.devices:
+                    shares.append((device, amount))
+            cached = self.asks[id(group)] = (whole, shares)
+        return cached
+
     def _requests(self, group: TaskGroup) -> list[tuple[str, int]]:
-        """(resource, whole chips per pod) for every accelerator resource with an inventory."""
-        assert self.session is not None
-        names = self.session.snapshot.resources.names
-        wanted = []
-        for column in group.columns.tolist():
-            resource = names[column]
-            if resource in self.devices:
-                wanted.append((resource, int(group.request[column]) // 1000))
-        return wanted
+        return self._asks(group)[0]
 
     def _shares(self, group: TaskGroup) -> list[tuple[str, int]]:
-        """(device resource, milli of one chip per pod) for fractional requests (``hetsched.io/gpu-milli`` …)."""
-        assert self.session is not None
-        names = self.session.snapshot.resources.names
-        wanted = []
-        for column in group.columns.tolist():
-            device = SHARE_RESOURCES.get(names[column])
-            if device is not None and device in self.devices:
-                wanted.append((device, int(group.request[column]) // 1000))
-        return wanted
+        return self._asks(group)[1]
 
     def _share_rows(self, resource: str) -> IntArray:
         groups = self.rows_by_topology.get(resource, {})
@@ -186,12 +190,12 @@ class DeviceTopology(Plugin):
         score = np.zeros(len(nodes), dtype=np.float64)
         for resource, n in self._requests(group):
             devices = self.devices[resource]
-            free = devices.free(exclude_network=self._multi_pod(group))
+            free = devices.free(exclude_network=self._multi_pod(group), rows=nodes)
             for policy, positions, rows in self._policies_for(resource, nodes):
                 if not policy.legal(n, self._multi_pod(group)):
                     continue
                 tables = policy.tables(n)
-                after = tables.after(free[rows], placed[positions])
+                after = tables.after(free[positions], placed[positions])
                 healthy = np.bitwise_count(devices.chips[rows] & ~devices.unhealthy[rows]).astype(np.int64)
                 score[positions] += tables.score[after] + policy.health_score(healthy, policy.CHIPS)
                 if policy.LOCALITY_BONUS and group.size > 1:
@@ -238,7 +242,7 @@ class DeviceTopology(Plugin):
                 devices = self.devices[resource]
                 topology = devices.topology[row]
                 policy = self._policy(topology, int(devices.chips[row]).bit_length())
-                free = int(devices.free(exclude_network=multi_pod)[row])
+                free = int(devices.free(exclude_network=multi_pod, rows=np.array([row]))[0])
                 chosen = int(policy.tables(n).choice[free])
                 assert chosen, f"{NAME}: no legal chip set left on node row {row} for {pod}"
                 devices.used[row] |= chosen
