@@ -31,8 +31,9 @@ def pod(name: str, group: str | None = None, *, cpu: str = "1", memory: str = "1
         limits: dict[str, Any] | None = None,
         selector: dict[str, str] | None = None, tolerations: list[dict[str, Any]] | None = None,
         affinity: dict[str, Any] | None = None, priority: int | None = None, task: str = "worker",
-        namespace: str = "default", best_effort: bool = False, scheduler: str = "volcano") -> Pod:
-    annotations = {"volcano.sh/task-spec": task}
+        namespace: str = "default", best_effort: bool = False, scheduler: str = "volcano",
+        annotations: dict[str, str] | None = None) -> Pod:
+    annotations = {"volcano.sh/task-spec": task, **(annotations or {})}
     if group:
         annotations["scheduling.k8s.io/group-name"] = group
     resources: dict[str, Any] = {} if best_effort else {"requests": {"cpu": cpu, "memory": memory}}
@@ -121,18 +122,22 @@ def harness(objects: list[AnyObject], conf: str | SchedulerConf | None = None) -
 def accel_node(name: str, resource: str = "huawei.com/Ascend910", topology: str = "ascend910-8", chips: int = 8,
                *, unhealthy: tuple[int, ...] = (), network: tuple[int, ...] = (), advertise: int | None = None,
                labels: dict[str, str] | None = None, cpu: str = "192", memory: str = "1Ti",
-               share: str | None = None) -> Node:
-    """A node with a chip inventory (``hetsched.io/devices``); allocatable = healthy chips unless ``advertise``."""
-    from hetsched.devices.inventory import NODE_ANNOTATION, Chip, DeviceSet, NodeDevices
+               share: str | None = None, chip_memory: int = 0, numa_nodes: int = 1) -> Node:
+    """A node with a chip inventory (``hetsched.io/devices``); allocatable = healthy chips unless ``advertise``;
+    with ``share`` also the fractional capacity, and with ``chip_memory`` (MiB per chip) the memory shares;
+    chips split evenly over ``numa_nodes`` NUMA nodes in id order."""
+    from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, Chip, DeviceSet, NodeDevices
 
     chip_list = [Chip(id=i, health="Unhealthy" if i in unhealthy else "NetworkUnhealthy" if i in network
-                      else "Healthy") for i in range(chips)]
+                      else "Healthy", memoryMiB=chip_memory, numa=i * numa_nodes // chips) for i in range(chips)]
     inventory = NodeDevices(devices=[DeviceSet(resource=resource, model=topology, topology=topology,
                                                chips=chip_list)])
     count = advertise if advertise is not None else chips - len(unhealthy)
     allocatable = {"cpu": cpu, "memory": memory, "pods": "110", resource: str(count)}
     if share:
         allocatable[share] = str(1000 * count)
+        if chip_memory:
+            allocatable[MEMORY_OF[resource]] = str(chip_memory * count)
     return Node.model_validate({
         "metadata": {"name": name, "labels": labels or {}, "annotations": {NODE_ANNOTATION: inventory.to_annotation()}},
         "status": {"allocatable": allocatable, "capacity": allocatable},

@@ -283,3 +283,26 @@ def test_fake_resources_raise_a_warning_event_once() -> None:
     h.cycle()
     warnings = [e for e in h.cluster.events if e.reason == "AllocatableMismatch"]
     assert len(warnings) == 1 and warnings[0].key == "liar" and warnings[0].type == "Warning"
+
+
+def test_a_pod_chooses_its_own_mlu_link_policy() -> None:
+    """Free MLUs 0, 2, 4, 6 (the others faulty): two of them share a bridge, so best-effort and guaranteed
+    pods get two each, but no card pair is whole, so a pod asking ``restricted`` waits; an unknown policy is
+    named in the reason."""
+    mlu = "cambricon.com/mlu"
+    h = harness([accel_node("mlu", mlu, "mlu370-x8", unhealthy=(1, 3, 5, 7))])
+    for name, policy in (("restricted", "restricted"), ("default", ""), ("guaranteed", "guaranteed"),
+                         ("typo", "strict")):
+        annotations = {"hetsched.io/mlu-link-policy": policy} if policy else {}
+        for obj in gang(name, 1, limits={mlu: 2}, cpu="1", annotations=annotations):
+            h.cluster.create(obj)
+            h.clock.advance_to(h.clock.now() + 1)
+    h.cycle()
+    placed = allocations(h)
+    assert sorted(placed) == ["default-0", "guaranteed-0"]
+    for _, chips in placed.values():
+        assert len(chips[mlu]) == 2 and not set(chips[mlu]) & {1, 3, 5, 7}
+    assert {c // 4 for c in placed["guaranteed-0"][1][mlu]} in ({0}, {1})  # inside one bridged quad
+    assert "no free chip set that meets the device topology" in h.condition("restricted")
+    assert "annotation hetsched.io/mlu-link-policy must be one of best-effort, guaranteed, restricted, " \
+           "got 'strict'" in h.condition("typo")

@@ -26,6 +26,7 @@ spec:
         containers: [{name: m, resources: {requests: {cpu: "2"}}}]
   - name: worker
     replicas: 4
+    topologyPolicy: single-numa-node
     template:
       spec:
         containers:
@@ -74,6 +75,9 @@ def test_pods_created_once_admitted_with_volcano_names_annotations_and_env() -> 
     assert worker.metadata.annotations["scheduling.k8s.io/group-name"] == "mpi"
     assert worker.metadata.annotations["volcano.sh/task-spec"] == "worker"
     assert worker.metadata.annotations["volcano.sh/task-index"] == "2"
+    assert worker.metadata.annotations["volcano.sh/numa-topology-policy"] == "single-numa-node"
+    master = cluster.get("Pod", "team-a/mpi-master-0")
+    assert isinstance(master, Pod) and "volcano.sh/numa-topology-policy" not in master.metadata.annotations
     env = {e["name"]: e["value"] for e in worker.spec.containers[0].model_extra["env"]}  # type: ignore[index]
     assert env == {"A": "1", "VC_TASK_INDEX": "2", "VK_TASK_INDEX": "2"}
     assert worker.spec.schedulerName == "volcano" and worker.spec.priorityClassName == "high"

@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from hetsched.replay.engine import TypicalPods, inflate, replay
+from hetsched.replay.engine import Cluster, ReplayResult, TypicalPods, affinity, gpuclustering, replay, tune
 from hetsched.replay.openb import TraceError, TraceNode, TracePod, load_nodes, load_pods
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "alibaba-gpu-v2023"
@@ -55,19 +56,49 @@ def test_spec_column_is_optional_and_parsed(tmp_path: Path) -> None:
     assert load_pods(full)[0].gpu_spec == ("V100M16", "V100M32")
 
 
-def test_inflation_reaches_the_ratio_and_keeps_the_pods() -> None:
+def test_tuning_shuffles_the_list_then_appends_samples_up_to_the_ratio() -> None:
     import random
 
-    pods = [TracePod(f"p{i}", 1000, 10, 1, 500) for i in range(10)]
-    stream = inflate(pods, capacity=10_000, ratio=1.3, rng=random.Random(1))
-    assert sum(p.gpu_request for p in stream) >= 13_000
-    assert {p.name for p in pods} <= {p.name for p in stream}
+    pods = [TracePod(f"p{i}", 1000, 10, 1, 100 * (i + 1)) for i in range(10)]  # 5,500 milli-GPU in all
+    stream = tune(pods, capacity=10_000, ratio=1.3, rng=random.Random(1))
+    assert sorted(p.name for p in stream[:10]) == sorted(p.name for p in pods)  # the list itself comes first
+    assert [p.name for p in stream[:10]] != [p.name for p in pods]  # shuffled
+    total = sum(p.gpu_request for p in stream)
+    assert 13_000 - 1000 < total <= 13_000
+
+
+def test_measurement_averages_the_arrivals_that_round_to_the_point() -> None:
+    cluster = Cluster.from_nodes([TraceNode("n", 1000, 10, 1, "T4")])
+    result = ReplayResult([98.0, 99.6, 100.2, 100.7], [90.0, 92.0, 96.0, 99.0], 0, cluster)
+    assert result.unallocated_at(100.0) == pytest.approx(100 - 94.0)  # 99.6 and 100.2, not 100.7
+    assert result.unallocated_at(130.0) == pytest.approx(100 - 99.0)  # nothing near: the last arrival
+
+
+def test_equal_scores_go_to_the_same_node_not_a_random_one() -> None:
+    """The published scheduler breaks ties by node name, names carrying a seeded random prefix: CPU-only
+    pods (score 0 everywhere under GpuClustering) all land on the first node in the run's order."""
+    import random
+
+    nodes = [TraceNode(f"n{i}", 64_000, 100_000, 2, "T4") for i in range(4)]
+    cluster = Cluster.from_nodes(nodes)
+    cluster.rank = np.array([2, 0, 3, 1])
+    rng = random.Random(0)
+    for i in range(5):
+        pod = TracePod(f"c{i}", 4000, 10, 0, 0)
+        row, gpus = gpuclustering(cluster, pod, cluster.feasible(pod), rng)
+        cluster.place(row, pod, gpus)
+    assert cluster.cpu_free.tolist() == [64_000, 44_000, 64_000, 64_000]
+
+
+def test_clustering_affinity_is_share_or_gpu_count() -> None:
+    assert affinity(TracePod("a", 1, 1, 1, 300)) == affinity(TracePod("b", 1, 1, 1, 700))
+    assert affinity(TracePod("c", 1, 1, 1, 1000)) != affinity(TracePod("d", 1, 1, 2, 1000))
 
 
 def test_sharing_pods_fill_gpus_without_exceeding_1000() -> None:
     nodes = [TraceNode("n0", 64_000, 100_000, 2, "T4"), TraceNode("n1", 64_000, 100_000, 0, "")]
     pods = [TracePod(f"s{i}", 1000, 10, 1, 300) for i in range(6)] + [TracePod("whole", 1000, 10, 1, 1000)]
-    for policy in ("fgd", "bestfit", "random", "gpupacking", "dotprod", "gpuclustering", "fgd-bestfit"):
+    for policy in ("fgd", "bestfit", "random", "gpupacking", "dotprod", "gpuclustering", "fgd-cpufit"):
         result = replay(nodes, pods, policy, seed=3, ratio=1.0)
         assert result.allocated_pct[-1] <= 100.0
         free = result.cluster.gpu_free[0, :2]

@@ -345,6 +345,11 @@ class LifecyclePolicy(_Strict):
     timeout: str | None = None
 
 
+NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
+"""Pod annotation the job controller sets from its task's ``topologyPolicy`` (as Volcano's does); the
+scheduler's ``numaaware`` plugin reads it."""
+
+
 class TaskSpec(_Strict):
     name: str = Field(min_length=1, max_length=63)
     replicas: int = Field(default=1, ge=0)

@@ -31,7 +31,7 @@ from hetsched.api.manifest import ManifestError, Problem, format_location
 from hetsched.api.objects import Node, ResourceList, StringMap, Taint, quantity_strings
 from hetsched.api.quantity import parse_quantity
 from hetsched.devices.catalog import MODEL_LABEL, TOPOLOGIES, chips_of, default_topology
-from hetsched.devices.inventory import NODE_ANNOTATION, SHARE_OF, Chip, DeviceSet, NodeDevices
+from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, Chip, DeviceSet, NodeDevices
 
 
 class AcceleratorSpec(BaseModel):
@@ -51,7 +51,8 @@ class AcceleratorSpec(BaseModel):
     advertiseUnhealthy: bool = False
     """Keep unhealthy chips in allocatable, as a device plugin with the seed's bug would ("fake resources")."""
     shareable: bool = False
-    """Also advertise fractional capacity (``hetsched.io/gpu-milli`` …: 1000 per healthy chip)."""
+    """Also advertise fractional capacity (``hetsched.io/gpu-milli`` …: 1000 per healthy chip), and with
+    ``memoryMiB`` the memory shares (``hetsched.io/gpu-memory`` …: ``memoryMiB`` per healthy chip)."""
 
     @property
     def resource_name(self) -> str:
@@ -138,6 +139,10 @@ class ClusterSpec(BaseModel):
                 if accelerator.shareable and share is not None:
                     capacity[share] = capacity.get(share, 0) + accelerator.count * 1000 * 1000
                     allocatable[share] = allocatable.get(share, 0) + advertised * 1000 * 1000
+                    memory = MEMORY_OF.get(name)
+                    if memory is not None and accelerator.memoryMiB:
+                        capacity[memory] = capacity.get(memory, 0) + accelerator.count * accelerator.memoryMiB * 1000
+                        allocatable[memory] = allocatable.get(memory, 0) + advertised * accelerator.memoryMiB * 1000
             capacity.update(pool.extraResources)
             allocatable.update(pool.extraResources)
             annotations = {NODE_ANNOTATION: NodeDevices(devices=device_sets).to_annotation()} if device_sets else {}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hetsched.api.objects import Job, JobSpec, Pod, PodGroup, TaskSpec, quantity_strings
+from hetsched.api.objects import NUMA_POLICY_ANNOTATION, Job, JobSpec, Pod, PodGroup, TaskSpec, quantity_strings
 from hetsched.controllers.workqueue import WorkQueue
 from hetsched.ports import Clock, Invalid, NotFound, ObjectStore, WatchEvent
 
@@ -163,6 +163,8 @@ class JobController:
         annotations = {**template.metadata.annotations, GROUP_ANNOTATION: job.metadata.name,
                        JOB_NAME: job.metadata.name, TASK_SPEC: task.name, TASK_INDEX: str(index),
                        JOB_VERSION: str(job.status.retryCount)}
+        if task.topologyPolicy and task.topologyPolicy != "none":  # Volcano's hand-off to numaaware
+            annotations[NUMA_POLICY_ANNOTATION] = task.topologyPolicy
         labels = {**template.metadata.labels, JOB_NAME: job.metadata.name, TASK_SPEC: task.name}
         return Pod.model_validate({
             "metadata": {"name": name, "namespace": job.metadata.namespace, "labels": labels,

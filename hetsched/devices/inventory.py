@@ -38,6 +38,15 @@ SHARE_RESOURCES = {
 """Fractional requests: thousandths of ONE chip of the device resource (a pod asking
 ``hetsched.io/gpu-milli: 300`` gets 30 % of one ``nvidia.com/gpu``; several pods share it, never past 1000)."""
 SHARE_OF = {device: share for share, device in SHARE_RESOURCES.items()}
+SHARE_MEMORY_RESOURCES = {
+    "hetsched.io/gpu-memory": "nvidia.com/gpu",
+    "hetsched.io/npu-memory": "huawei.com/Ascend910",
+    "hetsched.io/mlu-memory": "cambricon.com/mlu",
+}
+"""Memory shares: MiB of device memory on the ONE chip a fractional pod shares, asked together with the
+``…-milli`` share (``hetsched.io/gpu-memory: 4096``). The pods sharing a chip never hold more than its
+``memoryMiB``; a chip whose inventory gives no memory takes no memory shares."""
+MEMORY_OF = {device: memory for memory, device in SHARE_MEMORY_RESOURCES.items()}
 POD_ANNOTATION = "hetsched.io/allocation"
 PREDICATE_TIME = "predicate-time"
 CONTRACT_VERSION: Literal["hetsched.io/v1"] = "hetsched.io/v1"

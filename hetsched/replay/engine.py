@@ -1,16 +1,17 @@
 """The openb arrival-only placement experiment (FGD paper, ATC'23), and its placement policies.
 
-Who calls it: ``hetsched replay-openb``. Method (traces README): the pod list is inflated by sampling pods
-of the list until arrived GPU demand reaches 130 % of the cluster's GPU capacity, shuffled per seed, and
+Who calls it: ``hetsched replay-openb``. Method (the published simulator's, read from its source, see
+docs/replay.md): the GPU nodes only (``openb_node_list_gpu_node.csv``); per seed the pod list is shuffled
+and pods sampled from it are appended until GPU demand reaches 130 % of capacity (:func:`tune`); pods are
 placed one by one, arrival only (pods never leave). A pod fits a node when CPU, memory, the GPU model
 (``gpu_spec``) and GPUs fit: a sharing pod needs one GPU with at least its ``gpu_milli`` free, a k-GPU pod k
-entirely free GPUs. The policy scores feasible nodes 0–100 (integers, as Kubernetes score plugins do) and
-the highest wins, ties broken at random; the GPU index is chosen by the policy too. After each arrival the
-GPU allocation ratio is sampled against arrived demand; the headline is the share of GPUs left
-unallocated when arrived demand reaches 100 %.
+entirely free GPUs. The policy scores feasible nodes 0–100 (integers, as Kubernetes score plugins do); the
+highest wins and equal scores go to the node first in a seeded random node order; the GPU index is chosen
+by the policy too. After each arrival the GPU allocation ratio is sampled against arrived demand; the
+headline is the share of GPUs left unallocated when arrived demand is 100 % (:meth:`ReplayResult.unallocated_at`).
 
 Policies (definitions from the published simulator, traces.md §A2): ``fgd``, ``bestfit``, ``dotprod``,
-``gpupacking``, ``gpuclustering``, ``random``.
+``gpupacking``, ``gpuclustering``, ``random``; hetsched's ``fgd-cpufit``.
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ class Cluster:
     gpu_free: IntArray
     gpu_count: IntArray
     affinity: list[Counter[int]] = field(default_factory=list)
-    """Per node: how many GPU pods of each request type (``gpu_milli``) it hosts (for GpuClustering)."""
+    """Per node: how many GPU pods of each affinity (:func:`affinity`) it hosts (for GpuClustering)."""
+    rank: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Per node: its place in the run's random node order; equal scores go to the lowest rank. The
+    published simulator prefixes node names with a seeded random permutation and its scheduler breaks ties
+    by the smallest name, so a tie is not a coin toss: it always favours the same nodes, which packs."""
 
     @classmethod
     def from_nodes(cls, nodes: list[TraceNode]) -> Cluster:
@@ -56,7 +61,7 @@ class Cluster:
             cpu_free=np.array([n.cpu_milli for n in nodes], dtype=np.int64),
             mem_free=np.array([n.memory_mib for n in nodes], dtype=np.int64),
             gpu_free=gpu, gpu_count=np.array([n.gpus for n in nodes], dtype=np.int64),
-            affinity=[Counter() for _ in nodes],
+            affinity=[Counter() for _ in nodes], rank=np.arange(len(nodes), dtype=np.int64),
         )
 
     @property
@@ -84,7 +89,13 @@ class Cluster:
             self.gpu_free[row, gpu] -= pod.gpu_milli
             assert self.gpu_free[row, gpu] >= 0
         if pod.num_gpu:
-            self.affinity[row][pod.gpu_milli] += 1
+            self.affinity[row][affinity(pod)] += 1
+
+
+def affinity(pod: TracePod) -> int:
+    """The published simulator's GPU affinity of a pod: 0 for every sharing pod ("share-gpu"), else its
+    GPU count ("1-gpu", "2-gpu", …)."""
+    return 0 if pod.gpu_milli < FULL else pod.num_gpu
 
 
 def default_gpus(cluster: Cluster, row: int, pod: TracePod) -> list[int]:
@@ -102,9 +113,10 @@ Choice = tuple[int, list[int]]
 Policy = Callable[[Cluster, TracePod, IntArray, random.Random], Choice]
 
 
-def _pick(rng: random.Random, rows: IntArray, scores: npt.NDArray[np.int64]) -> int:
-    best = np.flatnonzero(scores == scores.max())
-    return int(rows[best[rng.randrange(len(best))]])
+def _pick(cluster: Cluster, rows: IntArray, scores: npt.NDArray[np.int64]) -> int:
+    """The highest score wins; among equals, the node first in the run's node order."""
+    best = rows[scores == scores.max()]
+    return int(best[np.argmin(cluster.rank[best])])
 
 
 def random_policy(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random) -> Choice:
@@ -128,7 +140,7 @@ def bestfit(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random)
     cpu_left = (cluster.cpu_free[rows] - pod.cpu_milli) / max_cpu
     gpu_left = (_gpu_free_total(cluster, rows) - pod.gpu_request) / max_gpu
     scores = ((1 - 0.5 * cpu_left - 0.5 * gpu_left) * 100).astype(np.int64)
-    row = _pick(rng, rows, scores)
+    row = _pick(cluster, rows, scores)
     return row, default_gpus(cluster, row, pod)
 
 
@@ -138,7 +150,7 @@ def dotprod(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random)
     dot = (cluster.cpu_free[rows] / max_cpu) * (pod.cpu_milli / max_cpu) + \
         (_gpu_free_total(cluster, rows) / max_gpu) * (pod.gpu_request / max_gpu)
     scores = ((1 - dot / 2) * 100).astype(np.int64)
-    row = _pick(rng, rows, scores)
+    row = _pick(cluster, rows, scores)
     return row, default_gpus(cluster, row, pod)
 
 
@@ -160,7 +172,7 @@ def gpupacking(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Rand
                     taken_whole += g == FULL
                     ratio += g * 100 // FULL
             scores[i] = max(50 - taken_whole, 33) if taken_whole else max(100 - ratio // 10, 50)
-    row = _pick(rng, rows, scores)
+    row = _pick(cluster, rows, scores)
     return row, default_gpus(cluster, row, pod)
 
 
@@ -173,7 +185,7 @@ def gpuclustering(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.R
         max_spec = int(cluster.gpu_count.max()) * FULL
         left = _gpu_free_total(cluster, rows).astype(np.int64)
         fullness = 25 * (max_spec - left) // max_spec
-        mine = pod.gpu_milli
+        mine = affinity(pod)
         for i, row in enumerate(rows.tolist()):
             held = cluster.affinity[row]
             if held[mine] > 0:
@@ -183,7 +195,7 @@ def gpuclustering(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.R
             else:
                 base = 25
             scores[i] = base + int(fullness[i])
-    row = _pick(rng, rows, scores)
+    row = _pick(cluster, rows, scores)
     return row, default_gpus(cluster, row, pod)
 
 
@@ -196,20 +208,19 @@ class TypicalPods:
     cpu_only: tuple[list[int], list[float]]
 
     @classmethod
-    def from_pods(cls, pods: list[TracePod], popularity: float = 100.0) -> TypicalPods:
+    def from_pods(cls, pods: list[TracePod], popularity: float = 95.0, keep_multi_gpu: int = 0) -> TypicalPods:
         """The published simulator's ``GetTypicalPods``: the most frequent exact shapes (CPU, GPU milli, GPU
-        count, models), CPU-only pods included, until they cover ``popularity`` % of the pods, renormalised.
-
-        The published experiments set 95 %; here that leaves FGD at about 9 % unallocated on ``default``
-        (seeds 42–44) against the published 4.77 %, while all shapes (100 %, the default) give 5.0 %, so
-        hetsched keeps every shape. The difference is not explained yet."""
+        count, models), CPU-only pods included, until they cover ``popularity`` % of the pods (95 % in the
+        published experiments), renormalised. ``keep_multi_gpu=k`` (hetsched's refinement) also keeps every
+        shape asking for k or more whole GPUs however rare: one 8-GPU pod that finds no empty node strands
+        eight GPUs, so FGD must see those shapes to keep such nodes whole."""
         exact = Counter((p.cpu_milli, p.gpu_milli, p.num_gpu, p.gpu_spec) for p in pods)
         ranked = sorted(exact.items(), key=lambda kv: (-kv[1], kv[0]))
         kept: list[tuple[tuple[int, int, int, tuple[str, ...]], int]] = []
         covered = 0
         for shape, count in ranked:
-            if covered >= popularity / 100.0 * len(pods):
-                break
+            if covered >= popularity / 100.0 * len(pods) and not (keep_multi_gpu and shape[2] >= keep_multi_gpu):
+                continue
             kept.append((shape, count))
             covered += count
         total = covered
@@ -245,28 +256,29 @@ class TypicalPods:
                 usable += cumulative[index - 1] * sum(fitting)
         return total * self.mass - usable
 
-    def reserved(self, model: str) -> float:
-        """Share of typical GPU pods that may run only on a few models including ``model`` (each constrained
-        shape's probability split among the models it accepts): how much constrained work needs this model."""
-        return sum(c[-1] / len(spec) for _, _, spec, _, c in self.groups if spec and model in spec)
-
     @property
     def mass(self) -> float:
         return sum(c[-1] for *_, c in self.groups) + (self.cpu_only[1][-1] if self.cpu_only[1] else 0.0)
 
 
+Scored = tuple[tuple[int, int], list[int]]
+
+
 class FGD:
     """Fragmentation gradient descent: place where the expected fragmentation F grows least (drops most).
 
-    ``exact=False`` is the published plugin: ``int(sigmoid(ΔF / 1000) × 100)``, ties at random. ``exact=True``
-    is hetsched's ``fgd-bestfit``: the same integer score, but ties are broken deliberately instead of at
-    random: a pod without a model constraint keeps off models that constrained pods need, then the tightest
-    fit (least free GPU, then CPU, left on the node) wins. (Comparing ΔF as a real number instead was worse.)
+    The score is the published plugin's, ``int(sigmoid(ΔF / 1000) × 100)``, so nodes whose ΔF differ by less
+    than a few hundredths of a GPU tie, and a tie goes to the node first in the run's order (which packs).
+    hetsched's ``fgd-cpufit`` (``--policy best``) refines it twice: among equal scores a CPU-only pod takes
+    the node with the least free GPU left (``cpu_pods_to_full_gpus``), so the CPU that GPU pods will need
+    stays next to the free GPUs; and its typical pods keep every multi-GPU shape (``keep_multi_gpu``).
+    Variants measured and found worse (docs/replay.md): comparing ΔF as a real number, breaking GPU pods'
+    ties by the tightest GPU or CPU fit or by node size, and typical pods cut at 98–100 %.
     """
 
-    def __init__(self, typical: TypicalPods, exact: bool = False) -> None:
+    def __init__(self, typical: TypicalPods, cpu_pods_to_full_gpus: bool = False) -> None:
         self.typical = typical
-        self.exact = exact
+        self.cpu_pods_to_full_gpus = cpu_pods_to_full_gpus
         self.memo: dict[tuple[int, str, tuple[int, ...]], float] = {}
 
     def _f(self, cpu_free: int, model: str, gpus: tuple[int, ...]) -> float:
@@ -276,58 +288,60 @@ class FGD:
             value = self.memo[key] = self.typical.fragmentation(cpu_free, model, key[2])
         return value
 
+    @staticmethod
+    def _options(pod: TracePod, gpus: tuple[int, ...]) -> list[list[int]]:
+        """The GPU sets to try: none for a CPU-only pod, the lowest free GPUs for a whole-GPU pod, and for a
+        sharing pod one GPU per distinct free amount (first index), as the published plugin tries each."""
+        if pod.num_gpu == 0:
+            return [[]]
+        if pod.gpu_milli >= FULL:
+            return [[i for i, g in enumerate(gpus) if g == FULL][: pod.num_gpu]]
+        seen: set[int] = set()
+        options = []
+        for i, g in enumerate(gpus):
+            if g >= pod.gpu_milli and g not in seen:
+                seen.add(g)
+                options.append([i])
+        return options
+
+    def _node_score(self, pod: TracePod, cpu: int, model: str, gpus: tuple[int, ...]) -> Scored:
+        """The node's score (FGD's integer, then the tie-break) and the GPUs the pod would take there."""
+        before = self._f(cpu, model, gpus)
+        best: Scored | None = None
+        for option in self._options(pod, gpus):
+            after = list(gpus)
+            for i in option:
+                after[i] -= pod.gpu_milli
+            delta = before - self._f(cpu - pod.cpu_milli, model, tuple(after))
+            score = (int(100 / (1 + math.exp(-delta / 1000))), 0)
+            if self.cpu_pods_to_full_gpus and pod.num_gpu == 0:
+                score = (score[0], -sum(after))
+            if best is None or score > best[0]:
+                best = (score, option)
+        assert best is not None
+        return best
+
     def __call__(self, cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random) -> Choice:
-        best_score: object = None
+        best_score: tuple[int, int] | None = None
         best_rows: list[tuple[int, list[int]]] = []
-        signature_score: dict[tuple[int, str, tuple[int, ...]], tuple[object, list[int]]] = {}
+        by_state: dict[tuple[int, str, tuple[int, ...]], Scored] = {}
         for row in rows.tolist():
-            count = int(cluster.gpu_count[row])
-            gpus = tuple(int(g) for g in cluster.gpu_free[row, :count])
-            cpu = int(cluster.cpu_free[row])
-            model = cluster.models[row]
-            signature = (cpu, model, gpus)
-            cached = signature_score.get(signature)
+            gpus = tuple(int(g) for g in cluster.gpu_free[row, : int(cluster.gpu_count[row])])
+            state = (int(cluster.cpu_free[row]), cluster.models[row], gpus)
+            cached = by_state.get(state)
             if cached is None:
-                before = self._f(cpu, model, gpus)
-                options: list[list[int]]
-                if pod.num_gpu == 0:
-                    options = [[]]
-                elif pod.gpu_milli >= FULL:
-                    options = [[i for i, g in enumerate(gpus) if g == FULL][: pod.num_gpu]]
-                else:
-                    seen: set[int] = set()
-                    options = []
-                    for i, g in enumerate(gpus):
-                        if g >= pod.gpu_milli and g not in seen:
-                            seen.add(g)
-                            options.append([i])
-                choice_score: object = None
-                choice = options[0]
-                for option in options:
-                    after = list(gpus)
-                    for i in option:
-                        after[i] -= pod.gpu_milli
-                    delta = before - self._f(cpu - pod.cpu_milli, model, tuple(after))
-                    score: object = int(100 / (1 + math.exp(-delta / 1000)))
-                    if self.exact:
-                        # unconstrained pods keep off models that constrained pods need, then fit tightly
-                        reserved = 0.0 if pod.gpu_spec else -self.typical.reserved(model)
-                        score = (score, reserved, -sum(g for g in after if g > 0), -(cpu - pod.cpu_milli))
-                    if choice_score is None or score > choice_score:  # type: ignore[operator]
-                        choice_score, choice = score, option
-                cached = signature_score[signature] = (choice_score, choice)
+                cached = by_state[state] = self._node_score(pod, *state)
             score, choice = cached
-            if best_score is None or score > best_score:  # type: ignore[operator]
+            if best_score is None or score > best_score:
                 best_score, best_rows = score, [(row, choice)]
             elif score == best_score:
                 best_rows.append((row, choice))
-        row, gpus_chosen = best_rows[rng.randrange(len(best_rows))]
-        return row, gpus_chosen
+        return min(best_rows, key=lambda choice: int(cluster.rank[choice[0]]))
 
 
 POLICIES: dict[str, Callable[[list[TracePod]], Policy]] = {
     "fgd": lambda pods: FGD(TypicalPods.from_pods(pods)),
-    "fgd-bestfit": lambda pods: FGD(TypicalPods.from_pods(pods), exact=True),
+    "fgd-cpufit": lambda pods: FGD(TypicalPods.from_pods(pods, keep_multi_gpu=2), cpu_pods_to_full_gpus=True),
     "bestfit": lambda pods: bestfit,
     "dotprod": lambda pods: dotprod,
     "gpupacking": lambda pods: gpupacking,
@@ -336,22 +350,22 @@ POLICIES: dict[str, Callable[[list[TracePod]], Policy]] = {
 }
 
 
-INFLATION_SEED = 233
-"""The published experiments inflate with a fixed seed (workloadInflationConfig) and shuffle per run seed."""
-
-
-def inflate(pods: list[TracePod], capacity: int, ratio: float, rng: random.Random) -> list[TracePod]:
-    """Sample extra pods from the list (with the fixed inflation seed) until the total GPU request reaches
-    ``ratio`` × capacity, then shuffle with the run's ``rng``."""
-    sampler = random.Random(INFLATION_SEED)
-    result = list(pods)
+def tune(pods: list[TracePod], capacity: int, ratio: float, rng: random.Random) -> list[TracePod]:
+    """The published simulator's workload tuning (``SortClusterPods`` then ``tuneUpPods``): the pod list is
+    shuffled with the run's ``rng``, then pods sampled from the list with the same ``rng`` are appended until
+    one more would take the total GPU request past ``ratio`` × capacity. So the first arrivals are the list
+    itself in a random order and only the tail is sampled."""
+    stream = list(pods)
+    rng.shuffle(stream)
     total = sum(p.gpu_request for p in pods)
-    while total < ratio * capacity:
-        extra = pods[sampler.randrange(len(pods))]
-        result.append(extra)
+    target = ratio * capacity
+    while True:
+        extra = pods[rng.randrange(len(pods))]
+        if total + extra.gpu_milli > target:  # the published check adds gpu_milli, not the pod's total
+            break
+        stream.append(extra)
         total += extra.gpu_request
-    rng.shuffle(result)
-    return result
+    return stream
 
 
 @dataclass
@@ -362,9 +376,15 @@ class ReplayResult:
     cluster: Cluster
 
     def unallocated_at(self, arrived: float) -> float:
-        """100 − allocation ratio at the first arrival reaching ``arrived`` % of GPU capacity."""
-        index = bisect.bisect_left(self.arrived_pct, arrived)
-        index = min(index, len(self.allocated_pct) - 1)
+        """100 − allocation ratio when arrived demand is ``arrived`` % of GPU capacity, measured as the
+        published analysis does: the mean over every arrival whose arrived % rounds to ``arrived``
+        (half a point either side), else over ±1 point, else at the nearest arrival."""
+        for half in (0.5, 1.5):
+            low = bisect.bisect_left(self.arrived_pct, arrived - half)
+            high = bisect.bisect_left(self.arrived_pct, arrived + half)
+            if high > low:
+                return 100.0 - sum(self.allocated_pct[low:high]) / (high - low)
+        index = min(bisect.bisect_left(self.arrived_pct, arrived), len(self.allocated_pct) - 1)
         return 100.0 - self.allocated_pct[index]
 
 
@@ -372,7 +392,10 @@ def replay(nodes: list[TraceNode], pods: list[TracePod], policy: str, seed: int,
     rng = random.Random(seed)
     cluster = Cluster.from_nodes(nodes)
     capacity = cluster.gpu_capacity
-    stream = inflate(pods, capacity, ratio, rng)
+    stream = tune(pods, capacity, ratio, rng)
+    order = list(range(len(nodes)))
+    rng.shuffle(order)
+    cluster.rank = np.array(order, dtype=np.int64)
     choose = POLICIES[policy](pods)
     arrived = 0
     allocated = 0

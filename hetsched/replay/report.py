@@ -16,7 +16,7 @@ from typing import Any
 from hetsched.replay.engine import POLICIES, replay
 from hetsched.replay.openb import TraceError, load_nodes, load_pods
 
-BEST = "fgd-bestfit"
+BEST = "fgd-cpufit"
 """hetsched's recommended policy for the replay (``--policy best``)."""
 PUBLISHED_DEFAULT = {"fgd": 4.77, "bestfit": 7.14, "gpupacking": 8.22, "gpuclustering": 8.35, "dotprod": 9.38,
                      "random": 13.70}
@@ -43,7 +43,7 @@ def _one(args: tuple[Path, Path, str, int]) -> tuple[str, int, float, list[float
 
 def run_replay(trace_dir: Path, pods: str, policies: list[str], seeds: list[int],
                workers: int | None = None) -> dict[str, Any]:
-    node_file = trace_dir / "csv" / "openb_node_list_all_node.csv"
+    node_file = trace_dir / "csv" / "openb_node_list_gpu_node.csv"
     pod_file = trace_dir / "csv" / f"openb_pod_list_{pods}.csv"
     for path in (node_file, pod_file):
         if not path.exists():

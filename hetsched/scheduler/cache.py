@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetsched.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Taint
+from hetsched.api.objects import NUMA_POLICY_ANNOTATION, Node, Pod, PodGroup, PriorityClass, Queue, Taint
 from hetsched.devices.inventory import (
+    MEMORY_OF,
     NODE_ANNOTATION,
     SHARE_OF,
     InventoryError,
@@ -31,9 +32,13 @@ from hetsched.devices.policy import lowest
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.framework import IntArray
 from hetsched.scheduler.snapshot import (
+    MLU_LINK_ANNOTATION,
+    MODELS_ANNOTATION,
+    NUMA_ANNOTATION,
     DeviceArrays,
     JobInfo,
     NodeArrays,
+    NumaArrays,
     QueueInfo,
     ResourceIndex,
     Snapshot,
@@ -41,10 +46,10 @@ from hetsched.scheduler.snapshot import (
 )
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-MODELS_ANNOTATION = "hetsched.io/accelerator-models"
 TASK_ANNOTATION = "volcano.sh/task-spec"
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
 CHIP_SLOTS = 16
+MAX_NUMA = 8
 
 
 @dataclass(slots=True)
@@ -60,8 +65,10 @@ class _PodRecord:
     priority: int
     chips: dict[str, int] | None = None
     """Chips held whole per accelerator resource (bitmask), fixed when first accounted on a node."""
-    shares: dict[str, tuple[int, int]] | None = None
-    """Fractional holdings per accelerator resource: (chip, milli)."""
+    shares: dict[str, tuple[int, int, int]] | None = None
+    """Fractional holdings per accelerator resource: (chip, milli, memory MiB)."""
+    numa: int | None = None
+    """NUMA node its exclusive CPUs are pinned to (``hetsched.io/numa-node``), fixed when first accounted."""
 
 
 class _Devices:
@@ -74,6 +81,11 @@ class _Devices:
         self.unhealthy = np.zeros(rows, dtype=np.int64)
         self.network = np.zeros(rows, dtype=np.int64)
         self.shared = np.zeros((rows, CHIP_SLOTS), dtype=np.int64)
+        self.memory = np.zeros((rows, CHIP_SLOTS), dtype=np.int64)
+        """MiB of device memory per chip (0 = not stated)."""
+        self.shared_memory = np.zeros((rows, CHIP_SLOTS), dtype=np.int64)
+        self.numa = np.zeros((rows, CHIP_SLOTS), dtype=np.int64)
+        """NUMA node of each chip."""
         self.models: list[str] = [""] * rows
 
     def grow(self, rows: int) -> None:
@@ -87,6 +99,9 @@ class _Devices:
             self.unhealthy = np.concatenate([self.unhealthy, zeros])
             self.network = np.concatenate([self.network, zeros])
             self.shared = np.vstack([self.shared, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
+            self.memory = np.vstack([self.memory, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
+            self.numa = np.vstack([self.numa, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
+            self.shared_memory = np.vstack([self.shared_memory, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
 
 
 @dataclass(slots=True)
@@ -131,6 +146,10 @@ class SchedulerCache:
         self._exists: list[bool] = []
         self._node_objects: dict[str, Node] = {}
         self._node_version = 0
+        self._numa_count = np.ones(0, dtype=np.int64)
+        """Per node row: NUMA nodes (the highest chip ``numa`` in its inventory + 1; 1 without chips)."""
+        self._numa_used = np.zeros((0, MAX_NUMA), dtype=np.int64)
+        """node row × NUMA node: milli CPU pinned there by bound pods."""
         self._pods: dict[str, _PodRecord] = {}
         self._groups: dict[str, _Group] = {}
         self._queues: dict[str, Queue] = {}
@@ -234,6 +253,7 @@ class SchedulerCache:
                 self._releasing[:, record.node] += sign * record.request
             if self._devices:
                 self._account_chips(record, sign)
+            self._account_numa(record, sign)
         if not record.group:
             return
         group = self._group(record.group)
@@ -261,6 +281,15 @@ class SchedulerCache:
     def _unaccount(self, key: str, record: _PodRecord) -> None:
         self._account(key, record, -1)
 
+    def _account_numa(self, record: _PodRecord, sign: int) -> None:
+        """Charge a pinned pod's CPU to its NUMA node (annotation ``hetsched.io/numa-node``, written at bind
+        by the ``numaaware`` plugin); an unreadable or out-of-range value is ignored (the pod is not pinned)."""
+        if record.numa is None:
+            raw = record.pod.metadata.annotations.get(NUMA_ANNOTATION)
+            record.numa = int(raw) if raw is not None and raw.isdigit() and int(raw) < MAX_NUMA else -1
+        if record.numa >= 0 and record.node < len(self._numa_used):
+            self._numa_used[record.node, record.numa] += sign * int(record.request[self.resources.columns["cpu"]])
+
     def _account_chips(self, record: _PodRecord, sign: int) -> None:
         """Mark the pod's chips used (or free). The chips come from its hand-off annotation; a pod bound
         without one (another scheduler, a plain device plugin) is charged the lowest free healthy chips."""
@@ -273,14 +302,16 @@ class SchedulerCache:
                 if not devices.topology[row]:
                     continue
                 share = requests.get(SHARE_OF.get(resource, ""), 0) // 1000
+                memory = requests.get(MEMORY_OF.get(resource, ""), 0) // 1000
                 if share > 0:
                     chips = [c for c in named.get(resource, []) if c < CHIP_SLOTS]
                     if not chips:  # bound without a hand-off: the first chip with room
                         room = [c for c in range(CHIP_SLOTS) if devices.chips[row] >> c & 1
-                                and not devices.used[row] >> c & 1 and devices.shared[row, c] + share <= 1000]
+                                and not devices.used[row] >> c & 1 and devices.shared[row, c] + share <= 1000
+                                and (not memory or devices.shared_memory[row, c] + memory <= devices.memory[row, c])]
                         chips = room[:1]
                     if chips:
-                        record.shares[resource] = (chips[0], share)
+                        record.shares[resource] = (chips[0], share, memory)
                 amount = requests.get(resource, 0)
                 if amount <= 0:
                     continue
@@ -290,10 +321,11 @@ class SchedulerCache:
                     free = int(devices.chips[row] & ~devices.used[row] & ~devices.unhealthy[row])
                     mask = lowest(free, -(-amount // 1000)) or free
                 record.chips[resource] = mask
-        for resource, (chip, share) in (record.shares or {}).items():
+        for resource, (chip, share, memory) in (record.shares or {}).items():
             state = self._devices.get(resource)
             if state is not None:
                 state.shared[row, chip] += sign * share
+                state.shared_memory[row, chip] += sign * memory
         for resource, mask in record.chips.items():
             state = self._devices.get(resource)
             if state is None:
@@ -345,8 +377,11 @@ class SchedulerCache:
                 self._alloc = np.hstack([self._alloc, grow])
                 self._used = np.hstack([self._used, grow])
                 self._releasing = np.hstack([self._releasing, grow])
+                self._numa_count = np.concatenate([self._numa_count, np.ones(grow.shape[1], dtype=np.int64)])
+                self._numa_used = np.vstack([self._numa_used, np.zeros((grow.shape[1], MAX_NUMA), dtype=np.int64)])
             self._node_index[name] = row
             self._node_names.append(name)
+
             self._labels.append({})
             self._taints.append(())
             self._cordoned.append(False)
@@ -376,6 +411,8 @@ class SchedulerCache:
             devices.grow(len(self._node_names))
             devices.topology[row] = ""
             devices.chips[row] = devices.unhealthy[row] = devices.network[row] = 0
+            devices.memory[row] = 0
+        self._numa_count[row] = min(MAX_NUMA, 1 + max((c.numa for d in sets for c in d.chips), default=0))
         for device_set in sets:
             state = self._devices.get(device_set.resource)
             if state is None:
@@ -385,6 +422,10 @@ class SchedulerCache:
             state.chips[row] = device_set.mask()
             state.unhealthy[row] = device_set.mask("Unhealthy")
             state.network[row] = device_set.mask("NetworkUnhealthy")
+            for chip in device_set.chips:
+                if chip.id < CHIP_SLOTS:
+                    state.memory[row, chip.id] = chip.memoryMiB
+                    state.numa[row, chip.id] = min(chip.numa, MAX_NUMA - 1)
 
     def mismatches(self) -> dict[str, str]:
         """Nodes whose allocatable disagrees with their healthy chip count (the seed's "fake resources")."""
@@ -476,12 +517,15 @@ class SchedulerCache:
             podgroup = group.podgroup
             if podgroup is None or (podgroup.status.phase == "Completed" and not group.pending):
                 continue
-            by_placement: dict[tuple[str, object, int, str], list[str]] = {}
+            by_placement: dict[tuple[str, object, int, str, str, str], list[str]] = {}
             for pod_key in group.pending:
                 record = self._pods[pod_key]
-                models = record.pod.metadata.annotations.get(MODELS_ANNOTATION, "")
-                by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority, models),
-                                        []).append(pod_key)
+                annotations = record.pod.metadata.annotations
+                models = annotations.get(MODELS_ANNOTATION, "")
+                mlu_link = annotations.get(MLU_LINK_ANNOTATION, "").strip()
+                numa_policy = annotations.get(NUMA_POLICY_ANNOTATION, "").strip()
+                by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority, models,
+                                         mlu_link, numa_policy), []).append(pod_key)
             job = JobInfo(
                 key=key, podgroup=podgroup, queue=podgroup.spec.queue or self.default_queue,
                 priority=self._class_value(podgroup.spec.priorityClassName) if podgroup.spec.priorityClassName
@@ -493,13 +537,14 @@ class SchedulerCache:
                 total_pods=len(group.pods), allocated=group.allocated.astype(np.float64),
                 min_resources=self.resources.vector(podgroup.spec.minResources).astype(np.float64),
             )
-            for (task, placement_key, priority, models), keys in by_placement.items():
+            for (task, placement_key, priority, models, mlu_link, numa_policy), keys in by_placement.items():
                 record = self._pods[keys[0]]
                 request = record.request
                 job.groups.append(TaskGroup(
-                    job=job, task=task, spec=record.pod.spec, placement_key=(placement_key, models),
+                    job=job, task=task, spec=record.pod.spec,
+                    placement_key=(placement_key, models, mlu_link, numa_policy), numa_policy=numa_policy,
                     request=request, columns=np.flatnonzero(request), priority=priority, pending=keys,
-                    models=tuple(m.strip() for m in models.split("|") if m.strip()),
+                    models=tuple(m.strip() for m in models.split("|") if m.strip()), mlu_link=mlu_link,
                 ))
             jobs[key] = job
         queues: dict[str, QueueInfo] = {}
@@ -533,11 +578,18 @@ class SchedulerCache:
                 topology=list(state.topology[:rows]), models=list(state.models[:rows]),
                 chips=state.chips[:rows].copy(), used=state.used[:rows].copy(),
                 unhealthy=state.unhealthy[:rows].copy(), network=state.network[:rows].copy(),
-                shared=state.shared[:rows].copy())
+                shared=state.shared[:rows].copy(),
+                memory=state.memory[:rows].copy() if state.memory[:rows].any() else None,
+                shared_memory=state.shared_memory[:rows].copy(), numa=state.numa[:rows].copy())
             for resource, state in self._devices.items()
         }
+        cpu = self._alloc[self.resources.columns["cpu"], :rows]
+        count = self._numa_count[:rows]
+        numa_cpu = np.where(np.arange(MAX_NUMA)[None, :] < count[:, None], (cpu // count)[:, None], 0)
+        numa = NumaArrays(cpu=numa_cpu.astype(np.int64), used=self._numa_used[:rows].copy())
         return Snapshot(
             resources=self.resources, nodes=self._node_arrays(), jobs=jobs, queues=queues, devices=devices,
+            numa=numa,
             priority_classes={n: c.value for n, c in self._priority_classes.items()},
             default_queue=self.default_queue,
         )

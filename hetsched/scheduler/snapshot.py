@@ -23,6 +23,12 @@ if TYPE_CHECKING:
     from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray
 
 CORE_RESOURCES = ("cpu", "memory", "pods")
+MODELS_ANNOTATION = "hetsched.io/accelerator-models"
+"""Pod annotation: accelerator models the pod accepts, ``|``-separated."""
+MLU_LINK_ANNOTATION = "hetsched.io/mlu-link-policy"
+"""Pod annotation: the MLU-Link policy for this pod's MLUs, overriding the cluster-wide one."""
+NUMA_ANNOTATION = "hetsched.io/numa-node"
+"""Pod annotation written at bind: the NUMA node the pod's exclusive CPUs and chips were placed on."""
 
 
 class ResourceIndex:
@@ -128,6 +134,10 @@ class TaskGroup:
     """Pending pods at snapshot time (``pending`` shrinks as the session places them)."""
     models: tuple[str, ...] = ()
     """Accelerator models the pods accept (``hetsched.io/accelerator-models``); empty = any."""
+    mlu_link: str = ""
+    """The pods' own MLU-Link policy (``hetsched.io/mlu-link-policy``); empty = the cluster-wide one."""
+    numa_policy: str = ""
+    """The pods' NUMA topology policy (``volcano.sh/numa-topology-policy``); empty = none."""
 
     def __post_init__(self) -> None:
         self.size = self.size or len(self.pending)
@@ -192,6 +202,12 @@ class DeviceArrays:
     shared: IntArray
     """node × chip slot: milli of the chip held by fractional pods (a shared chip is not free for whole use).
     Change it only through :meth:`share`, which keeps the cached :meth:`sharing` mask current."""
+    memory: IntArray | None = None
+    """node × chip slot: device memory in MiB (0 where unknown); None = no chip states any."""
+    numa: IntArray | None = None
+    """node × chip slot: the chip's NUMA node."""
+    shared_memory: IntArray | None = None
+    """node × chip slot: MiB held by fractional pods."""
     _sharing: IntArray | None = None
 
     def sharing(self) -> IntArray:
@@ -201,10 +217,20 @@ class DeviceArrays:
             self._sharing = ((self.shared > 0) * weights).sum(axis=1).astype(np.int64)
         return self._sharing
 
-    def share(self, row: int, chip: int, milli: int) -> None:
-        """Add (or with a negative ``milli`` remove) a fractional holding."""
+    def share(self, row: int, chip: int, milli: int, memory: int = 0) -> None:
+        """Add (or with negative amounts remove) a fractional holding of ``milli`` and ``memory`` MiB."""
         self.shared[row, chip] += milli
+        if memory:
+            assert self.shared_memory is not None, "memory shares need chips that state their memory"
+            self.shared_memory[row, chip] += memory
         self._sharing = None
+
+    def free_memory(self, rows: IntArray) -> IntArray:
+        """rows × chip slot: MiB still free for memory shares (0 where the chip states no memory)."""
+        if self.memory is None or self.shared_memory is None:
+            return np.zeros((len(rows), self.shared.shape[1]), dtype=np.int64)
+        free: IntArray = self.memory[rows] - self.shared_memory[rows]
+        return free
 
     def free(self, *, exclude_network: bool, rows: IntArray | None = None) -> IntArray:
         """Bitmask of chips free for whole use, for every node or only ``rows`` (scoring needs a few)."""
@@ -224,6 +250,20 @@ class DeviceArrays:
 
 
 @dataclass
+class NumaArrays:
+    """CPU per NUMA node: ``cpu`` (node × NUMA node, milli; the node's CPU split evenly over the NUMA nodes
+    its chip inventory names, one NUMA node without one) and ``used`` (milli pinned by bound pods; the
+    session adds the pods it places)."""
+
+    cpu: IntArray
+    used: IntArray
+
+    def free(self, rows: IntArray) -> IntArray:
+        free: IntArray = self.cpu[rows] - self.used[rows]
+        return free
+
+
+@dataclass
 class Snapshot:
     resources: ResourceIndex
     nodes: NodeArrays
@@ -232,6 +272,8 @@ class Snapshot:
     priority_classes: dict[str, int]
     devices: dict[str, DeviceArrays] = field(default_factory=dict)
     """Accelerator resource → per-node chip state (from node inventories)."""
+    numa: NumaArrays | None = None
+    """CPU per NUMA node (None in hand-built snapshots: no NUMA information)."""
     default_queue: str = "default"
 
     def total_capacity(self) -> IntArray:

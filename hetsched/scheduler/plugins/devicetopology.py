@@ -13,6 +13,10 @@ by one as Ascend-for-Volcano does).
 Models: a pod annotated ``hetsched.io/accelerator-models: "V100M16|V100M32"`` only goes to nodes whose
 ``hetsched.io/accelerator-model`` label is one of them (nodeSelector and node affinity work as usual).
 
+MLU-Link: the cluster-wide policy is the argument below; a pod may choose its own with the annotation
+``hetsched.io/mlu-link-policy: guaranteed`` (``best-effort`` | ``guaranteed`` | ``restricted``), as a job
+that must have its MLUs on one ring does; any other value fails the pod with a message naming it.
+
 Health: unhealthy chips are never free; network-unhealthy chips are free only for single-pod jobs; a node
 with faulty chips ranks below healthy nodes. The chips chosen are written on the pod at bind
 (``hetsched.io/allocation``, plus Ascend's ``huawei.com/Ascend910`` and ``predicate-time``).
@@ -32,16 +36,26 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hetsched.devices import numa
+from hetsched.devices.cambricon import MODES as MLU_LINK_MODES
 from hetsched.devices.catalog import MODEL_LABEL, PolicySettings, policy_for
-from hetsched.devices.inventory import SHARE_RESOURCES, handoff_annotations
+from hetsched.devices.inventory import (
+    MEMORY_OF,
+    SHARE_MEMORY_RESOURCES,
+    SHARE_OF,
+    SHARE_RESOURCES,
+    handoff_annotations,
+)
 from hetsched.devices.policy import TopologyPolicy, bits
+from hetsched.scheduler import numa_fit
 from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, Plugin
-from hetsched.scheduler.snapshot import DeviceArrays, TaskGroup
+from hetsched.scheduler.snapshot import MLU_LINK_ANNOTATION, DeviceArrays, TaskGroup
 
 if TYPE_CHECKING:
     from hetsched.scheduler.session import Session
 
 NAME = "devicetopology"
+Asks = tuple[list[tuple[str, int]], list[tuple[str, int, int]], list[str]]
 
 
 class DeviceTopology(Plugin):
@@ -56,14 +70,14 @@ class DeviceTopology(Plugin):
         )
         self.weight = arguments.number("weight", 1)
         self.devices: dict[str, DeviceArrays] = {}
-        self.policies: dict[tuple[str, int], TopologyPolicy] = {}
+        self.policies: dict[tuple[str, int, str], TopologyPolicy] = {}
         self.rows_by_topology: dict[str, dict[tuple[str, int], IntArray]] = {}
         """resource → (server shape, chip slots) → node rows: one policy and one table set per entry."""
         self.session: Session | None = None
         self.taken: dict[str, tuple[int, dict[str, int]]] = {}
-        self.shared_taken: dict[str, list[tuple[str, int, int]]] = {}
+        self.shared_taken: dict[str, list[tuple[str, int, int, int]]] = {}
         self.held: dict[int, IntArray] = {}
-        self.asks: dict[int, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = {}
+        self.asks: dict[int, Asks] = {}
         """id(group) → pods of that group placed on each node in this session."""
 
     def _held(self, group: TaskGroup, size: int) -> IntArray:
@@ -85,36 +99,45 @@ class DeviceTopology(Plugin):
 
     # ------------------------------------------------------------------------------ helpers
 
-    def _policy(self, topology: str, chips: int) -> TopologyPolicy:
-        key = (topology, chips)
+    def _policy(self, topology: str, chips: int, group: TaskGroup) -> TopologyPolicy:
+        """The policy for a server shape, with the group's own MLU-Link policy when its pods name one."""
+        mlulink = group.mlu_link if group.mlu_link in MLU_LINK_MODES else self.settings.mlulink  # else: filtered
+        key = (topology, chips, mlulink)
         policy = self.policies.get(key)
         if policy is None:
-            policy = self.policies[key] = policy_for(topology, chips, self.settings)
+            settings = PolicySettings(ascend910=self.settings.ascend910, mlulink=mlulink)
+            policy = self.policies[key] = policy_for(topology, chips, settings)
         return policy
 
-    def _asks(self, group: TaskGroup) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    def _asks(self, group: TaskGroup) -> Asks:
         """What a pod of ``group`` asks of devices with an inventory, worked out once per group and session:
-        (resource, whole chips) pairs and (device resource, milli of one chip) fractional pairs."""
+        (resource, whole chips) pairs, (device resource, milli of one chip, MiB of its memory) fractional
+        asks, and memory asks that came without a share of the chip (an error)."""
         cached = self.asks.get(id(group))
         if cached is None:
             assert self.session is not None
             names = self.session.snapshot.resources.names
             whole: list[tuple[str, int]] = []
-            shares: list[tuple[str, int]] = []
+            shares: list[tuple[str, int, int]] = []
+            memory: dict[str, int] = {}
             for column in group.columns.tolist():
                 amount = int(group.request[column]) // 1000
                 device = SHARE_RESOURCES.get(names[column])
+                memory_of = SHARE_MEMORY_RESOURCES.get(names[column])
                 if names[column] in self.devices:
                     whole.append((names[column], amount))
                 elif device is not None and device in self.devices:
-                    shares.append((device, amount))
-            cached = self.asks[id(group)] = (whole, shares)
+                    shares.append((device, amount, 0))
+                elif memory_of is not None:
+                    memory[memory_of] = amount
+            shares = [(device, milli, memory.pop(device, 0)) for device, milli, _ in shares]
+            cached = self.asks[id(group)] = (whole, shares, sorted(memory))
         return cached
 
     def _requests(self, group: TaskGroup) -> list[tuple[str, int]]:
         return self._asks(group)[0]
 
-    def _shares(self, group: TaskGroup) -> list[tuple[str, int]]:
+    def _shares(self, group: TaskGroup) -> list[tuple[str, int, int]]:
         return self._asks(group)[1]
 
     def _share_rows(self, resource: str) -> IntArray:
@@ -122,9 +145,14 @@ class DeviceTopology(Plugin):
         return np.sort(np.concatenate(list(groups.values()))) if groups else np.zeros(0, dtype=np.int64)
 
     @staticmethod
-    def _tightest(free_milli: IntArray, milli: int) -> IntArray:
-        """Per row, the chip with the least free milli that still fits ``milli`` (-1 where none does)."""
-        fits = np.where(free_milli >= milli, free_milli, np.iinfo(np.int64).max)
+    def _tightest(free_milli: IntArray, milli: int, free_memory: IntArray | None = None, memory: int = 0) -> IntArray:
+        """Per row, the chip with the least free milli that still fits ``milli`` (and ``memory`` MiB of
+        ``free_memory``), -1 where none does."""
+        room = free_milli >= milli
+        if memory:
+            assert free_memory is not None
+            room &= free_memory >= memory
+        fits = np.where(room, free_milli, np.iinfo(np.int64).max)
         chip = np.argmin(fits, axis=1)
         return np.where(fits[np.arange(len(fits)), chip] < np.iinfo(np.int64).max, chip, -1)
 
@@ -132,24 +160,40 @@ class DeviceTopology(Plugin):
     def _multi_pod(group: TaskGroup) -> bool:
         return group.job.total_pods > 1
 
-    def _policies_for(self, resource: str, rows: IntArray) -> list[tuple[TopologyPolicy, IntArray, IntArray]]:
+    def _policies_for(self, resource: str, rows: IntArray,
+                      group: TaskGroup) -> list[tuple[TopologyPolicy, IntArray, IntArray]]:
         """(policy, positions in ``rows``, node rows) per server shape among ``rows``."""
         result = []
         for (topology, chips), topo_rows in self.rows_by_topology.get(resource, {}).items():
             inside = np.isin(rows, topo_rows)
             if inside.any():
                 positions = np.flatnonzero(inside)
-                result.append((self._policy(topology, chips), positions, rows[positions]))
+                result.append((self._policy(topology, chips, group), positions, rows[positions]))
         return result
 
     # ------------------------------------------------------------------------------ extension points
 
     def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
         failures = []
-        for resource, milli in self._shares(group):
+        if group.mlu_link and group.mlu_link not in MLU_LINK_MODES:
+            failures.append((f"node(s) rejected the request: annotation {MLU_LINK_ANNOTATION} must be one of "
+                             f"{', '.join(MLU_LINK_MODES)}, got {group.mlu_link!r}",
+                             np.ones(len(session.nodes), dtype=bool)))
+            return failures
+        everywhere = np.ones(len(session.nodes), dtype=bool)
+        for resource in self._asks(group)[2]:
+            failures.append((f"node(s) rejected the request: a memory share ({MEMORY_OF[resource]}) needs a share "
+                             f"of the chip ({SHARE_OF[resource]})", everywhere))
+        for resource, milli, memory in self._shares(group):
             if not 1 <= milli <= 1000:
                 failures.append((f"node(s) rejected the request: a share of one {resource} must be 1–1000 "
-                                 f"thousandths, got {milli}", np.ones(len(session.nodes), dtype=bool)))
+                                 f"thousandths, got {milli}", everywhere))
+            if memory:
+                stated = self.devices[resource].memory
+                unknown: BoolArray = np.ones(len(session.nodes), dtype=bool) if stated is None \
+                    else np.asarray(stated.sum(axis=1) == 0)
+                failures.append((f"node(s) didn't state the memory of their {resource} chips (needed by "
+                                 f"{MEMORY_OF[resource]})", unknown))
         if group.models:
             codes, vocab = session.nodes.label_codes(MODEL_LABEL)
             accepted = [vocab[m] for m in group.models if m in vocab]
@@ -157,7 +201,7 @@ class DeviceTopology(Plugin):
                              ~np.isin(codes, accepted)))
         for resource, n in self._requests(group):
             for (topology, chips), rows in self.rows_by_topology.get(resource, {}).items():
-                policy = self._policy(topology, chips)
+                policy = self._policy(topology, chips, group)
                 if not policy.legal(n, self._multi_pod(group)):
                     mask = np.zeros(len(session.nodes), dtype=bool)
                     mask[rows] = True
@@ -173,16 +217,19 @@ class DeviceTopology(Plugin):
             free = devices.free(exclude_network=self._multi_pod(group))
             per_resource = np.zeros(size, dtype=np.int64)
             for (topology, chips), rows in self.rows_by_topology.get(resource, {}).items():
-                policy = self._policy(topology, chips)
+                policy = self._policy(topology, chips, group)
                 if n >= 1 and policy.legal(n, self._multi_pod(group)):
                     per_resource[rows] = policy.tables(n).capacity(free[rows])
             capacity = np.minimum(capacity, per_resource)
-        for resource, milli in self._shares(group):
+        for resource, milli, memory in self._shares(group):
             per_resource = np.zeros(size, dtype=np.int64)
             rows = self._share_rows(resource)
             if len(rows) and 1 <= milli <= 1000:
                 free = self.devices[resource].free_milli(rows, exclude_network=self._multi_pod(group))
-                per_resource[rows] = (free // milli).sum(axis=1)
+                pods = free // milli
+                if memory:
+                    pods = np.minimum(pods, self.devices[resource].free_memory(rows) // memory)
+                per_resource[rows] = pods.sum(axis=1)
             capacity = np.minimum(capacity, per_resource)
         return capacity
 
@@ -191,7 +238,7 @@ class DeviceTopology(Plugin):
         for resource, n in self._requests(group):
             devices = self.devices[resource]
             free = devices.free(exclude_network=self._multi_pod(group), rows=nodes)
-            for policy, positions, rows in self._policies_for(resource, nodes):
+            for policy, positions, rows in self._policies_for(resource, nodes, group):
                 if not policy.legal(n, self._multi_pod(group)):
                     continue
                 tables = policy.tables(n)
@@ -203,23 +250,25 @@ class DeviceTopology(Plugin):
                     holds = self._held(group, len(session.nodes))[rows] + placed[positions]
                     whole = tables.capacity(after) + holds >= group.size
                     score[positions] += np.where(whole, policy.LOCALITY_BONUS, 0.0)
-        for resource, milli in self._shares(group):
-            score += self._share_score(resource, milli, nodes, placed, self._multi_pod(group))
+        for resource, milli, memory in self._shares(group):
+            score += self._share_score(resource, milli, memory, nodes, placed, self._multi_pod(group))
         return self.weight * score
 
-    def _share_score(self, resource: str, milli: int, nodes: IntArray, placed: IntArray,
+    def _share_score(self, resource: str, milli: int, memory: int, nodes: IntArray, placed: IntArray,
                      multi_pod: bool) -> FloatArray:
         """Device-level binpack: after the ``placed`` earlier pods took the tightest chips, the tighter the
         chip this pod takes (less left on it) the better; then the fuller node."""
         devices = self.devices[resource]
         free = devices.free_milli(nodes, exclude_network=multi_pod).copy()
+        free_memory = devices.free_memory(nodes).copy()
         rows = np.arange(len(nodes))
         for step in range(int(placed.max(initial=0))):
             taking = rows[placed > step]
-            chips = self._tightest(free[taking], milli)
+            chips = self._tightest(free[taking], milli, free_memory[taking], memory)
             ok = chips >= 0
             free[taking[ok], chips[ok]] -= milli
-        chip = self._tightest(free, milli)
+            free_memory[taking[ok], chips[ok]] -= memory
+        chip = self._tightest(free, milli, free_memory, memory)
         left = np.where(chip >= 0, free[rows, np.maximum(chip, 0)] - milli, 1000)
         slots = np.maximum(np.bitwise_count(devices.chips[nodes]), 1)
         fullness = 1.0 - free.sum(axis=1) / (slots * 1000.0)
@@ -235,30 +284,39 @@ class DeviceTopology(Plugin):
             return
         assert self.session is not None
         multi_pod = self._multi_pod(group)
+        snapshot = self.session.snapshot
         for pod, row in zip(pods, nodes.tolist(), strict=True):
             allocation: dict[str, list[int]] = {}
             taken: dict[str, int] = {}
+            # a NUMA-aligned pod takes its chips inside the NUMA node numaaware will pin its CPUs to
+            numa_node = numa_fit.choose(snapshot, group, row) if requests and numa_fit.aligned(snapshot, group) \
+                else -1
             for resource, n in requests:
                 devices = self.devices[resource]
                 topology = devices.topology[row]
-                policy = self._policy(topology, int(devices.chips[row]).bit_length())
+                policy = self._policy(topology, int(devices.chips[row]).bit_length(), group)
                 free = int(devices.free(exclude_network=multi_pod, rows=np.array([row]))[0])
-                chosen = int(policy.tables(n).choice[free])
+                chosen = 0
+                if numa_node >= 0 and devices.numa is not None and snapshot.numa is not None:
+                    inside = numa.masks(devices.numa[[row]], devices.chips[[row]], snapshot.numa.cpu.shape[1])
+                    chosen = int(policy.tables(n).choice[free & int(inside[0, numa_node])])
+                chosen = chosen or int(policy.tables(n).choice[free])
                 assert chosen, f"{NAME}: no legal chip set left on node row {row} for {pod}"
                 devices.used[row] |= chosen
                 taken[resource] = chosen
                 allocation[resource] = bits(chosen)
-            for resource, milli in shares:
+            for resource, milli, memory in shares:
                 devices = self.devices[resource]
-                room = devices.free_milli(np.array([row]), exclude_network=multi_pod)
-                chip = int(self._tightest(room, milli)[0])
+                here = np.array([row])
+                room = devices.free_milli(here, exclude_network=multi_pod)
+                chip = int(self._tightest(room, milli, devices.free_memory(here), memory)[0])
                 assert chip >= 0, f"{NAME}: no chip with {milli} milli free on node row {row} for {pod}"
-                devices.share(row, chip, milli)
-                self.shared_taken.setdefault(pod, []).append((resource, chip, milli))
+                devices.share(row, chip, milli, memory)
+                self.shared_taken.setdefault(pod, []).append((resource, chip, milli, memory))
                 allocation[resource] = [chip]
             self.taken[pod] = (row, taken)
             self._held(group, len(self.session.nodes))[row] += 1
-            self.session.bind_annotations[pod] = handoff_annotations(allocation, self.session.now)
+            self.session.bind_annotations.setdefault(pod, {}).update(handoff_annotations(allocation, self.session.now))
 
     def on_deallocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
         assert self.session is not None
@@ -269,7 +327,7 @@ class DeviceTopology(Plugin):
             row, taken = entry
             for resource, chosen in taken.items():
                 self.devices[resource].used[row] &= ~chosen
-            for resource, chip, milli in self.shared_taken.pop(pod, []):
-                self.devices[resource].share(row, chip, -milli)
+            for resource, chip, milli, memory in self.shared_taken.pop(pod, []):
+                self.devices[resource].share(row, chip, -milli, -memory)
             self._held(group, len(self.session.nodes))[row] -= 1
             self.session.bind_annotations.pop(pod, None)

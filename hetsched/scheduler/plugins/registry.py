@@ -7,8 +7,10 @@ from hetsched.scheduler.plugins.binpack import Binpack
 from hetsched.scheduler.plugins.conformance import Conformance
 from hetsched.scheduler.plugins.devicetopology import DeviceTopology
 from hetsched.scheduler.plugins.drf import DRF
+from hetsched.scheduler.plugins.fgd import FGD
 from hetsched.scheduler.plugins.gang import Gang
 from hetsched.scheduler.plugins.nodeorder import NodeOrder
+from hetsched.scheduler.plugins.numaaware import NumaAware
 from hetsched.scheduler.plugins.overcommit import Overcommit
 from hetsched.scheduler.plugins.predicates import Predicates
 from hetsched.scheduler.plugins.priority import Priority
@@ -17,5 +19,5 @@ from hetsched.scheduler.plugins.proportion import Proportion
 PLUGINS: dict[str, type[Plugin]] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
-                DeviceTopology)
+                DeviceTopology, FGD, NumaAware)
 }

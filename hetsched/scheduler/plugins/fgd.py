@@ -1,0 +1,149 @@
+"""``fgd``: fragmentation gradient descent — put a pod where it fragments shared chips least.
+
+Who calls it: the session's ``node_score``, vectorised over candidate nodes; enabled by adding
+``- name: fgd`` to a tier (it is off in the default configuration, where device-level binpack rules).
+
+Idea (Weng et al., ATC'23, "Beware of Fragmentation"): free capacity is only useful if the pods that will
+come can use it. A node's *fragmentation* F is the free milli of its chips that a typical pod could not
+use, averaged over the typical pods: for each typical shape k (milli per chip m_k, chips c_k, CPU cpu_k,
+share p_k) the node's free chips count as usable only when at least c_k chips have m_k free and the node
+has cpu_k CPU left; then ``F = Σ_k p_k × (free milli − usable milli for k)``. A pod is scored by how much
+F grows when it lands: ``score = 100 × sigmoid(−ΔF / 1000) × fgd.weight`` (ΔF in milli of a chip, as
+published). The default weight, 10, lets a fragmentation change of a quarter chip outweigh
+``devicetopology``'s device-level binpack, whose scores for fractional pods span about 100 points.
+
+Typical pods: the shapes waiting in this session — every pending pod of every job that asks for chips of
+the same resource, by count — so capacity is kept usable for the work that is queued. A CPU-only pod is
+scored by the CPU it takes from nodes with free chips (it fragments them when GPU pods then lack CPU).
+
+Chips: the plugin scores exactly the chips ``devicetopology`` will take (the tightest fitting chip for a
+fractional pod, entirely free chips for a whole-chip pod); with ``placed`` pods of the group already put on
+a node in this session, those are taken first.
+
+Arguments::
+
+    - name: fgd
+      arguments:
+        fgd.weight: 10
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hetsched.devices.inventory import SHARE_RESOURCES
+from hetsched.scheduler.framework import Arguments, FloatArray, IntArray, Plugin
+from hetsched.scheduler.snapshot import TaskGroup
+
+if TYPE_CHECKING:
+    from hetsched.scheduler.session import Session
+
+NAME = "fgd"
+FULL = 1000
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one pod asks of one device resource: ``chips`` chips with ``milli`` free each, and CPU."""
+
+    resource: str
+    milli: int
+    chips: int
+    cpu: int
+
+
+class FGD(Plugin):
+    NAME = NAME
+
+    def __init__(self, arguments: Arguments) -> None:
+        super().__init__(arguments)
+        arguments.check_known({"fgd.weight"})
+        self.weight = arguments.number("fgd.weight", 10)
+        self.typical: dict[str, list[tuple[Shape, float]]] = {}
+        """Device resource → typical shapes with their shares (summing to 1)."""
+
+    def shape(self, session: Session, group: TaskGroup) -> tuple[Shape | None, int]:
+        """The group's device ask (None for a CPU-only pod) and its CPU in milli."""
+        names = session.snapshot.resources.names
+        cpu = int(group.request[session.snapshot.resources.columns["cpu"]])
+        for column in group.columns.tolist():
+            name = names[column]
+            amount = int(group.request[column])
+            if name in session.snapshot.devices:
+                return Shape(name, FULL, amount // FULL, cpu), cpu
+            device = SHARE_RESOURCES.get(name)
+            if device is not None and device in session.snapshot.devices:
+                return Shape(device, amount // FULL, 1, cpu), cpu
+        return None, cpu
+
+    def on_session_open(self, session: Session) -> None:
+        counts: dict[Shape, int] = {}
+        for job in session.snapshot.jobs.values():
+            for group in job.groups:
+                shape, _ = self.shape(session, group)
+                if shape is not None and 1 <= shape.milli <= FULL and shape.chips >= 1:
+                    counts[shape] = counts.get(shape, 0) + max(group.size, len(group.pending))
+        totals: dict[str, int] = {}
+        for shape, count in counts.items():
+            totals[shape.resource] = totals.get(shape.resource, 0) + count
+        self.typical = {}
+        for shape, count in sorted(counts.items(), key=lambda kv: (kv[0].resource, kv[0].milli, kv[0].cpu)):
+            self.typical.setdefault(shape.resource, []).append((shape, count / totals[shape.resource]))
+
+    def fragmentation(self, resource: str, free: IntArray, cpu: IntArray) -> FloatArray:
+        """Per row of ``free`` (rows × chip slots, milli free per chip) with ``cpu`` milli CPU left: the
+        expected milli that typical pods of ``resource`` could not use."""
+        total = free.sum(axis=1).astype(np.float64)
+        usable = np.zeros(len(free), dtype=np.float64)
+        for shape, share in self.typical.get(resource, []):
+            fits = free >= shape.milli
+            ok = (fits.sum(axis=1) >= shape.chips) & (cpu >= shape.cpu)
+            usable += share * np.where(ok, (free * fits).sum(axis=1), 0)
+        result: FloatArray = total - usable
+        return result
+
+    @staticmethod
+    def take(free: IntArray, shape: Shape, rows: IntArray) -> None:
+        """Take ``shape`` in place from ``free[rows]`` the way devicetopology does: the tightest fitting chip
+        for a fractional pod, the first entirely free chips for a whole-chip pod. Rows where it does not fit
+        are left as they are."""
+        if not len(rows):
+            return
+        sub = free[rows]
+        if shape.milli < FULL:
+            fits = np.where(sub >= shape.milli, sub, np.iinfo(np.int64).max)
+            chip = np.argmin(fits, axis=1)
+            ok = fits[np.arange(len(sub)), chip] < np.iinfo(np.int64).max
+            sub[np.flatnonzero(ok), chip[ok]] -= shape.milli
+        else:
+            whole = sub == FULL
+            order = np.cumsum(whole, axis=1)
+            taking = whole & (order <= shape.chips) & (whole.sum(axis=1) >= shape.chips)[:, None]
+            sub[taking] = 0
+        free[rows] = sub
+
+    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+        score = np.zeros(len(nodes), dtype=np.float64)
+        if not self.weight or not self.typical:
+            return score
+        shape, cpu_ask = self.shape(session, group)
+        column = session.snapshot.resources.columns["cpu"]
+        cpu = (session.nodes.alloc[column][nodes] - session.nodes.used[column][nodes]
+               - placed * cpu_ask).astype(np.int64)
+        delta = np.zeros(len(nodes), dtype=np.float64)
+        for resource in self.typical if shape is None else [shape.resource]:
+            devices = session.snapshot.devices[resource]
+            free = devices.free_milli(nodes, exclude_network=False).copy()
+            if shape is not None:
+                for step in range(int(placed.max(initial=0))):
+                    self.take(free, shape, np.flatnonzero(placed > step))
+            before = self.fragmentation(resource, free, cpu)
+            if shape is not None:
+                self.take(free, shape, np.arange(len(nodes)))
+            delta += self.fragmentation(resource, free, cpu - cpu_ask) - before
+        score = 100.0 / (1.0 + np.exp(np.clip(delta / 1000.0, -50.0, 50.0)))
+        result: FloatArray = score * self.weight
+        return result
