@@ -19,6 +19,7 @@ from tests.builders import accel_node, gang, harness, pod, podgroup
 
 GPU = "nvidia.com/gpu"
 CONF = DEFAULT_CONF_YAML + "  - name: numaaware\n"
+CONF_FIRST = DEFAULT_CONF_YAML.replace("  - name: devicetopology\n", "  - name: numaaware\n  - name: devicetopology\n")
 POLICY = "volcano.sh/numa-topology-policy"
 
 
@@ -73,12 +74,15 @@ def test_best_effort_prefers_the_aligned_node_but_runs_anywhere() -> None:
     assert placed(h2)["train-0"][0] == "b"
 
 
-def test_chips_are_taken_inside_the_numa_node_with_the_cpus_and_stay_charged() -> None:
+@pytest.mark.parametrize("conf", [CONF, CONF_FIRST], ids=["after-devicetopology", "before-devicetopology"])
+def test_chips_are_taken_inside_the_numa_node_with_the_cpus_and_stay_charged(conf: str) -> None:
     """NUMA 0's CPUs are nearly all pinned, so the pod's 2 GPUs come from NUMA 1 (without numaaware the
-    policy's order would take GPUs 0 and 1); next cycle a second pod sees NUMA 1's CPUs as used."""
+    policy's order would take GPUs 0 and 1); next cycle a second pod sees NUMA 1's CPUs as used. The
+    plugins' order in the configuration does not matter."""
+    assert conf.index("numaaware") != conf.index("devicetopology")
     objects = [node("a"), *bound("busy", "a", cpu="30", annotations={"hetsched.io/numa-node": "0"}),
                *gang("infer", 1, cpu="20", limits={GPU: 2}, annotations={POLICY: "single-numa-node"})]
-    h = harness(objects, CONF)
+    h = harness(objects, conf)
     h.cycle()
     node_name, chips, numa = placed(h)["infer-0"]
     assert node_name == "a" and set(chips) <= {4, 5, 6, 7} and numa == "1"

@@ -381,7 +381,6 @@ class SchedulerCache:
                 self._numa_used = np.vstack([self._numa_used, np.zeros((grow.shape[1], MAX_NUMA), dtype=np.int64)])
             self._node_index[name] = row
             self._node_names.append(name)
-
             self._labels.append({})
             self._taints.append(())
             self._cordoned.append(False)
@@ -411,7 +410,7 @@ class SchedulerCache:
             devices.grow(len(self._node_names))
             devices.topology[row] = ""
             devices.chips[row] = devices.unhealthy[row] = devices.network[row] = 0
-            devices.memory[row] = 0
+            devices.memory[row] = devices.numa[row] = 0
         self._numa_count[row] = min(MAX_NUMA, 1 + max((c.numa for d in sets for c in d.chips), default=0))
         for device_set in sets:
             state = self._devices.get(device_set.resource)

@@ -49,7 +49,7 @@ from hetsched.devices.inventory import (
 from hetsched.devices.policy import TopologyPolicy, bits
 from hetsched.scheduler import numa_fit
 from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, Plugin
-from hetsched.scheduler.snapshot import MLU_LINK_ANNOTATION, DeviceArrays, TaskGroup
+from hetsched.scheduler.snapshot import MLU_LINK_ANNOTATION, NUMA_ANNOTATION, DeviceArrays, TaskGroup
 
 if TYPE_CHECKING:
     from hetsched.scheduler.session import Session
@@ -77,8 +77,9 @@ class DeviceTopology(Plugin):
         self.taken: dict[str, tuple[int, dict[str, int]]] = {}
         self.shared_taken: dict[str, list[tuple[str, int, int, int]]] = {}
         self.held: dict[int, IntArray] = {}
-        self.asks: dict[int, Asks] = {}
         """id(group) → pods of that group placed on each node in this session."""
+        self.asks: dict[int, Asks] = {}
+        """id(group) → its device asks (:meth:`_asks`)."""
 
     def _held(self, group: TaskGroup, size: int) -> IntArray:
         held = self.held.get(id(group))
@@ -118,20 +119,19 @@ class DeviceTopology(Plugin):
             assert self.session is not None
             names = self.session.snapshot.resources.names
             whole: list[tuple[str, int]] = []
-            shares: list[tuple[str, int, int]] = []
+            milli: dict[str, int] = {}
             memory: dict[str, int] = {}
             for column in group.columns.tolist():
                 amount = int(group.request[column]) // 1000
-                device = SHARE_RESOURCES.get(names[column])
-                memory_of = SHARE_MEMORY_RESOURCES.get(names[column])
                 if names[column] in self.devices:
                     whole.append((names[column], amount))
-                elif device is not None and device in self.devices:
-                    shares.append((device, amount, 0))
-                elif memory_of is not None:
-                    memory[memory_of] = amount
-            shares = [(device, milli, memory.pop(device, 0)) for device, milli, _ in shares]
-            cached = self.asks[id(group)] = (whole, shares, sorted(memory))
+                elif names[column] in SHARE_RESOURCES:
+                    milli[SHARE_RESOURCES[names[column]]] = amount
+                elif names[column] in SHARE_MEMORY_RESOURCES:
+                    memory[SHARE_MEMORY_RESOURCES[names[column]]] = amount
+            shares = [(device, amount, memory.get(device, 0)) for device, amount in milli.items()
+                      if device in self.devices]
+            cached = self.asks[id(group)] = (whole, shares, sorted(set(memory) - set(milli)))
         return cached
 
     def _requests(self, group: TaskGroup) -> list[tuple[str, int]]:
@@ -190,8 +190,9 @@ class DeviceTopology(Plugin):
                                  f"thousandths, got {milli}", everywhere))
             if memory:
                 stated = self.devices[resource].memory
-                unknown: BoolArray = np.ones(len(session.nodes), dtype=bool) if stated is None \
-                    else np.asarray(stated.sum(axis=1) == 0)
+                rows = self._share_rows(resource)  # nodes with these chips; the rest fail on resource fit
+                unknown = np.zeros(len(session.nodes), dtype=bool)
+                unknown[rows] = True if stated is None else stated[rows].sum(axis=1) == 0
                 failures.append((f"node(s) didn't state the memory of their {resource} chips (needed by "
                                  f"{MEMORY_OF[resource]})", unknown))
         if group.models:
@@ -288,9 +289,12 @@ class DeviceTopology(Plugin):
         for pod, row in zip(pods, nodes.tolist(), strict=True):
             allocation: dict[str, list[int]] = {}
             taken: dict[str, int] = {}
-            # a NUMA-aligned pod takes its chips inside the NUMA node numaaware will pin its CPUs to
-            numa_node = numa_fit.choose(snapshot, group, row) if requests and numa_fit.aligned(snapshot, group) \
-                else -1
+            # a NUMA-aligned pod takes its chips inside the NUMA node its CPUs are pinned to: numaaware's pin
+            # when it ran first, else the same rule numaaware applies
+            numa_node = -1
+            if requests and numa_fit.aligned(snapshot, group):
+                pinned = self.session.bind_annotations.get(pod, {}).get(NUMA_ANNOTATION)
+                numa_node = int(pinned) if pinned is not None else numa_fit.choose(snapshot, group, row)
             for resource, n in requests:
                 devices = self.devices[resource]
                 topology = devices.topology[row]

@@ -2,8 +2,9 @@
 
 Who calls it: the session — ``node_capacity`` (strict policies: how many pods each node can hold
 NUMA-aligned), ``node_score`` (every policy: aligned nodes first) and ``on_allocate`` (pin the pod to its
-NUMA node). Enable it by adding ``- name: numaaware`` after ``devicetopology`` (it reads the chips that
-plugin chose, so it must come later in the configuration).
+NUMA node). Enable it by adding ``- name: numaaware`` to a tier. Either order with ``devicetopology`` works:
+whichever allocates first decides the NUMA node by ``hetsched.scheduler.numa_fit`` and the other follows
+(numaaware reads the chips devicetopology took; devicetopology reads numaaware's pin).
 
 Which pods: those whose task sets Volcano's ``topologyPolicy`` (the job controller writes it on the pod as
 ``volcano.sh/numa-topology-policy``), with the kubelet Topology Manager's meaning:
