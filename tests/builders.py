@@ -62,8 +62,9 @@ def podgroup(name: str, min_member: int, *, queue: str = "default", phase: str =
 
 
 def gang(name: str, size: int, *, min_member: int | None = None, queue: str = "default", phase: str = "Inqueue",
-         **pod_args: Any) -> list[AnyObject]:
-    objects: list[AnyObject] = [podgroup(name, size if min_member is None else min_member, queue=queue, phase=phase)]
+         priority_class: str = "", **pod_args: Any) -> list[AnyObject]:
+    objects: list[AnyObject] = [podgroup(name, size if min_member is None else min_member, queue=queue, phase=phase,
+                                         priority_class=priority_class)]
     objects += [pod(f"{name}-{i}", name, **pod_args) for i in range(size)]
     return objects
 
@@ -116,7 +117,7 @@ def harness(objects: list[AnyObject], conf: str | SchedulerConf | None = None) -
     for obj in ordered:
         cluster.create(obj)
     parsed = parse_conf(conf) if isinstance(conf, str) else conf
-    return Harness(cluster, Scheduler(cluster, cluster, cluster, clock, parsed), clock)
+    return Harness(cluster, Scheduler(cluster, cluster, cluster, clock, parsed, evictor=cluster), clock)
 
 
 def accel_node(name: str, resource: str = "huawei.com/Ascend910", topology: str = "ascend910-8", chips: int = 8,

@@ -66,7 +66,7 @@ def run_once(policy: str, nodes: int, seed: int) -> dict[str, float]:
     cluster.create(Queue.model_validate({"metadata": {"name": "default"}}))
     for node in spec.nodes():
         cluster.create(node)
-    scheduler = Scheduler(cluster, cluster, cluster, clock, conf)
+    scheduler = Scheduler(cluster, cluster, cluster, clock, conf, evictor=cluster)
     admitted = 0
     offered = {4: 0, 8: 0}
     placed_by_size = {4: 0, 8: 0}

@@ -41,6 +41,7 @@ from hetsched.scheduler.snapshot import (
     NumaArrays,
     QueueInfo,
     ResourceIndex,
+    RunningPod,
     Snapshot,
     TaskGroup,
 )
@@ -457,6 +458,33 @@ class SchedulerCache:
         self._register(podgroup.spec.minResources)
         self._group(key).podgroup = podgroup
 
+    def _running(self, jobs: dict[str, JobInfo]) -> list[RunningPod]:
+        """Bound pods of the snapshot's jobs with what they hold (for the eviction actions)."""
+        result = []
+        for job_key in jobs:
+            group = self._groups.get(job_key)
+            if group is None:
+                continue
+            for pod_key in group.pods:
+                record = self._pods.get(pod_key)
+                if record is None or record.state != "bound" or record.node < 0:
+                    continue
+                pod = record.pod
+                result.append(RunningPod(
+                    key=pod_key, job=job_key, task=record.task, node=record.node, request=record.request,
+                    priority=record.priority, created=pod.metadata.creationTimestamp or 0.0,
+                    namespace=pod.metadata.namespace or "default", priority_class=pod.spec.priorityClassName,
+                    chips=dict(record.chips or {}), shares=dict(record.shares or {}),
+                    numa=record.numa if record.numa is not None else -1))
+        return result
+
+    def _preempts(self, podgroup: PodGroup, pods: list[str]) -> bool:
+        """False when the job's PriorityClass or one of its pending pods says ``preemptionPolicy: Never``."""
+        priority_class = self._priority_classes.get(podgroup.spec.priorityClassName)
+        if priority_class is not None and priority_class.preemptionPolicy == "Never":
+            return False
+        return not any(self._pods[key].pod.spec.preemptionPolicy == "Never" for key in pods)
+
     def _class_value(self, name: str) -> int:
         if name and name in self._priority_classes:
             return self._priority_classes[name].value
@@ -535,6 +563,7 @@ class SchedulerCache:
                 ready_by_task=dict(group.ready_by_task), pending_count=len(group.pending),
                 total_pods=len(group.pods), allocated=group.allocated.astype(np.float64),
                 min_resources=self.resources.vector(podgroup.spec.minResources).astype(np.float64),
+                preempts=self._preempts(podgroup, list(group.pending)),
             )
             for (task, placement_key, priority, models, mlu_link, numa_policy), keys in by_placement.items():
                 record = self._pods[keys[0]]
@@ -588,7 +617,7 @@ class SchedulerCache:
         numa = NumaArrays(cpu=numa_cpu.astype(np.int64), used=self._numa_used[:rows].copy())
         return Snapshot(
             resources=self.resources, nodes=self._node_arrays(), jobs=jobs, queues=queues, devices=devices,
-            numa=numa,
+            numa=numa, running_source=lambda: self._running(jobs),
             priority_classes={n: c.value for n, c in self._priority_classes.items()},
             default_queue=self.default_queue,
         )

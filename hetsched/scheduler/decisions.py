@@ -21,6 +21,17 @@ class Bind:
 
 
 @dataclass(frozen=True, slots=True)
+class Eviction:
+    pod: str
+    job: str
+    action: str
+    """``preempt`` or ``reclaim``."""
+    reason: str
+    preemptor: str
+    """The job the pod makes room for."""
+
+
+@dataclass(frozen=True, slots=True)
 class PodGroupUpdate:
     phase: str | None
     conditions: list[Condition] | None
@@ -35,3 +46,5 @@ class Decisions:
     unschedulable: dict[str, Status] = field(default_factory=dict)
     """Job key → why it (or part of it) could not be placed this cycle."""
     enqueued: list[str] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    """Applied before the binds: a preemptor's pods bind in the same cycle, after its victims are gone."""

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 if TYPE_CHECKING:
     from hetsched.scheduler.session import Session
-    from hetsched.scheduler.snapshot import JobInfo, QueueInfo, TaskGroup
+    from hetsched.scheduler.snapshot import JobInfo, QueueInfo, RunningPod, TaskGroup
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -168,6 +168,11 @@ class Plugin:
         """How many of ``wanted`` pods of ``group`` may the queue take now (0 … wanted)?"""
         raise NotImplementedError
 
+    # -- eviction
+    def evictable(self, victim: RunningPod) -> bool:
+        """May ``victim`` be evicted by ``preempt`` or ``reclaim``? Every enabled plugin must agree."""
+        raise NotImplementedError
+
     # -- nodes
     def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
         """Static predicates: ``(reason, failing-nodes mask)`` pairs over all snapshot nodes.
@@ -211,6 +216,7 @@ EXTENSION_POINTS: dict[str, str] = {
     "node_filter": "enablePredicate",
     "node_capacity": "enablePredicate",
     "node_score": "enableNodeOrder",
+    "evictable": "enablePreemptable",
 }
 """Extension point → the configuration switch that turns it off for one plugin."""
 

@@ -5,9 +5,10 @@ The runner owns the cache and subscribes it to the store's watch; it touches the
 the ports it is given, and time only through the injected clock.
 
 Apply order: PodGroup phases first (so the job controller creates pods of newly Inqueue jobs), then
-binds — each assumed in the cache before the bind call and forgotten if the bind fails — then
-nominations of pipelined pods, then PodGroup conditions. A failed bind (the pod vanished or was bound
-elsewhere) is reported in the cycle's result; the next cycle decides again from fresh state.
+evictions (``preempt``/``reclaim``, through the evictor port), then binds — each assumed in the cache
+before the bind call and forgotten if the bind fails — then nominations of pipelined pods, then PodGroup
+conditions. A failed bind (the pod vanished or was bound elsewhere) is reported in the cycle's result; the
+next cycle decides again from fresh state.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
-from hetsched.ports import Binder, Clock, Conflict, NotFound, ObjectStore, StatusUpdater
+from hetsched.ports import Binder, Clock, Conflict, Evictor, NotFound, ObjectStore, StatusUpdater
 from hetsched.scheduler.actions.registry import ACTIONS
 from hetsched.scheduler.cache import KINDS, SchedulerCache
 from hetsched.scheduler.conf import SchedulerConf, default_conf
@@ -29,14 +30,16 @@ class CycleResult:
     decisions: Decisions
     snapshot: Snapshot
     failed_binds: list[str] = field(default_factory=list)
+    failed_evictions: list[str] = field(default_factory=list)
 
 
 class Scheduler:
     def __init__(self, store: ObjectStore, binder: Binder, status: StatusUpdater, clock: Clock,
                  conf: SchedulerConf | None = None, *, scheduler_names: tuple[str, ...] = ("hetsched", "volcano"),
-                 default_queue: str = "default") -> None:
+                 default_queue: str = "default", evictor: Evictor | None = None) -> None:
         self.store = store
         self.binder = binder
+        self.evictor = evictor
         self.status = status
         self.clock = clock
         self.conf = conf or default_conf()
@@ -64,6 +67,14 @@ class Scheduler:
         for key, update in decisions.podgroups.items():
             if update.phase is not None:
                 self._update_podgroup(key, update.phase, None)
+        if decisions.evictions and self.evictor is None:
+            raise RuntimeError("the configuration has eviction actions but the scheduler has no evictor port")
+        for eviction in decisions.evictions:
+            assert self.evictor is not None
+            try:
+                self.evictor.evict(eviction.pod, f"{eviction.action}: {eviction.reason}")
+            except NotFound:
+                result.failed_evictions.append(eviction.pod)
         for bind in decisions.binds:
             self.cache.assume(bind.pod, bind.node, bind.annotations)
             try:

@@ -28,7 +28,7 @@ from hetsched.scheduler.framework import (
     implements,
 )
 from hetsched.scheduler.plugins.registry import PLUGINS
-from hetsched.scheduler.snapshot import JobInfo, QueueInfo, Snapshot, TaskGroup
+from hetsched.scheduler.snapshot import JobInfo, QueueInfo, RunningPod, Snapshot, TaskGroup
 
 
 class Session:
@@ -94,6 +94,9 @@ class Session:
 
     def overused(self, queue: QueueInfo) -> bool:
         return any(p.overused(queue) for p in self._points["overused"])
+
+    def evictable(self, victim: RunningPod) -> bool:
+        return all(p.evictable(victim) for p in self._points["evictable"])
 
     def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
         for plugin in self._points["allocatable"]:

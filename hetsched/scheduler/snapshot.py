@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -177,6 +178,8 @@ class JobInfo:
     unresolvable: bool = False
     pipelined: bool = False
     """The gang holds a reservation on resources being released (Volcano's pipelined state)."""
+    preempts: bool = True
+    """May evict others (False under ``preemptionPolicy: Never``, on the PriorityClass or the pods)."""
     short: int | None = None
     """Pods the gang lacked at its last attempt this cycle (None when not attempted)."""
 
@@ -264,6 +267,27 @@ class NumaArrays:
 
 
 @dataclass
+class RunningPod:
+    """A pod holding resources on a node (a possible eviction victim), as ``preempt`` and ``reclaim`` see it."""
+
+    key: str
+    job: str
+    task: str
+    node: int
+    request: IntArray
+    priority: int
+    created: float
+    namespace: str
+    priority_class: str
+    chips: dict[str, int] = field(default_factory=dict)
+    """Whole chips held per accelerator resource (bitmask)."""
+    shares: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    """Fractional holdings per accelerator resource: (chip, milli, memory MiB)."""
+    numa: int = -1
+    """NUMA node its CPUs are pinned to (-1: not pinned)."""
+
+
+@dataclass
 class Snapshot:
     resources: ResourceIndex
     nodes: NodeArrays
@@ -274,6 +298,17 @@ class Snapshot:
     """Accelerator resource → per-node chip state (from node inventories)."""
     numa: NumaArrays | None = None
     """CPU per NUMA node (None in hand-built snapshots: no NUMA information)."""
+    running_source: Callable[[], list[RunningPod]] | None = None
+    """Builds :attr:`running` on first use (only the eviction actions need it; at 100,000 bound pods it is
+    not free)."""
+    _running: list[RunningPod] | None = None
+
+    @property
+    def running(self) -> list[RunningPod]:
+        """Bound pods of the jobs in this snapshot (not terminating), in no particular order."""
+        if self._running is None:
+            self._running = self.running_source() if self.running_source is not None else []
+        return self._running
     default_queue: str = "default"
 
     def total_capacity(self) -> IntArray:

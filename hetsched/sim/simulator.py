@@ -116,7 +116,7 @@ class Simulation:
         self.job_controller = JobController(self.cluster, self.clock)
         self.podgroup_controller = PodGroupController(self.cluster, scheduler_names)
         self.kubelet = SimKubelet(self.cluster, self.loop)
-        self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf,
+        self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf, evictor=self.cluster,
                                    scheduler_names=scheduler_names)
         check_queues(objects)
         self.total_workloads = 0

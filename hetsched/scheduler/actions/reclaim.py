@@ -1,0 +1,65 @@
+"""``reclaim``: a queue below its deserved share takes resources back from queues above theirs
+(Volcano's reclaim action).
+
+Who calls it: the session runner, when ``reclaim`` is in the configuration's action list.
+
+For each starving job (gang not met, highest priority first, ``preemptionPolicy: Never`` jobs excluded)
+whose queue is below its deserved share (``proportion``'s deserved; without it reclaim does nothing), the
+victims may be running pods of jobs in *other* queues that are ``reclaimable`` and above their deserved
+share, with a job priority not above the reclaimer's, that every ``evictable`` plugin allows. A unit is
+taken only while its queue is still above its deserved share, so reclaim never pushes a queue below what
+it deserves. Victims are chosen by ``scheduler.eviction`` (gang- and topology-aware, minimal); the
+reclaimer's pods bind in the same cycle, after the evictions.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from hetsched.scheduler.eviction import Unit, evict_for, starving
+from hetsched.scheduler.session import Session
+from hetsched.scheduler.snapshot import QueueInfo
+
+NAME = "reclaim"
+_EPS = 1e-6
+
+
+def _share(queue: QueueInfo) -> float:
+    """max over resources of allocated / deserved (inf where something is allocated but nothing deserved)."""
+    assert queue.deserved is not None
+    deserved = queue.deserved
+    mask = deserved > _EPS
+    ratios = np.where(mask, queue.allocated / np.where(mask, deserved, 1.0),
+                      np.where(queue.allocated > _EPS, np.inf, 0.0))
+    return float(ratios.max(initial=0.0))
+
+
+def _above(queue: QueueInfo, reclaimer: str) -> bool:
+    """May ``queue`` give back to ``reclaimer``'s queue: another queue, reclaimable, above its deserved share."""
+    return queue.name != reclaimer and queue.reclaimable and _share(queue) > 1.0 + _EPS
+
+
+def _unit_allowed(session: Session, reclaimer: str, unit: Unit) -> bool:
+    """Take the unit only while its queue is still above its deserved share."""
+    return _above(session.snapshot.queues[session.snapshot.jobs[unit[0].job].queue], reclaimer)
+
+
+def execute(session: Session) -> None:
+    queues = session.snapshot.queues
+    if any(q.deserved is None for q in queues.values()):
+        return  # no deserved shares (proportion is off): nothing is "above its share"
+    jobs = session.snapshot.jobs
+    for job in starving(session):
+        mine = job.queue
+        if job.occupied() + job.session_pipelined >= job.min_member or _share(queues[mine]) >= 1.0 - _EPS:
+            continue
+        candidates = [
+            pod for pod in session.snapshot.running
+            if _above(queues[jobs[pod.job].queue], mine) and jobs[pod.job].priority <= job.priority
+        ]
+        if candidates:
+            evict_for(session, NAME, job, candidates,
+                      f"reclaimed by queue {mine} (below its deserved share) for {job.key}",
+                      partial(_unit_allowed, session, mine))

@@ -1,0 +1,238 @@
+"""Choosing eviction victims for a starving gang: shared by the ``preempt`` and ``reclaim`` actions.
+
+Who calls it: those two actions, with the victims each may take (same queue and lower priority for
+``preempt``; reclaimable queues above their deserved share for ``reclaim``).
+
+How victims are chosen (hetsched's rule, gang- and topology-aware by construction):
+
+1. Victim *units*: a job's pods above its minMember may go one at a time (newest first); otherwise the
+   job goes only as a whole (every running pod of it) — a victim gang is never cut below minMember. When
+   a whole job is chosen, single pods of it chosen before are folded into it. Units are tried cheapest first:
+   lowest priority, then single pods before whole gangs, then newest.
+2. Units are released in the session one by one (their resources, chips, chip shares and NUMA pins
+   become free) until the preemptor's gang can be placed — checked by a dry run of the same placement the
+   ``allocate`` action uses, so a freed set counts only when it is a *legal* chip set under the device
+   policy (an HCCS ring, an MLU-Link group …).
+3. Then units are put back, last chosen first, whenever the gang still fits without them, so nothing is
+   evicted that the gang does not need; and when several units remain, a single cheaper unit that is
+   enough on its own replaces them (one pod freeing a whole HCCS ring beats three pods on the other).
+4. If the gang cannot fit even with every allowed unit gone, nothing is evicted.
+
+The chosen victims stay released in the session (a later preemptor in the same cycle cannot count them
+twice) and become evictions in the decisions; the preemptor's gang is then placed in the same session and
+its binds follow the evictions (the runner evicts first). Against the embedded cluster an eviction is
+immediate; the Kubernetes adapter must wait for the victims to terminate before those binds.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetsched.scheduler.decisions import Eviction
+from hetsched.scheduler.placement import place_group, place_job
+from hetsched.scheduler.session import Session
+from hetsched.scheduler.snapshot import JobInfo, RunningPod, TaskGroup
+from hetsched.scheduler.statement import Statement
+
+Unit = list[RunningPod]
+
+
+@dataclass
+class Plan:
+    victims: list[RunningPod]
+    jobs: dict[str, int]
+    """Victim job → pods it loses."""
+
+
+def units(session: Session, allowed: list[RunningPod]) -> list[Unit]:
+    """Group allowed victims into units (see the module docstring), cheapest first."""
+    by_job: dict[str, list[RunningPod]] = defaultdict(list)
+    for pod in allowed:
+        by_job[pod.job].append(pod)
+    running: dict[str, list[RunningPod]] = defaultdict(list)
+    for pod in session.snapshot.running:
+        if pod.job in by_job:
+            running[pod.job].append(pod)
+    result: list[tuple[tuple[float, int, float], Unit]] = []
+    for job_key, pods in by_job.items():
+        job = session.snapshot.jobs[job_key]
+        spare = max(job.ready - job.min_member, 0)
+        pods.sort(key=lambda p: -p.created)
+        singles = pods[:spare]
+        whole = running[job_key]
+        allowed_keys = {p.key for p in pods}
+        priority = float(max(p.priority for p in pods))
+        for pod in singles:
+            result.append(((priority, 0, -pod.created), [pod]))
+        if whole and all(p.key in allowed_keys for p in whole):  # the whole job only when all of it may go
+            result.append(((priority, 1, -max(p.created for p in whole)), whole))
+    result.sort(key=lambda item: item[0])
+    return [unit for _, unit in result]
+
+
+def _release(session: Session, unit: Unit, sign: int) -> None:
+    """Take the unit's holdings out of the session (sign 1) or put them back (sign -1)."""
+    snapshot = session.snapshot
+    for pod in unit:
+        session.nodes.used[:, pod.node] -= sign * pod.request
+        job = snapshot.jobs[pod.job]
+        job.allocated = job.allocated - sign * pod.request
+        job.ready -= sign
+        job.ready_by_task[pod.task] = job.ready_by_task.get(pod.task, 0) - sign
+        queue = snapshot.queues[job.queue]
+        queue.allocated = queue.allocated - sign * pod.request
+        for resource, mask in pod.chips.items():
+            devices = snapshot.devices.get(resource)
+            if devices is not None:
+                if sign > 0:
+                    devices.used[pod.node] &= ~mask
+                else:
+                    devices.used[pod.node] |= mask
+        for resource, (chip, milli, memory) in pod.shares.items():
+            devices = snapshot.devices.get(resource)
+            if devices is not None:
+                devices.share(pod.node, chip, -sign * milli, -sign * memory)
+        if pod.numa >= 0 and snapshot.numa is not None:
+            column = snapshot.resources.columns["cpu"]
+            snapshot.numa.used[pod.node, pod.numa] -= sign * int(pod.request[column])
+
+
+def gang_fits(session: Session, job: JobInfo) -> bool:
+    """Dry run: would the job's gang be placed now? Leaves the session as it was."""
+    saved = (job.failure, job.unresolvable, job.short, job.pipelined)
+    statement = Statement(session)
+    groups = [g for g in job.groups if not g.best_effort]
+    ordered = sorted((g for g in groups if g.pending), key=session.task_order_key)
+    for group in ordered:
+        need = job.min_task_member.get(group.task, 0) - job.occupied_by_task(group.task)
+        _dry_place(session, statement, group, min(need, len(group.pending)))
+    for group in ordered:
+        _dry_place(session, statement, group, min(job.min_member - job.occupied(), len(group.pending)))
+    fits = session.job_ready(job)
+    statement.discard()
+    job.failure, job.unresolvable, job.short, job.pipelined = saved
+    return fits
+
+
+def _dry_place(session: Session, statement: Statement, group: TaskGroup, wanted: int) -> None:
+    if wanted <= 0:
+        return
+    queue = session.snapshot.queues[group.job.queue]
+    allowed = session.allocatable(queue, group, wanted)
+    nodes = place_group(session, group, min(wanted, allowed))
+    statement.allocate(group, nodes)
+
+
+def plan(session: Session, job: JobInfo, candidates: list[RunningPod],
+         still_allowed: Callable[[Unit], bool] = lambda unit: True) -> Plan | None:
+    """Victims whose eviction lets ``job``'s gang be placed, or None (see the module docstring).
+    ``still_allowed`` is asked before each unit is released (e.g. reclaim stops taking from a queue
+    once it is down to its deserved share)."""
+    allowed = [p for p in candidates if session.evictable(p)]
+    counts: dict[str, int] = defaultdict(int)
+    for pod in session.snapshot.running:
+        counts[pod.job] += 1
+    chosen: list[Unit] = []
+    for unit in units(session, allowed):
+        if not still_allowed(unit):
+            continue
+        job_key = unit[0].job
+        if len(unit) == counts[job_key]:  # the whole job
+            for earlier in [u for u in chosen if u[0].job == job_key]:  # fold its single pods into the whole
+                _release(session, earlier, -1)
+                chosen.remove(earlier)
+        _release(session, unit, 1)
+        chosen.append(unit)
+        if _enough(session, job) and gang_fits(session, job):
+            break
+    else:
+        for unit in reversed(chosen):
+            _release(session, unit, -1)
+        return None
+    for unit in reversed(chosen[:-1]):  # drop units the gang does not need after all
+        _release(session, unit, -1)
+        if gang_fits(session, job):
+            chosen.remove(unit)
+        else:
+            _release(session, unit, 1)
+    if len(chosen) > 1:
+        chosen = _single_unit_instead(session, job, chosen, candidates=[
+            u for u in units(session, allowed) if u not in chosen and still_allowed(u)])
+    victims = [pod for unit in chosen for pod in unit]
+    jobs: dict[str, int] = defaultdict(int)
+    for pod in victims:
+        jobs[pod.job] += 1
+    return Plan(victims, dict(jobs))
+
+
+SINGLE_UNIT_TRIES = 64
+"""How many single units :func:`_single_unit_instead` tries (each try is one dry run)."""
+
+
+def _cost(chosen: list[Unit]) -> tuple[int, int]:
+    return max(p.priority for unit in chosen for p in unit), sum(len(unit) for unit in chosen)
+
+
+def _single_unit_instead(session: Session, job: JobInfo, chosen: list[Unit], candidates: list[Unit]) -> list[Unit]:
+    """Greedy-by-cost can take several small units where one other unit would do (three pods on one HCCS
+    ring where a single pod frees the other ring). Try single units no costlier than the current set, in
+    cost order, and keep the first that suffices alone. ``chosen`` is released on entry and on return."""
+    best = _cost(chosen)
+    for unit in candidates[:SINGLE_UNIT_TRIES]:
+        if _cost([unit]) >= best:
+            continue
+        for taken in chosen:
+            _release(session, taken, -1)
+        _release(session, unit, 1)
+        if gang_fits(session, job):
+            return [unit]
+        _release(session, unit, -1)
+        for taken in chosen:
+            _release(session, taken, 1)
+    return chosen
+
+
+def _enough(session: Session, job: JobInfo) -> bool:
+    """Cheap necessary condition before a dry run: the cluster's free resources cover the gang's need."""
+    need = np.zeros(session.nodes.alloc.shape[0], dtype=np.int64)
+    missing = job.min_member - job.occupied()
+    for group in job.groups:
+        if group.pending and not group.best_effort and missing > 0:
+            take = min(missing, len(group.pending))
+            need += group.request * take
+            missing -= take
+    free = (session.nodes.alloc - session.nodes.used)[:, session.nodes.schedulable].sum(axis=1)
+    return bool((free >= need).all())
+
+
+def starving(session: Session) -> list[JobInfo]:
+    """Jobs whose gang is not met and that may evict: pending pods, not placed this cycle, not blocked by
+    a static predicate on every node; highest priority first, then oldest."""
+    jobs = [
+        job for job in session.snapshot.jobs.values()
+        if job.phase in ("Inqueue", "Running") and job.preempts and not job.unresolvable
+        and job.occupied() + job.session_pipelined < job.min_member
+        and any(g.pending and not g.best_effort for g in job.groups)
+        and session.snapshot.queues[job.queue].state == "Open"
+    ]
+    return sorted(jobs, key=lambda j: (-j.priority, j.created, j.key))
+
+
+def evict_for(session: Session, action: str, job: JobInfo, candidates: list[RunningPod], reason: str,
+              still_allowed: Callable[[Unit], bool] = lambda unit: True) -> bool:
+    """Plan victims for ``job`` among ``candidates``; on success record the evictions (``reason`` names
+    why) and place the gang. Returns whether victims were found."""
+    found = plan(session, job, candidates, still_allowed)
+    if found is None:
+        return False
+    evicted = {pod.key for pod in found.victims}
+    session.snapshot._running = [p for p in session.snapshot.running if p.key not in evicted]
+    for pod in found.victims:
+        session.decisions.evictions.append(Eviction(pod.key, pod.job, action, reason, job.key))
+    job.failure = ""
+    place_job(session, job, [g for g in job.groups if not g.best_effort])
+    return True

@@ -1,0 +1,209 @@
+"""``preempt`` and ``reclaim``: scenarios from the Volcano reports they answer, each asserting what the
+user expected — gangs go whole or not at all, nothing higher-priority is evicted for lower, victims free a
+legal chip set, ``preemptionPolicy: Never`` is honoured, queues take back only what they deserve."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hetsched.api.objects import AnyObject, Pod, PriorityClass
+from hetsched.scheduler.conf import DEFAULT_CONF_YAML
+from tests.builders import accel_node, gang, harness, node, pod, podgroup, priority_class, queue
+
+ASCEND = "huawei.com/Ascend910"
+CONF = DEFAULT_CONF_YAML.replace('actions: "enqueue, allocate, backfill"',
+                                 'actions: "enqueue, allocate, preempt, reclaim, backfill"')
+
+
+def running(name: str, nodes: list[str], *, min_member: int, chips: list[list[int]] | None = None,
+            chip_count: int = 8, queue_name: str = "default", klass: str = "low", cpu: str = "1",
+            created: float = 0.0) -> list[AnyObject]:
+    """A gang already running: one pod per entry of ``nodes`` (holding ``chips[i]`` when given)."""
+    objects: list[AnyObject] = [podgroup(name, min_member, queue=queue_name, phase="Running", priority_class=klass)]
+    for i, where in enumerate(nodes):
+        held = chips[i] if chips else list(range(chip_count))
+        annotations = {"hetsched.io/allocation": json.dumps({ASCEND: held})}
+        made = pod(f"{name}-{i}", name, cpu=cpu, limits={ASCEND: len(held)}, annotations=annotations)
+        objects.append(made.model_copy(update={
+            "metadata": made.metadata.model_copy(update={"creationTimestamp": created + i}),
+            "spec": made.spec.model_copy(update={"nodeName": where, "priorityClassName": klass})}))
+    return objects
+
+
+def classes(never: bool = False) -> list[AnyObject]:
+    high: PriorityClass = priority_class("high", 1000)
+    if never:
+        high = high.model_copy(update={"preemptionPolicy": "Never"})
+    return [priority_class("low", 10), high]
+
+
+def pods_of(h: Any, job: str) -> dict[str, str]:
+    return {p.metadata.name: p.spec.nodeName for p in h.cluster.list("Pod")
+            if isinstance(p, Pod) and p.metadata.name.startswith(f"{job}-")}
+
+
+def evicted(h: Any) -> list[str]:
+    return sorted(e.key.split("/")[-1] for e in h.cluster.events if e.reason == "Evicted")
+
+
+def test_a_high_priority_gang_preempts_a_whole_low_priority_gang_across_nodes() -> None:
+    """#3040: a multi-node high-priority job could not preempt a full-cluster low-priority job. Here the
+    low job's gang (minAvailable 4) cannot lose one pod without breaking, so all four go, and the
+    high-priority job runs on two nodes."""
+    nodes = [accel_node(f"n{i}") for i in range(4)]
+    objects = [*classes(), *nodes, *running("low", [f"n{i}" for i in range(4)], min_member=4),
+               *gang("high", 2, limits={ASCEND: 8}, cpu="1", priority_class="high")]
+    h = harness(objects, CONF)
+    h.cycle()
+    assert evicted(h) == ["low-0", "low-1", "low-2", "low-3"]
+    assert len([n for n in pods_of(h, "high").values() if n]) == 2
+
+
+def test_only_elastic_pods_go_when_they_are_enough() -> None:
+    """The low job runs 4 pods but needs only 2 (minAvailable 2): two pods above its minimum make room, it
+    keeps running at its minimum, and nothing else is touched."""
+    nodes = [accel_node(f"n{i}") for i in range(4)]
+    objects = [*classes(), *nodes, *running("low", [f"n{i}" for i in range(4)], min_member=2),
+               *gang("high", 2, limits={ASCEND: 8}, cpu="1", priority_class="high")]
+    h = harness(objects, CONF)
+    h.cycle()
+    assert evicted(h) == ["low-2", "low-3"]  # the newest two
+    assert len(pods_of(h, "low")) == 2
+
+
+def test_preemption_policy_never_and_equal_priority_evict_nothing() -> None:
+    nodes = [accel_node(f"n{i}") for i in range(2)]
+    never = [*classes(never=True), *nodes, *running("low", ["n0", "n1"], min_member=2),
+             *gang("high", 1, limits={ASCEND: 8}, cpu="1", priority_class="high")]
+    h = harness(never, CONF)
+    h.cycle()
+    assert evicted(h) == [] and not any(pods_of(h, "high").values())
+    equal = [*classes(), *nodes, *running("old", ["n0", "n1"], min_member=2),
+             *gang("new", 1, limits={ASCEND: 8}, cpu="1", priority_class="low")]
+    h = harness(equal, CONF)
+    h.cycle()
+    assert evicted(h) == []
+
+
+def test_preempt_stays_inside_the_queue() -> None:
+    nodes = [accel_node(f"n{i}") for i in range(2)]
+    objects = [*classes(), queue("a"), queue("b"), *nodes,
+               *running("low", ["n0", "n1"], min_member=2, queue_name="a"),
+               *gang("high", 1, limits={ASCEND: 8}, cpu="1", priority_class="high", queue="b")]
+    conf = CONF.replace("preempt, reclaim", "preempt")
+    h = harness(objects, conf)
+    h.cycle()
+    assert evicted(h) == []
+
+
+def test_victims_free_a_legal_hccs_ring_not_scattered_chips() -> None:
+    """Three 1-chip low-priority pods hold chips 0 and 1 (ring 0–3) and 4 (ring 4–7); a 4-chip pod needs a
+    whole free ring. Evicting the pod on chip 4 frees ring 4–7; the two on ring 0–3 stay although they
+    are the newest (cheapest) candidates."""
+    objects = [*classes(), accel_node("n0"),
+               *running("a", ["n0"], min_member=1, chips=[[4]], created=0.0),
+               *running("b", ["n0"], min_member=1, chips=[[0]], created=10.0),
+               *running("c", ["n0"], min_member=1, chips=[[1]], created=20.0),
+               *running("d", ["n0"], min_member=1, chips=[[2, 3]], created=30.0),
+               *gang("high", 1, limits={ASCEND: 4}, cpu="1", priority_class="high")]
+    h = harness(objects, CONF)
+    h.cycle()
+    assert evicted(h) == ["a-0"]
+    (high,) = [p for p in h.cluster.list("Pod") if isinstance(p, Pod) and p.metadata.name == "high-0"]
+    assert json.loads(high.metadata.annotations["hetsched.io/allocation"])[ASCEND] == [4, 5, 6, 7]
+
+
+def test_two_full_size_gangs_never_split_the_cluster() -> None:
+    """#3373: two 100-pod jobs with minAvailable 100 on 100 nodes both got a subset and deadlocked. Scaled
+    to 10 nodes: one job gets all ten nodes, the other none, with preemption on or off."""
+    for conf in (None, CONF):
+        objects: list[AnyObject] = [node(f"n{i}", cpu="4") for i in range(10)]
+        objects += gang("first", 10, cpu="3")
+        objects += gang("second", 10, cpu="3")
+        h = harness(objects, conf)
+        for _ in range(3):
+            h.cycle()
+        bound = {job: sum(1 for n in pods_of(h, job).values() if n) for job in ("first", "second")}
+        assert sorted(bound.values()) == [0, 10]
+
+
+def test_reclaim_takes_back_from_a_queue_above_its_share_but_not_from_a_closed_off_one() -> None:
+    """Queues a and b weigh the same; a borrowed the whole cluster while b was idle. When b's job arrives,
+    a gives back elastic pods (a gang above its minimum) until b runs; a non-reclaimable queue keeps all."""
+    def setup(reclaimable: bool) -> Any:
+        qa = queue("a")
+        qa = qa.model_copy(update={"spec": qa.spec.model_copy(update={"reclaimable": reclaimable})})
+        nodes = [accel_node(f"n{i}") for i in range(4)]
+        objects = [*classes(), qa, queue("b"), *nodes,
+                   *running("borrower", [f"n{i}" for i in range(4)], min_member=1, queue_name="a"),
+                   *gang("owner", 2, limits={ASCEND: 8}, cpu="1", priority_class="low", queue="b")]
+        h = harness(objects, CONF)
+        h.cycle()
+        return h
+
+    h = setup(True)
+    assert evicted(h) == ["borrower-2", "borrower-3"]
+    assert len([n for n in pods_of(h, "owner").values() if n]) == 2
+    h = setup(False)
+    assert evicted(h) == []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first=st.lists(st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(1, 3), st.integers(0, 2),
+                                st.sampled_from(["a", "b"])), min_size=1, max_size=5),
+       later=st.lists(st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(1, 3), st.integers(0, 2),
+                                st.sampled_from(["a", "b"]), st.sampled_from(["low", "mid", "high"])),
+                      min_size=1, max_size=4))
+def test_evictions_respect_priority_gangs_chips_and_capability(
+        first: list[tuple[int, int, int, str]], later: list[tuple[int, int, int, str, str]]) -> None:
+    """Random low-priority jobs fill three Ascend nodes; random later jobs of any priority arrive. After
+    every cycle: no pod was evicted for a job of lower priority (preempt) or higher (reclaim), no victim
+    gang is left running below its minimum, no chip is held twice, and queue b's capability holds."""
+    capped = queue("b", capability={ASCEND: "16"})
+    objects: list[AnyObject] = [priority_class("low", 10), priority_class("mid", 50), priority_class("high", 100),
+                                queue("a"), capped, *[accel_node(f"n{i}") for i in range(3)]]
+    h = harness(objects, CONF)
+    priorities = {"low": 10, "mid": 50, "high": 100}
+    minimum: dict[str, int] = {}
+    klass: dict[str, str] = {}
+    for i, (chips, size, spare, q) in enumerate(first):
+        name = f"f{i}"
+        minimum[name], klass[name] = size, "low"
+        for obj in gang(name, size + spare, min_member=size, limits={ASCEND: chips}, cpu="1", priority_class="low",
+                        queue=q):
+            h.cluster.create(obj)
+    h.cycle()
+    for i, (chips, size, spare, q, k) in enumerate(later):
+        name = f"l{i}"
+        minimum[name], klass[name] = size, k
+        for obj in gang(name, size + spare, min_member=size, limits={ASCEND: chips}, cpu="1", priority_class=k,
+                        queue=q):
+            h.cluster.create(obj)
+    for _ in range(3):
+        result = h.cycle()
+        for eviction in result.decisions.evictions:
+            victim = priorities[klass[eviction.job.split("/")[-1]]]
+            preemptor = priorities[klass[eviction.preemptor.split("/")[-1]]]
+            assert victim < preemptor if eviction.action == "preempt" else victim <= preemptor
+        bound = [p for p in h.cluster.list("Pod") if isinstance(p, Pod) and p.spec.nodeName]
+        per_job: dict[str, int] = {}
+        held: set[tuple[str, int]] = set()
+        used_b = 0
+        for p in bound:
+            job = p.metadata.annotations["scheduling.k8s.io/group-name"]
+            per_job[job] = per_job.get(job, 0) + 1
+            chips_held = json.loads(p.metadata.annotations["hetsched.io/allocation"])[ASCEND]
+            for chip in chips_held:
+                assert (p.spec.nodeName, chip) not in held
+                held.add((p.spec.nodeName, chip))
+            group = h.podgroup(job)
+            if group.spec.queue == "b":
+                used_b += len(chips_held)
+        for eviction in result.decisions.evictions:
+            job = eviction.job.split("/")[-1]
+            assert per_job.get(job, 0) in (0,) or per_job[job] >= minimum[job]
+        assert used_b <= 16
