@@ -144,6 +144,23 @@ def print_summary(results: Results) -> None:
         for reason, count in list(summary["unschedulableReasons"].items())[:12]:
             reasons.add_row(reason, str(count))
         console.print(reasons)
+    if results.queues:
+        shares = Table(title="Queues (dominant share of the cluster, time-weighted mean)", title_justify="left")
+        for column in ("queue", "allocated", "deserved"):
+            shares.add_column(column, justify="left" if column == "queue" else "right")
+        for name, data in results.queues.items():
+            shares.add_row(name, f"{data['meanAllocated']:.1%}", f"{data['meanDeserved']:.1%}")
+        console.print(shares)
+        if summary["fairnessIndex"] is not None:
+            console.print(f"fairness (Jain's index of allocated/deserved over queues, mean over cycles): "
+                          f"{summary['fairnessIndex']:.3f}")
+    if summary["evictions"]["total"]:
+        evictions = Table(title="Evictions", title_justify="left")
+        evictions.add_column("action")
+        evictions.add_column("pods", justify="right")
+        for action, count in summary["evictions"]["byAction"].items():
+            evictions.add_row(action, str(count))
+        console.print(evictions)
     console.print(f"simulated {summary['simulatedSeconds']:,.0f}s in {summary['schedulerCycles']} scheduler "
                   f"cycles, {summary['binds']} binds")
 

@@ -598,6 +598,8 @@ class SchedulerCache:
             queue_info.allocated += job.allocated
             pending = sum((g.request.astype(np.float64) * len(g.pending) for g in job.groups), np.zeros(width))
             queue_info.request += job.allocated + pending
+            if job.phase == "Pending":  # no pods yet: its minResources are what the queue waits to run
+                queue_info.request += job.min_resources
             if job.phase == "Inqueue":
                 queue_info.inqueue += np.maximum(job.min_resources - job.allocated, 0)
         rows = self._rows

@@ -114,7 +114,7 @@ class QueueInfo:
     inqueue: FloatArray
     """minResources of Inqueue jobs not yet running (admitted but not placed)."""
     request: FloatArray
-    """Allocated plus everything its jobs still ask for."""
+    """Allocated plus everything its jobs still ask for (pending pods; a Pending job's minResources)."""
     deserved: FloatArray | None = None
     share: float = 0.0
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.api.objects import Job, Node, Pod, PodGroup
@@ -80,6 +81,9 @@ def reason_fragments(message: str) -> list[str]:
     return shortages or parts
 
 
+FloatArray = npt.NDArray[np.float64]
+
+
 class Recorder:
     """Builds workload records from watch events (Jobs, PodGroups, Pods) and scheduler cycles."""
 
@@ -90,6 +94,11 @@ class Recorder:
         self.cycles = 0
         self.binds = 0
         self.last_time = 0.0
+        self.evictions: list[dict[str, Any]] = []
+        self.queue_series: dict[str, list[list[float]]] = {}
+        """queue → [time, allocated dominant share, deserved dominant share] whenever either changes."""
+        self.fairness: list[tuple[float, float]] = []
+        """(time, Jain's index over queues of allocated / deserved dominant share) per cycle with demand."""
 
     def on_event(self, event: WatchEvent, now: float) -> None:
         obj = event.object
@@ -128,13 +137,61 @@ class Recorder:
             elif obj.status.phase in ("Succeeded", "Failed") and record.end is None:
                 record.end = now
 
-    def on_cycle(self, result: CycleResult) -> None:
+    def _queue_shares(self, result: CycleResult, now: float) -> None:
+        """Per queue, allocated and deserved dominant shares after the cycle (deserved comes from the
+        ``proportion`` plugin; queues are skipped when it is off), and Jain's index over the queues that
+        deserve something: how evenly allocated / deserved is spread."""
+        snapshot = result.snapshot
+        total = snapshot.total_capacity().astype(np.float64)
+        ratios = []
+        for name, queue in sorted(snapshot.queues.items()):
+            if queue.deserved is None:
+                continue
+            allocated = dominant_share(queue.allocated, total)
+            deserved = dominant_share(queue.deserved, total)
+            series = self.queue_series.setdefault(name, [])
+            if not series or series[-1][1:] != [allocated, deserved]:
+                series.append([now, allocated, deserved])
+            if deserved > 0:
+                ratios.append(min(allocated / deserved, 1.0))
+        if ratios:
+            self.fairness.append((now, jain(ratios)))
+
+    def on_cycle(self, result: CycleResult, now: float = 0.0) -> None:
         self.cycles += 1
         self.binds += len(result.decisions.binds)
+        for eviction in result.decisions.evictions:
+            self.evictions.append({"time": now, "pod": eviction.pod, "job": eviction.job, "action": eviction.action,
+                                   "reason": eviction.reason, "for": eviction.preemptor})
+        self._queue_shares(result, now)
         for key, status in result.decisions.unschedulable.items():
             workload = self.workloads.get(key)
             if workload is not None and status.message not in workload.reasons and len(workload.reasons) < MAX_REASONS:
                 workload.reasons.append(status.message)
+
+
+def _time_mean(series: list[list[float]], column: int, end_time: float) -> float:
+    """Time-weighted mean of a piecewise-constant series up to ``end_time``."""
+    if not series or end_time <= series[0][0]:
+        return series[-1][column] if series else 0.0
+    total = 0.0
+    for (start, *values), nxt in zip(series, [*series[1:], [end_time]], strict=True):
+        total += values[column - 1] * (min(nxt[0], end_time) - start)
+    return total / (end_time - series[0][0])
+
+
+def dominant_share(amounts: FloatArray, total: FloatArray) -> float:
+    """DRF's dominant share: the largest fraction of the cluster's capacity of any one resource."""
+    mask = total > 0
+    return float((amounts[mask] / total[mask]).max(initial=0.0))
+
+
+def jain(values: list[float]) -> float:
+    """Jain's fairness index: 1 when all values are equal, 1/n when one holds everything."""
+    if not values or not any(values):
+        return 1.0
+    array = np.asarray(values, dtype=np.float64)
+    return float(array.sum() ** 2 / (len(array) * (array ** 2).sum()))
 
 
 @dataclass
@@ -142,9 +199,13 @@ class Results:
     jobs: list[dict[str, Any]]
     summary: dict[str, Any]
     cluster: dict[str, Any]
+    queues: dict[str, Any] = field(default_factory=dict)
+    """Per queue: allocated vs deserved dominant share over time."""
+    evictions: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "jobs": self.jobs, "summary": self.summary}
+        return {"cluster": self.cluster, "jobs": self.jobs, "summary": self.summary, "queues": self.queues,
+                "evictions": self.evictions}
 
 
 def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra: dict[str, Any]) -> Results:
@@ -194,6 +255,12 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
     for workload in recorder.workloads.values():
         for fragment in {f for message in workload.reasons for f in reason_fragments(message)}:
             reasons[fragment] += 1
+    evictions = {
+        "total": len(recorder.evictions),
+        "byAction": dict(sorted(Counter(e["action"] for e in recorder.evictions).items())),
+        "byReason": dict(Counter(e["reason"] for e in recorder.evictions).most_common(MAX_REASONS)),
+    }
+    fairness = float(np.mean([f for _, f in recorder.fairness])) if recorder.fairness else None
     summary = {
         "jobs": len(jobs),
         "phases": dict(sorted(Counter(j["phase"] for j in jobs).items())),
@@ -204,8 +271,13 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
         "simulatedSeconds": end_time,
         "schedulerCycles": recorder.cycles,
         "binds": recorder.binds,
+        "evictions": evictions,
+        "fairnessIndex": fairness,
         **extra,
     }
     cluster = {"nodes": len(nodes), "acceleratorChips": dict(sorted(capacity.items()))}
+    queues = {name: {"columns": ["time", "allocatedDominantShare", "deservedDominantShare"], "series": series,
+                     "meanAllocated": _time_mean(series, 1, end_time), "meanDeserved": _time_mean(series, 2, end_time)}
+              for name, series in sorted(recorder.queue_series.items())}
     return Results(jobs=sorted(jobs, key=lambda j: (j["submit"], j["namespace"], j["name"])),
-                   summary=summary, cluster=cluster)
+                   summary=summary, cluster=cluster, queues=queues, evictions=list(recorder.evictions))

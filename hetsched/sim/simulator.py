@@ -153,7 +153,7 @@ class Simulation:
         before = self.cluster.resource_version
         try:
             result = self.scheduler.run_once()
-            self.recorder.on_cycle(result)
+            self.recorder.on_cycle(result, self.clock.now())
             self._settle()
         finally:
             self._in_tick = False

@@ -4,6 +4,12 @@ Who calls it: the ``enqueue`` action through ``job_enqueueable``/``job_enqueued`
 resource: ``allocatable × overcommit-factor − allocated − inqueue`` (Volcano's overcommit plugin); a job is
 admitted when its minResources fit in every resource it names.
 
+With ``preempt`` among the actions, what a job could preempt counts as headroom too: the resources held
+by lower-priority jobs of its own queue (unless the job may not preempt). Otherwise a full cluster keeps a
+high-priority job Pending forever — no pods, so nothing to preempt for (the chicken-and-egg of Volcano
+#4151). With ``reclaim``, likewise what reclaimable queues hold above their deserved share, for a job
+whose queue is below its own.
+
 Arguments::
 
     - name: overcommit
@@ -12,6 +18,7 @@ Arguments::
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -42,10 +49,48 @@ class Overcommit(Plugin):
             used += queue.allocated + queue.inqueue
         self.headroom = total - used
         self.resources = session.snapshot.resources
+        self.session = session
+        actions = session.conf.action_names
+        self.preempt = "preempt" in actions
+        self.reclaim = "reclaim" in actions
+        self.by_priority: dict[str, tuple[list[int], list[FloatArray]]] = {}
+        """queue → (sorted job priorities, cumulative allocated up to each): what lower priorities hold."""
+        if self.preempt:
+            per_queue: dict[str, list[tuple[int, FloatArray]]] = {}
+            for other in session.snapshot.jobs.values():
+                per_queue.setdefault(other.queue, []).append((other.priority, other.allocated))
+            for name, entries in per_queue.items():
+                entries.sort(key=lambda e: e[0])
+                cumulative, running = [], np.zeros_like(total)
+                for _, allocated in entries:
+                    running = running + allocated
+                    cumulative.append(running)
+                self.by_priority[name] = ([e[0] for e in entries], cumulative)
+
+    def _evictable_room(self, job: JobInfo) -> FloatArray:
+        """What ``job`` could take by preempt or reclaim (see the module docstring)."""
+        room = np.zeros_like(self.headroom)
+        if not job.preempts:
+            return room
+        if self.preempt and job.queue in self.by_priority:
+            priorities, cumulative = self.by_priority[job.queue]
+            below = bisect.bisect_left(priorities, job.priority)
+            if below:
+                room = room + cumulative[below - 1]
+        queues = self.session.snapshot.queues
+        mine = queues[job.queue]
+        if self.reclaim and mine.deserved is not None and (mine.allocated < mine.deserved - 1e-6).any():
+            for queue in queues.values():
+                if queue.name != job.queue and queue.reclaimable and queue.deserved is not None:
+                    room = room + np.maximum(queue.allocated - queue.deserved, 0)
+        return room
 
     def job_enqueueable(self, job: JobInfo) -> Status:
         short = np.flatnonzero((job.min_resources > 0) & (job.min_resources > self.headroom + 1e-6))
         if short.size == 0:
+            return Status(Code.SUCCESS)
+        if (self.preempt or self.reclaim) and not np.flatnonzero(
+                (job.min_resources > 0) & (job.min_resources > self.headroom + self._evictable_room(job) + 1e-6)).size:
             return Status(Code.SUCCESS)
         names = self.resources.names
         detail = ", ".join(f"{names[c]} (needs {format_quantity(int(job.min_resources[c]), names[c])}, headroom "
