@@ -7,12 +7,12 @@ import pytest
 from hetsched.scheduler.conf import VOLCANO_DEFAULT_CONF_YAML, ConfError, default_conf, parse_conf
 
 
-def test_default_is_volcanos_plus_device_topology() -> None:
+def test_default_is_volcanos_plus_node_groups_and_device_topology() -> None:
     conf = default_conf()
     assert conf.action_names == ["enqueue", "allocate", "backfill"]
     assert [[p.name for p in t.plugins] for t in conf.tiers] == [
         ["priority", "gang", "conformance"],
-        ["overcommit", "drf", "predicates", "proportion", "nodeorder", "devicetopology"]]
+        ["overcommit", "drf", "predicates", "proportion", "nodeorder", "nodegroup", "devicetopology"]]
     volcano = parse_conf(VOLCANO_DEFAULT_CONF_YAML)
     assert [[p.name for p in t.plugins] for t in volcano.tiers][1][-1] == "nodeorder"
 

@@ -207,3 +207,31 @@ def test_evictions_respect_priority_gangs_chips_and_capability(
             job = eviction.job.split("/")[-1]
             assert per_job.get(job, 0) in (0,) or per_job[job] >= minimum[job]
         assert used_b <= 16
+
+
+def test_queues_bound_to_node_pools_do_not_starve_each_other() -> None:
+    """Seed 000 §4.3: big training jobs use pool A, tests pool B. Training floods the queue with more work
+    than pool A holds; the test queue's job still runs at once on pool B, and training never spills over."""
+    def pool_node(name: str, group: str) -> AnyObject:
+        made = node(name, cpu="8")
+        return made.model_copy(update={"metadata": made.metadata.model_copy(
+            update={"labels": {**made.metadata.labels, "volcano.sh/nodegroup-name": group}})})
+
+    def bound_queue(name: str, group: str) -> AnyObject:
+        made = queue(name)
+        affinity = {"nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [group]}}
+        return made.model_validate({**made.model_dump(), "spec": {**made.spec.model_dump(), "affinity": affinity}})
+
+    objects: list[AnyObject] = [pool_node(f"a{i}", "pool-a") for i in range(3)]
+    objects += [pool_node(f"b{i}", "pool-b") for i in range(2)]
+    objects += [bound_queue("training", "pool-a"), bound_queue("tests", "pool-b")]
+    for j in range(5):
+        objects += gang(f"train{j}", 2, cpu="4", queue="training")
+    objects += gang("smoke", 1, cpu="4", queue="tests")
+    h = harness(objects, CONF)
+    h.cycle()
+    placed = {p.metadata.name: p.spec.nodeName for p in h.cluster.list("Pod") if isinstance(p, Pod) and p.spec.nodeName}
+    assert placed["smoke-0"].startswith("b")
+    assert all(where.startswith("a") for name, where in placed.items() if name.startswith("train"))
+    assert sum(1 for name in placed if name.startswith("train")) == 6  # pool A's 3 nodes × 2 pods
+    assert "not in queue training's node group(s) (pool-a)" in h.condition("train3")

@@ -465,6 +465,19 @@ class Guarantee(_Strict):
     resource: ResourceList = Field(default_factory=dict)
 
 
+class NodeGroupTerms(_Strict):
+    requiredDuringSchedulingIgnoredDuringExecution: list[str] = Field(default_factory=list)
+    preferredDuringSchedulingIgnoredDuringExecution: list[str] = Field(default_factory=list)
+
+
+class QueueAffinity(_Strict):
+    """Volcano's queue affinity: node groups (nodes labelled ``volcano.sh/nodegroup-name``) the queue's pods
+    must or should use, and must or should avoid."""
+
+    nodeGroupAffinity: NodeGroupTerms | None = None
+    nodeGroupAntiAffinity: NodeGroupTerms | None = None
+
+
 class QueueSpec(_Strict):
     weight: int = Field(default=1, ge=1, le=65535)
     capability: ResourceList = Field(default_factory=dict)
@@ -473,7 +486,7 @@ class QueueSpec(_Strict):
     reclaimable: bool = True
     parent: str = ""
     priority: int = 0
-    affinity: dict[str, Any] | None = None
+    affinity: QueueAffinity | None = None
     type: str | None = None
     extendClusters: list[dict[str, Any]] | None = None
     dequeueStrategy: str | None = None

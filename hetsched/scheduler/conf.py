@@ -45,9 +45,10 @@ tiers:
 """
 """Volcano's built-in default (``pkg/scheduler/util.go`` ``DefaultSchedulerConf``), verbatim."""
 
-DEFAULT_CONF_YAML = VOLCANO_DEFAULT_CONF_YAML + "  - name: devicetopology\n"
+DEFAULT_CONF_YAML = VOLCANO_DEFAULT_CONF_YAML + "  - name: nodegroup\n  - name: devicetopology\n"
 """hetsched's default: Volcano's plus ``devicetopology``, without which no chips would be chosen (the device
-plugin would pick them after the node, the very problem hetsched exists to fix)."""
+plugin would pick them after the node, the very problem hetsched exists to fix), and ``nodegroup``, so a
+queue's node-group affinity is honoured (a no-op for queues without one)."""
 
 
 class ConfError(ValueError):

@@ -49,7 +49,7 @@ class Session:
                 for point, switch in EXTENSION_POINTS.items():
                     if implements(plugin, point) and option.enabled(switch):
                         self._points[point].append(plugin)
-        self._static: dict[tuple[int, object, bool], tuple[BoolArray, list[tuple[str, BoolArray]]]] = {}
+        self._static: dict[tuple[int, object, bool, str], tuple[BoolArray, list[tuple[str, BoolArray]]]] = {}
         for plugin in self.plugins:
             plugin.on_session_open(self)
 
@@ -110,10 +110,11 @@ class Session:
     def static_checks(self, group: TaskGroup) -> tuple[BoolArray, list[tuple[str, BoolArray]]]:
         """Nodes that pass every static predicate, and each predicate's (reason, failing mask).
 
-        Cached per placement key, priority and whether the job has several pods (device rules differ for
-        distributed jobs) for the session: node labels, taints and flags do not change inside a cycle.
+        Cached per placement key, priority, queue (queues may be bound to node groups) and whether the job
+        has several pods (device rules differ for distributed jobs) for the session: node labels, taints and
+        flags do not change inside a cycle.
         """
-        key = (group.priority, group.placement_key, group.job.total_pods > 1)
+        key = (group.priority, group.placement_key, group.job.total_pods > 1, group.job.queue)
         cached = self._static.get(key)
         if cached is None:
             failures: list[tuple[str, BoolArray]] = []

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.api.objects import PodGroup, PodSpec, Taint
+from hetsched.api.objects import PodGroup, PodSpec, QueueAffinity, Taint
 
 if TYPE_CHECKING:
     from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray
@@ -117,6 +117,8 @@ class QueueInfo:
     """Allocated plus everything its jobs still ask for (pending pods; a Pending job's minResources)."""
     deserved: FloatArray | None = None
     share: float = 0.0
+    affinity: QueueAffinity | None = None
+    """Node groups the queue's pods must/should use or avoid (``nodegroup`` plugin)."""
 
 
 @dataclass

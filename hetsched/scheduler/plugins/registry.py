@@ -9,6 +9,7 @@ from hetsched.scheduler.plugins.devicetopology import DeviceTopology
 from hetsched.scheduler.plugins.drf import DRF
 from hetsched.scheduler.plugins.fgd import FGD
 from hetsched.scheduler.plugins.gang import Gang
+from hetsched.scheduler.plugins.nodegroup import NodeGroup
 from hetsched.scheduler.plugins.nodeorder import NodeOrder
 from hetsched.scheduler.plugins.numaaware import NumaAware
 from hetsched.scheduler.plugins.overcommit import Overcommit
@@ -19,5 +20,5 @@ from hetsched.scheduler.plugins.proportion import Proportion
 PLUGINS: dict[str, type[Plugin]] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
-                DeviceTopology, FGD, NumaAware)
+                DeviceTopology, FGD, NumaAware, NodeGroup)
 }
