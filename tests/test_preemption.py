@@ -235,3 +235,49 @@ def test_queues_bound_to_node_pools_do_not_starve_each_other() -> None:
     assert all(where.startswith("a") for name, where in placed.items() if name.startswith("train"))
     assert sum(1 for name in placed if name.startswith("train")) == 6  # pool A's 3 nodes × 2 pods
     assert "not in queue training's node group(s) (pool-a)" in h.condition("train3")
+
+
+def test_a_gang_that_lost_a_pod_gets_the_repaired_node_back_first() -> None:
+    """#5805: a node of a running gang was remediated; the gang's replacement pod and an unrelated
+    equal-priority pod both wait. When the node returns, DRF alone would give it to the unrelated pod (a
+    smaller share) and the gang would sit at 3/4 forever. Here the partly running gang goes first."""
+    objects: list[AnyObject] = [node(f"n{i}", cpu="8") for i in range(4)]
+    objects += [podgroup("gang", 4, phase="Running")]
+    for i in range(3):
+        made = pod(f"gang-{i}", "gang", cpu="8")
+        objects.append(made.model_copy(update={"spec": made.spec.model_copy(update={"nodeName": f"n{i}"})}))
+    objects.append(pod("gang-3", "gang", cpu="8"))  # the replacement for the pod on the repaired node
+    objects += gang("other", 1, cpu="8")
+    h = harness(objects)
+    h.cycle()
+    placed = {p.metadata.name: p.spec.nodeName for p in h.cluster.list("Pod") if isinstance(p, Pod)}
+    assert placed["gang-3"] == "n3" and not placed["other-0"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(weights=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       borrower=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 3)), min_size=1, max_size=4),
+       chips=st.sampled_from([1, 2, 4, 8]))
+def test_a_job_within_its_queues_deserved_share_runs_within_three_cycles(
+        weights: tuple[int, int], borrower: list[tuple[int, int]], chips: int) -> None:
+    """Queue a (reclaimable) borrows as much of 4 Ascend servers as its jobs want while b is idle; then a
+    job arrives in b that fits inside b's deserved share (its weight's part of 32 chips). Whatever a holds
+    and however its gangs are shaped, b's job runs within three cycles."""
+    qa = queue("a", weight=weights[0])
+    qb = queue("b", weight=weights[1])
+    objects: list[AnyObject] = [qa, qb, *[accel_node(f"n{i}") for i in range(4)]]
+    h = harness(objects, CONF)
+    for i, (size, spare) in enumerate(borrower):
+        for obj in gang(f"a{i}", size + spare, min_member=size, limits={ASCEND: 8}, cpu="1", queue="a"):
+            h.cluster.create(obj)
+    for _ in range(2):
+        h.cycle()
+    deserved_chips = 32 * weights[1] // sum(weights)
+    pods = max(1, deserved_chips // chips // 2)  # comfortably inside b's share
+    if pods * chips > deserved_chips:
+        return
+    for obj in gang("owner", pods, limits={ASCEND: chips}, cpu="1", queue="b"):
+        h.cluster.create(obj)
+    for _ in range(3):
+        h.cycle()
+    assert all(pods_of(h, "owner").values()), h.condition("owner")

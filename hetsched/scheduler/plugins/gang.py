@@ -5,7 +5,7 @@ Who calls it: the session. Extension points:
 - ``job_ready``: bound + succeeded + tentatively allocated pods reach minMember, and every task reaches
   its own minAvailable (``minTaskMember``);
 - ``job_pipelined``: the same counting pipelined pods too;
-- ``job_order_key``: jobs not yet ready go first;
+- ``job_order_key``: jobs not yet ready go first, partly running gangs before untouched ones;
 - at session close, writes the PodGroup conditions: ``Unschedulable`` with "x/y tasks in gang
   unschedulable: <reasons>" for a job that could not be placed, ``Scheduled`` once it is ready.
 
@@ -47,7 +47,12 @@ class Gang(Plugin):
         return job.occupied() + job.session_pipelined >= job.min_member
 
     def job_order_key(self, job: JobInfo) -> float:
-        return 1.0 if self.job_ready(job) else 0.0
+        if self.job_ready(job):
+            return 2.0
+        # a gang that already runs part of itself (a pod lost to a node failure, say) holds resources it
+        # cannot use: it goes before gangs that hold nothing, or freed capacity is taken by a job with a
+        # smaller share and the gang never heals (Volcano #5805)
+        return 0.0 if job.ready > 0 else 1.0
 
     def on_session_close(self, session: Session) -> None:
         for job in session.snapshot.jobs.values():
