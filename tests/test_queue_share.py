@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from hetsched.scheduler.plugins.drf import dominant_share
-from hetsched.scheduler.plugins.proportion import deserved_shares, share
+from hetsched.scheduler.plugins.proportion import deserved_shares, hierarchical_shares, share
 from hetsched.scheduler.snapshot import QueueInfo
-from tests.builders import gang, harness, node, queue
+from tests.builders import gang, harness, node, pod, podgroup, queue
 
 
 def q(name: str, weight: float, request: list[float], capability: list[float] | None = None,
@@ -75,3 +75,47 @@ def test_drf_serves_the_job_with_the_smaller_dominant_share_first() -> None:
     h.cluster.bind("default/hog-1", "n1")
     h.cycle()
     assert "fresh-0" in h.bindings()
+
+
+def child(name: str, parent: str, weight: float, request: list[float],
+          capability: list[float] | None = None) -> QueueInfo:
+    made = q(name, weight, request, capability)
+    made.parent = parent
+    return made
+
+
+def test_hierarchical_shares_split_the_parent_not_the_cluster() -> None:
+    """root → research (weight 1), production (weight 3); research → nlp (1), vision (1). 80 chips: the top
+    level gets 20 / 60, and research's 20 is split 10 / 10 between its children, not 20 / 20 of the cluster."""
+    queues = [q("research", 1, [0.0]), q("production", 3, [100.0]),
+              child("nlp", "research", 1, [100.0]), child("vision", "research", 1, [100.0])]
+    shares = hierarchical_shares(np.array([80.0]), queues)
+    assert shares["production"] == pytest.approx([60.0])
+    assert shares["research"] == pytest.approx([20.0])
+    assert shares["nlp"] == pytest.approx([10.0]) and shares["vision"] == pytest.approx([10.0])
+
+
+def test_a_parents_capability_bounds_its_children() -> None:
+    queues = [q("team", 1, [0.0], capability=[16.0]), q("other", 1, [100.0]),
+              child("a", "team", 1, [100.0]), child("b", "team", 3, [100.0])]
+    shares = hierarchical_shares(np.array([100.0]), queues)
+    assert shares["team"] == pytest.approx([16.0])
+    assert shares["a"] + shares["b"] == pytest.approx([16.0])
+    assert shares["b"] == pytest.approx([12.0])
+
+
+def test_jobs_go_to_leaf_queues_and_respect_every_ancestors_capability() -> None:
+    def with_parent(name: str, parent: str, **kwargs: object) -> object:
+        made = queue(name, **kwargs)  # type: ignore[arg-type]
+        return made.model_copy(update={"spec": made.spec.model_copy(update={"parent": parent})})
+
+    objects = [node(f"n{i}", cpu="8") for i in range(4)]
+    objects += [queue("team", capability={"cpu": "8"}), with_parent("leaf", "team")]
+    for name, cpu, where in (("in-parent", "1", "team"), ("fits", "6", "leaf"), ("too-big", "4", "leaf")):
+        objects += [podgroup(name, 1, queue=where, phase="Pending", min_resources={"cpu": cpu}),
+                    pod(f"{name}-0", name, cpu=cpu)]
+    h = harness(objects)  # type: ignore[arg-type]
+    h.cycle()
+    assert h.podgroup("fits").status.phase in ("Inqueue", "Running")
+    assert "queue team has child queues; jobs go to leaf queues" in h.condition("in-parent")
+    assert "queue team (parent of leaf) capability would be exceeded for cpu" in h.condition("too-big")

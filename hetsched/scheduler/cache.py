@@ -591,7 +591,7 @@ class SchedulerCache:
                 name=name, weight=float(queue.spec.weight) if queue else 1.0, capability=capability,
                 guarantee=guarantee, state=queue.status.state if queue else "NotFound",
                 reclaimable=queue.spec.reclaimable if queue else True,
-                affinity=queue.spec.affinity if queue else None,
+                affinity=queue.spec.affinity if queue else None, parent=queue.spec.parent if queue else "",
                 allocated=np.zeros(width), inqueue=np.zeros(width), request=np.zeros(width),
             )
         for job in jobs.values():

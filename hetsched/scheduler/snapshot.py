@@ -119,6 +119,8 @@ class QueueInfo:
     share: float = 0.0
     affinity: QueueAffinity | None = None
     """Node groups the queue's pods must/should use or avoid (``nodegroup`` plugin)."""
+    parent: str = ""
+    """Parent queue (``spec.parent``); empty or ``root`` = top level."""
 
 
 @dataclass

@@ -14,6 +14,11 @@ guarantee (when it asks for it). Rounds repeat until capacity or demand runs out
   the resources the pod requests;
 - ``job_enqueueable``: allocated + inqueue + minResources within the queue's capability.
 
+Hierarchy: a queue may name a ``parent``; then the cluster is water-filled across the top-level queues,
+each queue's deserved amount across its children, and so on (a parent asks for what its subtree asks,
+bounded by its capability). Jobs belong in leaf queues (a job in a parent queue stays Pending with that
+reason), and admission also checks every ancestor's capability.
+
 Arguments: none.
 """
 
@@ -54,6 +59,44 @@ def deserved_shares(total: FloatArray, queues: list[QueueInfo]) -> dict[str, Flo
     return {q.name: deserved[i] for i, q in enumerate(queues)}
 
 
+ROOT = "root"
+
+
+def hierarchical_shares(total: FloatArray, queues: list[QueueInfo]) -> dict[str, FloatArray]:
+    """Deserved shares down a queue tree (``spec.parent``; no parent, ``root`` or a parent that does not
+    exist = top level): the cluster is water-filled across the top level, then each queue's deserved amount
+    across its children, and so on. A parent asks for what its subtree asks, bounded by its own capability,
+    so a child never deserves more than its parent."""
+    by_name = {q.name: q for q in queues}
+    children: dict[str, list[QueueInfo]] = {}
+    for queue in queues:
+        parent = queue.parent if queue.parent in by_name and queue.parent != queue.name else ROOT
+        children.setdefault(parent, []).append(queue)
+
+    def subtree_request(queue: QueueInfo, seen: frozenset[str]) -> FloatArray:
+        request = queue.request.copy()
+        for child in children.get(queue.name, []):
+            if child.name not in seen:
+                request = request + subtree_request(child, seen | {child.name})
+        return request
+
+    result: dict[str, FloatArray] = {}
+
+    def fill(parent: str, amount: FloatArray, seen: frozenset[str]) -> None:
+        level = [q for q in children.get(parent, []) if q.name not in seen]
+        if not level:
+            return
+        proxies = [QueueInfo(name=q.name, weight=q.weight, capability=q.capability, guarantee=q.guarantee,
+                             state=q.state, reclaimable=q.reclaimable, allocated=q.allocated, inqueue=q.inqueue,
+                             request=subtree_request(q, seen | {q.name})) for q in level]
+        for name, deserved in deserved_shares(amount, proxies).items():
+            result[name] = deserved
+            fill(name, deserved, seen | {name})
+
+    fill(ROOT, total, frozenset({ROOT}))
+    return result
+
+
 def share(allocated: FloatArray, deserved: FloatArray) -> float:
     mask = deserved > _EPS
     ratios = np.where(mask, allocated / np.where(mask, deserved, 1.0), np.where(allocated > _EPS, np.inf, 0.0))
@@ -69,8 +112,11 @@ class Proportion(Plugin):
         self._session_queues = snapshot.queues
         self._resources = snapshot.resources
         queues = list(snapshot.queues.values())
-        for name, deserved in deserved_shares(total, queues).items():
+        shares = hierarchical_shares(total, queues) if any(q.parent for q in queues) \
+            else deserved_shares(total, queues)
+        for name, deserved in shares.items():
             snapshot.queues[name].deserved = deserved
+        self._parents = {q.name for q in queues if any(c.parent == q.name for c in queues)}
 
     @staticmethod
     def _deserved(queue: QueueInfo) -> FloatArray:
@@ -93,6 +139,16 @@ class Proportion(Plugin):
 
     def job_enqueueable(self, job: JobInfo) -> Status:
         queue = self._session_queues[job.queue]
+        if queue.name in self._parents:
+            return Status(Code.UNSCHEDULABLE, (f"queue {queue.name} has child queues; jobs go to leaf queues",), NAME)
+        for ancestor in self._ancestors(queue):
+            future = self._subtree_allocated(ancestor) + job.min_resources
+            over = np.flatnonzero((job.min_resources > 0) & (future > ancestor.capability + _EPS))
+            if over.size:
+                names = self._resources.names
+                return Status(Code.UNSCHEDULABLE, (
+                    f"queue {ancestor.name} (parent of {queue.name}) capability would be exceeded for "
+                    f"{', '.join(names[c] for c in over)}",), NAME)
         future = queue.allocated + queue.inqueue + job.min_resources
         short = np.flatnonzero((job.min_resources > 0) & (future > queue.capability + _EPS))
         if short.size == 0:
@@ -102,6 +158,23 @@ class Proportion(Plugin):
                            f"{format_quantity(int(future[c]), names[c])} > "
                            f"{format_quantity(int(queue.capability[c]), names[c])})" for c in short)
         return Status(Code.UNSCHEDULABLE, (f"queue {queue.name} capability would be exceeded for {detail}",), NAME)
+
+    def _ancestors(self, queue: QueueInfo) -> list[QueueInfo]:
+        chain, seen = [], {queue.name}
+        parent = self._session_queues.get(queue.parent) if queue.parent else None
+        while parent is not None and parent.name not in seen:
+            chain.append(parent)
+            seen.add(parent.name)
+            parent = self._session_queues.get(parent.parent) if parent.parent else None
+        return chain
+
+    def _subtree_allocated(self, ancestor: QueueInfo) -> FloatArray:
+        """Allocated plus admitted of every queue below ``ancestor``."""
+        total = np.zeros_like(ancestor.allocated)
+        for queue in self._session_queues.values():
+            if any(a.name == ancestor.name for a in self._ancestors(queue)):
+                total = total + queue.allocated + queue.inqueue
+        return total
 
     def job_enqueued(self, job: JobInfo) -> None:
         queue = self._session_queues[job.queue]
