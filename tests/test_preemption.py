@@ -281,3 +281,31 @@ def test_a_job_within_its_queues_deserved_share_runs_within_three_cycles(
     for _ in range(3):
         h.cycle()
     assert all(pods_of(h, "owner").values()), h.condition("owner")
+
+
+def test_the_lowest_priority_job_is_the_victim_not_any_lower_one() -> None:
+    """#2772 / #1720: victim order ignored job priority. Two lower-priority jobs run, one node each; the
+    high-priority job needs one node: the priority-10 job goes, the priority-50 job stays."""
+    objects = [priority_class("low", 10), priority_class("mid", 50), priority_class("high", 100),
+               accel_node("n0"), accel_node("n1"),
+               *running("older-mid", ["n0"], min_member=1, klass="mid", created=0.0),
+               *running("newer-low", ["n1"], min_member=1, klass="low", created=5.0),
+               *gang("high", 1, limits={ASCEND: 8}, cpu="1", priority_class="high")]
+    h = harness(objects, CONF)
+    h.cycle()
+    assert evicted(h) == ["newer-low-0"]
+
+
+def test_preemption_works_in_an_overused_queue() -> None:
+    """#2232: a high-priority job could not preempt because its queue was overused (allocate skips
+    overused queues). Queue a holds all it deserves; its high-priority job still preempts a's own
+    low-priority work."""
+    objects = [*classes(), queue("a"), queue("b", weight=3), accel_node("n0"), accel_node("n1"),
+               *running("low", ["n0", "n1"], min_member=1, queue_name="a"),
+               *gang("busy-b", 1, limits={ASCEND: 8}, cpu="1", priority_class="low", queue="b",
+                     phase="Pending"),
+               *gang("high", 1, limits={ASCEND: 8}, cpu="1", priority_class="high", queue="a")]
+    h = harness(objects, CONF)
+    result = h.cycle()
+    assert any(e.action == "preempt" and e.preemptor == "default/high" for e in result.decisions.evictions)
+    assert any(pods_of(h, "high").values())

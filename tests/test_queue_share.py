@@ -119,3 +119,11 @@ def test_jobs_go_to_leaf_queues_and_respect_every_ancestors_capability() -> None
     assert h.podgroup("fits").status.phase in ("Inqueue", "Running")
     assert "queue team has child queues; jobs go to leaf queues" in h.condition("in-parent")
     assert "queue team (parent of leaf) capability would be exceeded for cpu" in h.condition("too-big")
+
+
+def test_an_explicit_deserved_is_the_entitlement_and_the_rest_is_shared_by_weight() -> None:
+    fixed = q("reserved", 1, [0.0])
+    fixed.fixed_deserved = np.array([30.0])
+    shares = deserved_shares(np.array([100.0]), [fixed, q("a", 1, [100.0]), q("b", 1, [100.0])])
+    assert shares["reserved"] == pytest.approx([30.0])  # even with no demand right now
+    assert shares["a"] == pytest.approx([35.0]) and shares["b"] == pytest.approx([35.0])

@@ -581,17 +581,22 @@ class SchedulerCache:
             queue = self._queues.get(name)
             capability = np.full(width, np.inf)
             guarantee = np.zeros(width)
+            fixed = np.full(width, np.nan)
             if queue is not None:
                 for resource, amount in queue.spec.capability.items():
                     capability[self.resources.columns[resource]] = amount
                 for resource, amount in queue.spec.guarantee.resource.items():
                     if resource in self.resources.columns:
                         guarantee[self.resources.columns[resource]] = amount
+                for resource, amount in queue.spec.deserved.items():
+                    if resource in self.resources.columns:
+                        fixed[self.resources.columns[resource]] = amount
             queues[name] = QueueInfo(
                 name=name, weight=float(queue.spec.weight) if queue else 1.0, capability=capability,
                 guarantee=guarantee, state=queue.status.state if queue else "NotFound",
                 reclaimable=queue.spec.reclaimable if queue else True,
                 affinity=queue.spec.affinity if queue else None, parent=queue.spec.parent if queue else "",
+                fixed_deserved=fixed,
                 allocated=np.zeros(width), inqueue=np.zeros(width), request=np.zeros(width),
             )
         for job in jobs.values():

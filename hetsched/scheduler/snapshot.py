@@ -121,6 +121,8 @@ class QueueInfo:
     """Node groups the queue's pods must/should use or avoid (``nodegroup`` plugin)."""
     parent: str = ""
     """Parent queue (``spec.parent``); empty or ``root`` = top level."""
+    fixed_deserved: FloatArray | None = None
+    """``spec.deserved`` per resource (NaN where not set): an entitlement that replaces the weighted one."""
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Who calls it: the session, for ``queue_order_key``, ``overused``, ``allocatable`` and
 ``job_enqueueable``/``job_enqueued`` (Volcano's proportion plugin).
 
-Deserved share, per resource (each accelerator kind is its own resource): water-filling. Every round the
+Deserved share, per resource (each accelerator kind is its own resource): a queue's ``spec.deserved``
+where it sets one (capped by capability; the capacity plugin's entitlement), else water-filling. Every round the
 unassigned capacity is split among the queues that still want more, in proportion to their weights; a
 queue never gets more than it requests (allocated + pending) or than its capability, and at least its
 guarantee (when it asks for it). Rounds repeat until capacity or demand runs out.
@@ -46,6 +47,12 @@ def deserved_shares(total: FloatArray, queues: list[QueueInfo]) -> dict[str, Flo
     weights = np.array([q.weight for q in queues], dtype=np.float64)
     limit = np.array([np.minimum(q.request, q.capability) for q in queues])
     deserved = np.minimum(np.array([q.guarantee for q in queues]), limit)
+    for i, queue in enumerate(queues):  # an explicit spec.deserved is the entitlement, whatever the demand
+        if queue.fixed_deserved is not None:
+            fixed = ~np.isnan(queue.fixed_deserved)
+            value = np.minimum(np.where(fixed, queue.fixed_deserved, 0.0), queue.capability)
+            deserved[i] = np.where(fixed, value, deserved[i])
+            limit[i] = np.where(fixed, value, limit[i])
     remaining = np.maximum(total - deserved.sum(axis=0), 0.0)
     for _ in range(len(queues) + 1):
         wanting = deserved < limit - _EPS
@@ -88,7 +95,8 @@ def hierarchical_shares(total: FloatArray, queues: list[QueueInfo]) -> dict[str,
             return
         proxies = [QueueInfo(name=q.name, weight=q.weight, capability=q.capability, guarantee=q.guarantee,
                              state=q.state, reclaimable=q.reclaimable, allocated=q.allocated, inqueue=q.inqueue,
-                             request=subtree_request(q, seen | {q.name})) for q in level]
+                             request=subtree_request(q, seen | {q.name}), fixed_deserved=q.fixed_deserved)
+                   for q in level]
         for name, deserved in deserved_shares(amount, proxies).items():
             result[name] = deserved
             fill(name, deserved, seen | {name})
