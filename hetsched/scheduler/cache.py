@@ -70,6 +70,9 @@ class _PodRecord:
     """Fractional holdings per accelerator resource: (chip, milli, memory MiB)."""
     numa: int | None = None
     """NUMA node its exclusive CPUs are pinned to (``hetsched.io/numa-node``), fixed when first accounted."""
+    placement: tuple[str, str, str, bool] | None = None
+    """Annotations that split pods into groups (models, MLU-Link policy, NUMA policy) and whether it says
+    ``preemptionPolicy: Never``: read once per pod, not once per cycle."""
 
 
 class _Devices:
@@ -478,12 +481,11 @@ class SchedulerCache:
                     numa=record.numa if record.numa is not None else -1))
         return result
 
-    def _preempts(self, podgroup: PodGroup, pods: list[str]) -> bool:
-        """False when the job's PriorityClass or one of its pending pods says ``preemptionPolicy: Never``."""
+    def _class_preempts(self, podgroup: PodGroup) -> bool:
+        """False when the job's PriorityClass says ``preemptionPolicy: Never`` (its pods are checked where
+        the snapshot walks them)."""
         priority_class = self._priority_classes.get(podgroup.spec.priorityClassName)
-        if priority_class is not None and priority_class.preemptionPolicy == "Never":
-            return False
-        return not any(self._pods[key].pod.spec.preemptionPolicy == "Never" for key in pods)
+        return priority_class is None or priority_class.preemptionPolicy != "Never"
 
     def _class_value(self, name: str) -> int:
         if name and name in self._priority_classes:
@@ -545,12 +547,17 @@ class SchedulerCache:
             if podgroup is None or (podgroup.status.phase == "Completed" and not group.pending):
                 continue
             by_placement: dict[tuple[str, object, int, str, str, str], list[str]] = {}
+            never = False
             for pod_key in group.pending:
                 record = self._pods[pod_key]
-                annotations = record.pod.metadata.annotations
-                models = annotations.get(MODELS_ANNOTATION, "")
-                mlu_link = annotations.get(MLU_LINK_ANNOTATION, "").strip()
-                numa_policy = annotations.get(NUMA_POLICY_ANNOTATION, "").strip()
+                if record.placement is None:
+                    annotations = record.pod.metadata.annotations
+                    record.placement = (annotations.get(MODELS_ANNOTATION, ""),
+                                        annotations.get(MLU_LINK_ANNOTATION, "").strip(),
+                                        annotations.get(NUMA_POLICY_ANNOTATION, "").strip(),
+                                        record.pod.spec.preemptionPolicy == "Never")
+                models, mlu_link, numa_policy, refuses = record.placement
+                never = never or refuses
                 by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority, models,
                                          mlu_link, numa_policy), []).append(pod_key)
             job = JobInfo(
@@ -563,7 +570,7 @@ class SchedulerCache:
                 ready_by_task=dict(group.ready_by_task), pending_count=len(group.pending),
                 total_pods=len(group.pods), allocated=group.allocated.astype(np.float64),
                 min_resources=self.resources.vector(podgroup.spec.minResources).astype(np.float64),
-                preempts=self._preempts(podgroup, list(group.pending)),
+                preempts=not never and self._class_preempts(podgroup),
             )
             for (task, placement_key, priority, models, mlu_link, numa_policy), keys in by_placement.items():
                 record = self._pods[keys[0]]

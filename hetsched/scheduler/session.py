@@ -110,11 +110,13 @@ class Session:
     def static_checks(self, group: TaskGroup) -> tuple[BoolArray, list[tuple[str, BoolArray]]]:
         """Nodes that pass every static predicate, and each predicate's (reason, failing mask).
 
-        Cached per placement key, priority, queue (queues may be bound to node groups) and whether the job
+        Cached per placement key, priority, queue when it is bound to node groups, and whether the job
         has several pods (device rules differ for distributed jobs) for the session: node labels, taints and
         flags do not change inside a cycle.
         """
-        key = (group.priority, group.placement_key, group.job.total_pods > 1, group.job.queue)
+        queue = self.snapshot.queues.get(group.job.queue)
+        bound = group.job.queue if queue is not None and queue.affinity is not None else ""
+        key = (group.priority, group.placement_key, group.job.total_pods > 1, bound)
         cached = self._static.get(key)
         if cached is None:
             failures: list[tuple[str, BoolArray]] = []
