@@ -28,24 +28,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from hetsched.scheduler.decisions import Eviction
-from hetsched.scheduler.placement import place_group, place_job
+from hetsched.scheduler.placement import place_job
 from hetsched.scheduler.session import Session
-from hetsched.scheduler.snapshot import JobInfo, RunningPod, TaskGroup
-from hetsched.scheduler.statement import Statement
+from hetsched.scheduler.snapshot import JobInfo, RunningPod
 
 Unit = list[RunningPod]
-
-
-@dataclass
-class Plan:
-    victims: list[RunningPod]
-    jobs: dict[str, int]
-    """Victim job → pods it loses."""
 
 
 def units(session: Session, allowed: list[RunningPod]) -> list[Unit]:
@@ -102,33 +93,12 @@ def _release(session: Session, unit: Unit, sign: int) -> None:
 
 
 def gang_fits(session: Session, job: JobInfo) -> bool:
-    """Dry run: would the job's gang be placed now? Leaves the session as it was."""
-    saved = (job.failure, job.unresolvable, job.short, job.pipelined)
-    statement = Statement(session)
-    groups = [g for g in job.groups if not g.best_effort]
-    ordered = sorted((g for g in groups if g.pending), key=session.task_order_key)
-    for group in ordered:
-        need = job.min_task_member.get(group.task, 0) - job.occupied_by_task(group.task)
-        _dry_place(session, statement, group, min(need, len(group.pending)))
-    for group in ordered:
-        _dry_place(session, statement, group, min(job.min_member - job.occupied(), len(group.pending)))
-    fits = session.job_ready(job)
-    statement.discard()
-    job.failure, job.unresolvable, job.short, job.pipelined = saved
-    return fits
-
-
-def _dry_place(session: Session, statement: Statement, group: TaskGroup, wanted: int) -> None:
-    if wanted <= 0:
-        return
-    queue = session.snapshot.queues[group.job.queue]
-    allowed = session.allocatable(queue, group, wanted)
-    nodes = place_group(session, group, min(wanted, allowed))
-    statement.allocate(group, nodes)
+    """Dry run of ``allocate``'s gang placement: would the job's gang be placed now?"""
+    return place_job(session, job, [g for g in job.groups if not g.best_effort], dry_run=True)
 
 
 def plan(session: Session, job: JobInfo, candidates: list[RunningPod],
-         still_allowed: Callable[[Unit], bool] = lambda unit: True) -> Plan | None:
+         still_allowed: Callable[[Unit], bool] = lambda unit: True) -> list[RunningPod] | None:
     """Victims whose eviction lets ``job``'s gang be placed, or None (see the module docstring).
     ``still_allowed`` is asked before each unit is released (e.g. reclaim stops taking from a queue
     once it is down to its deserved share)."""
@@ -162,11 +132,7 @@ def plan(session: Session, job: JobInfo, candidates: list[RunningPod],
     if len(chosen) > 1:
         chosen = _single_unit_instead(session, job, chosen, candidates=[
             u for u in units(session, allowed) if u not in chosen and still_allowed(u)])
-    victims = [pod for unit in chosen for pod in unit]
-    jobs: dict[str, int] = defaultdict(int)
-    for pod in victims:
-        jobs[pod.job] += 1
-    return Plan(victims, dict(jobs))
+    return [pod for unit in chosen for pod in unit]
 
 
 SINGLE_UNIT_TRIES = 64
@@ -226,12 +192,11 @@ def evict_for(session: Session, action: str, job: JobInfo, candidates: list[Runn
               still_allowed: Callable[[Unit], bool] = lambda unit: True) -> bool:
     """Plan victims for ``job`` among ``candidates``; on success record the evictions (``reason`` names
     why) and place the gang. Returns whether victims were found."""
-    found = plan(session, job, candidates, still_allowed)
-    if found is None:
+    victims = plan(session, job, candidates, still_allowed)
+    if victims is None:
         return False
-    evicted = {pod.key for pod in found.victims}
-    session.snapshot._running = [p for p in session.snapshot.running if p.key not in evicted]
-    for pod in found.victims:
+    session.snapshot.drop_running({pod.key for pod in victims})
+    for pod in victims:
         session.decisions.evictions.append(Eviction(pod.key, pod.job, action, reason, job.key))
     job.failure = ""
     place_job(session, job, [g for g in job.groups if not g.best_effort])

@@ -149,13 +149,17 @@ def _fail(job: JobInfo, status: Status) -> None:
         job.unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
-def place_job(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: bool = True) -> bool:
+def place_job(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: bool = True,
+              dry_run: bool = False) -> bool:
     """Allocate ``job``'s pods from ``groups`` in one statement.
 
     With ``gang``: first each task's ``minTaskMember``, then up to ``minMember``; commit when the job is
     ready, keep (nominate) when pipelined, else discard. Without: place every pending pod that fits and
     commit (elastic pods of a job that is already ready). Returns True when something was committed.
+    With ``dry_run`` (gang only): answer whether the gang would be ready now, and leave the session and the
+    job exactly as they were (the eviction actions ask this while choosing victims).
     """
+    saved = (job.failure, job.unresolvable, job.short, job.pipelined)
     queue = session.snapshot.queues[job.queue]
     statement = Statement(session)
     ordered = sorted((g for g in groups if g.pending), key=session.task_order_key)
@@ -185,6 +189,11 @@ def place_job(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: 
         place(group, min(need, len(group.pending)))
     for group in ordered:
         place(group, min(job.min_member - job.occupied(), len(group.pending)))
+    if dry_run:
+        ready = session.job_ready(job)
+        statement.discard()
+        job.failure, job.unresolvable, job.short, job.pipelined = saved
+        return ready
     if session.job_ready(job):
         statement.commit()
         job.failure = ""

@@ -315,6 +315,10 @@ class Snapshot:
         if self._running is None:
             self._running = self.running_source() if self.running_source is not None else []
         return self._running
+
+    def drop_running(self, keys: set[str]) -> None:
+        """Forget pods chosen for eviction in this session (they no longer hold anything here)."""
+        self._running = [pod for pod in self.running if pod.key not in keys]
     default_queue: str = "default"
 
     def total_capacity(self) -> IntArray:
