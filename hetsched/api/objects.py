@@ -337,12 +337,28 @@ class PriorityClass(_Model):
 # --------------------------------------------------------------------------------------------- Volcano
 
 
+JobEvent = Literal["*", "PodFailed", "PodEvicted", "PodPending", "PodRunning", "Unknown", "TaskCompleted",
+                   "TaskFailed", "OutOfSync", "CommandIssued", "JobUpdated"]
+"""Volcano's job lifecycle events (``bus/v1alpha1/events.go``)."""
+JobAction = Literal["AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition", "TerminateJob",
+                    "CompleteJob", "ResumeJob", "SyncJob", "EnqueueJob", "SyncQueue", "OpenQueue", "CloseQueue"]
+"""Volcano's job actions (``bus/v1alpha1/actions.go``)."""
+
+
 class LifecyclePolicy(_Strict):
-    event: str | None = None
-    events: list[str] = Field(default_factory=list)
+    event: JobEvent | None = None
+    events: list[JobEvent] = Field(default_factory=list)
     exitCode: int | None = None
-    action: str
+    action: JobAction
     timeout: str | None = None
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> LifecyclePolicy:
+        if self.exitCode is not None and (self.event or self.events):
+            raise ValueError("a policy has either an exitCode or events, not both")
+        if self.exitCode is None and not self.event and not self.events:
+            raise ValueError("a policy needs an event, events or an exitCode")
+        return self
 
 
 NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"

@@ -1,28 +1,33 @@
-"""The Volcano Job controller (basic lifecycle): Job → PodGroup + pods, pod states → Job phase.
+"""The Volcano Job controller: Job → PodGroup + pods, pod changes → lifecycle events → Job phase.
 
 Who calls it: the simulator (and later the ``hetsched controller`` process) calls :meth:`process` after
-watch events; events only queue job keys.
+watch events; events queue job keys and record lifecycle events (a pod failed, was evicted, went Unknown).
 
 What a sync does (Volcano's ``syncJob``):
 1. create the PodGroup ``<job>`` if missing: minMember = minAvailable, minTaskMember from tasks'
    minAvailable, queue, priorityClassName, minResources = requests of the minAvailable pods that must run
    first (each task's own minimum, then task order), owner = the Job;
-2. once the PodGroup has left Pending (the scheduler's ``enqueue`` admitted it), create the missing pods
-   ``<job>-<task>-<index>`` with Volcano's annotations (group, job, task, index) and ``VC_TASK_INDEX``/
-   ``VK_TASK_INDEX`` env; before that no pod exists, so a job that cannot run holds nothing;
-3. count pods and move the Job phase: Pending → Running (running + succeeded + failed ≥ minAvailable),
-   Running → Completed (every pod finished and succeeded ≥ minSuccess or minAvailable) or Failed
-   (every pod finished and too few succeeded); a finished Job's PodGroup becomes Completed.
+2. gather the events since the last sync (plus TaskCompleted), ask the policies for an action
+   (``controllers.lifecycle``) and the current phase's module (``controllers.phases``) for the step: the
+   next phase, pods to delete, a retry to count;
+3. in Pending and Running, once the PodGroup has left Pending (the scheduler's ``enqueue`` admitted it),
+   create the missing pods ``<job>-<task>-<index>`` with Volcano's annotations (group, job, task, index,
+   job version) and ``VC_TASK_INDEX``/``VK_TASK_INDEX`` env; before that no pod exists, so a job that
+   cannot run holds nothing;
+4. write the status (counts, phase with reason and message, retry count); a finished Job's PodGroup
+   becomes Completed. The state machine is drawn in docs/jobs.md.
 
-Room left for the full lifecycle (policies, restarts, retries, Aborting/Terminating, ttl): phase moves
-go through :meth:`_transition`, and ``spec.policies`` is kept on the Job for the lifecycle issue.
+Invariant: at most one pod per task index exists (pods are named by index and created only when missing).
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from hetsched.api.objects import NUMA_POLICY_ANNOTATION, Job, JobSpec, Pod, PodGroup, TaskSpec, quantity_strings
+from hetsched.controllers.lifecycle import FINISHED, Event, Step, Sync, action_for
+from hetsched.controllers.phases import PHASES
 from hetsched.controllers.workqueue import WorkQueue
 from hetsched.ports import Clock, Invalid, NotFound, ObjectStore, WatchEvent
 
@@ -31,7 +36,6 @@ JOB_NAME = "volcano.sh/job-name"
 TASK_SPEC = "volcano.sh/task-spec"
 TASK_INDEX = "volcano.sh/task-index"
 JOB_VERSION = "volcano.sh/job-version"
-FINISHED = ("Completed", "Failed", "Aborted", "Terminated")
 
 
 def pod_name(job: str, task: str, index: int) -> str:
@@ -67,6 +71,12 @@ class JobController:
         self.store = store
         self.clock = clock
         self.queue = WorkQueue()
+        self._events: dict[str, list[Event]] = {}
+        """Job key → lifecycle events seen since its last sync."""
+        self._deleting: set[str] = set()
+        """Pods this controller deletes itself (their deletion is not an eviction)."""
+        self._completed_tasks: dict[str, set[str]] = {}
+        """Job key → tasks whose TaskCompleted event was raised (once per job version)."""
         self._unwatch = store.watch(("Job", "PodGroup", "Pod"), self._on_event)
 
     def close(self) -> None:
@@ -80,7 +90,26 @@ class JobController:
             return
         for ref in obj.metadata.ownerReferences:
             if ref.kind == "Job":
-                self.queue.add(f"{namespace}/{ref.name}")
+                job_key = f"{namespace}/{ref.name}"
+                self.queue.add(job_key)
+                if isinstance(obj, Pod):
+                    self._pod_event(job_key, event, obj)
+
+    def _pod_event(self, job_key: str, event: WatchEvent, pod: Pod) -> None:
+        """Turn a pod change into a lifecycle event: failed, evicted (deleted by someone else), unknown."""
+        key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        task = pod.metadata.annotations.get(TASK_SPEC, "")
+        old = event.old if isinstance(event.old, Pod) else None
+        if event.type == "DELETED":
+            if key in self._deleting:
+                self._deleting.discard(key)
+            elif pod.status.phase not in ("Succeeded", "Failed"):
+                self._events.setdefault(job_key, []).append(Event("PodEvicted", task, pod.metadata.name))
+            return
+        phase = pod.status.phase
+        if phase in ("Failed", "Unknown") and (old is None or old.status.phase != phase):
+            self._events.setdefault(job_key, []).append(
+                Event("PodFailed" if phase == "Failed" else "Unknown", task, pod.metadata.name))
 
     def process(self) -> int:
         """Reconcile every queued job; returns how many syncs ran."""
@@ -94,19 +123,66 @@ class JobController:
         except NotFound:
             return
         assert isinstance(job, Job)
+        events = self._events.pop(key, [])
         if job.status.state.phase in FINISHED:
             return
         podgroup = self._ensure_podgroup(job)
         pods = self._pods(job)
+        events += self._task_events(key, job, pods)
+        counts = self._counts(pods)
+        chosen = action_for(job, events)
+        sync = Sync(job, counts, len(pods), events, chosen[1] if chosen else None)
+        step = PHASES[job.status.state.phase](sync, chosen[0] if chosen else None)
+        if step.kill:
+            pods = self._kill(job, pods, step.kill)
+        if step.retry:
+            job = job.model_copy(update={"status": job.status.model_copy(
+                update={"retryCount": job.status.retryCount + 1})})
+            self._completed_tasks.pop(key, None)
         problem = ""
-        if podgroup.status.phase != "Pending":
+        if step.phase in ("Pending", "Running") and podgroup.status.phase != "Pending":
             try:
                 pods = self._create_pods(job, pods)
             except Invalid as exc:
                 # e.g. a missing PriorityClass: the Job says why and waits; the next change retries
                 problem = f"cannot create pods: {exc}"
                 pods = self._pods(job)
-        self._update_status(job, podgroup, pods, problem)
+        self._update_status(job, podgroup, pods, step, problem)
+        if step.phase != job.status.state.phase and step.phase not in FINISHED:
+            self.queue.add(key)  # a new phase may move on at once (e.g. Restarting with its pods gone)
+
+    @staticmethod
+    def _counts(pods: dict[str, Pod]) -> dict[str, int]:
+        counts = {"Pending": 0, "Running": 0, "Succeeded": 0, "Failed": 0, "Unknown": 0}
+        for pod in pods.values():
+            counts[pod.status.phase] += 1
+        return counts
+
+    def _task_events(self, key: str, job: Job, pods: dict[str, Pod]) -> list[Event]:
+        """TaskCompleted once per job version for each task whose every pod succeeded."""
+        done = self._completed_tasks.setdefault(key, set())
+        events = []
+        for task in job.spec.tasks:
+            names = [f"{job.metadata.namespace}/{pod_name(job.metadata.name, task.name, i)}"
+                     for i in range(task.replicas)]
+            if task.name not in done and names and all(
+                    n in pods and pods[n].status.phase == "Succeeded" for n in names):
+                done.add(task.name)
+                events.append(Event("TaskCompleted", task.name))
+        return events
+
+    def _kill(self, job: Job, pods: dict[str, Pod], target: str) -> dict[str, Pod]:
+        """Delete the pods a step names ("all", "task:<name>", "pod:<name>"); returns the ones left."""
+        left = {}
+        for key, pod in pods.items():
+            task = pod.metadata.annotations.get(TASK_SPEC, "")
+            if target == "all" or target == f"task:{task}" or target == f"pod:{pod.metadata.name}":
+                self._deleting.add(key)
+                with contextlib.suppress(NotFound):
+                    self.store.delete("Pod", key)
+            else:
+                left[key] = pod
+        return left
 
     def _ensure_podgroup(self, job: Job) -> PodGroup:
         key = f"{job.metadata.namespace}/{job.metadata.name}"
@@ -183,25 +259,22 @@ class JobController:
                 pods[key] = created
         return pods
 
-    def _update_status(self, job: Job, podgroup: PodGroup, pods: dict[str, Pod], problem: str = "") -> None:
-        counts = {"Pending": 0, "Running": 0, "Succeeded": 0, "Failed": 0, "Unknown": 0}
-        for pod in pods.values():
-            counts[pod.status.phase] += 1
+    def _update_status(self, job: Job, podgroup: PodGroup, pods: dict[str, Pod], step: Step,
+                       problem: str = "") -> None:
+        counts = self._counts(pods)
         spec = job.spec
-        phase = job.status.state.phase
-        finished = counts["Succeeded"] + counts["Failed"]
-        if phase == "Pending" and counts["Running"] + finished >= spec.min_available and pods:
-            phase = "Running"
-        if phase == "Running" and finished == spec.total_replicas:
-            needed = spec.minSuccess or spec.min_available
-            phase = "Completed" if counts["Succeeded"] >= needed else "Failed"
+        phase = step.phase
         status = job.status.model_copy(update={
             "minAvailable": spec.min_available, "pending": counts["Pending"], "running": counts["Running"],
             "succeeded": counts["Succeeded"], "failed": counts["Failed"], "unknown": counts["Unknown"],
         })
         if phase != job.status.state.phase:
             status = self._transition(status, phase)
-        if problem != job.status.state.message and phase == "Pending":
+            if step.reason or step.message:
+                status = status.model_copy(update={"state": status.state.model_copy(
+                    update={"reason": step.reason, "message": step.message})})
+        if phase == "Pending" and (problem or status.state.reason == "PodCreationFailed") \
+                and problem != status.state.message:
             reason = "PodCreationFailed" if problem else ""
             status = status.model_copy(update={"state": status.state.model_copy(
                 update={"reason": reason, "message": problem})})

@@ -1,0 +1,166 @@
+"""The Volcano Job lifecycle: policy event → action pairs as a table, task-level policies before job-level,
+the retry budget, and evicted pods coming back. Driven through the job controller on the embedded store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hetsched.api.manifest import load_text
+from hetsched.api.objects import Job, Pod
+from hetsched.cluster.memory import MemoryCluster
+from hetsched.controllers.job import JobController
+from hetsched.sim.kernel import SimClock
+
+JOB = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: train, namespace: default}}
+spec:
+  minAvailable: 3
+  maxRetry: {max_retry}
+  policies: {job_policies}
+  tasks:
+  - name: master
+    replicas: 1
+    policies: {master_policies}
+    template:
+      spec:
+        containers: [{{name: m, resources: {{requests: {{cpu: "1"}}}}}}]
+  - name: worker
+    replicas: 2
+    template:
+      spec:
+        containers: [{{name: w, resources: {{requests: {{cpu: "1"}}}}}}]
+"""
+
+
+class World:
+    def __init__(self, job_policies: list[dict[str, Any]] | None = None,
+                 master_policies: list[dict[str, Any]] | None = None, max_retry: int = 3) -> None:
+        self.clock = SimClock()
+        self.cluster = MemoryCluster(self.clock)
+        self.controller = JobController(self.cluster, self.clock)
+        (job,) = load_text(JOB.format(job_policies=job_policies or [], master_policies=master_policies or [],
+                                      max_retry=max_retry).replace("'", '"'))
+        self.cluster.create(job)
+        self.controller.process()
+        self.cluster.update_podgroup_status("default/train", "Inqueue", None)
+        self.controller.process()
+
+    def job(self) -> Job:
+        job = self.cluster.get("Job", "default/train")
+        assert isinstance(job, Job)
+        return job
+
+    def pods(self) -> dict[str, Pod]:
+        return {p.metadata.name: p for p in self.cluster.list("Pod") if isinstance(p, Pod)}
+
+    def set_phase(self, name: str, phase: str) -> None:
+        pod = self.pods()[name]
+        self.cluster.update(pod.model_copy(update={"status": pod.status.model_copy(update={"phase": phase})}))
+        self.controller.process()
+
+    def run_all(self) -> None:
+        for name in list(self.pods()):
+            self.set_phase(name, "Running")
+
+    def evict(self, name: str) -> None:
+        self.cluster.evict(f"default/{name}", "test")
+        self.controller.process()
+
+
+@pytest.mark.parametrize(("event", "action", "phase", "pods_after", "retries"), [
+    ("PodFailed", "RestartJob", "Pending", 3, 1),
+    ("PodFailed", "AbortJob", "Aborted", 0, 0),
+    ("PodFailed", "TerminateJob", "Terminated", 0, 0),
+    ("PodFailed", "CompleteJob", "Completed", 0, 0),
+    ("PodEvicted", "RestartJob", "Pending", 3, 1),
+    ("PodEvicted", "AbortJob", "Aborted", 0, 0),
+    ("Unknown", "RestartJob", "Pending", 3, 1),
+    ("*", "TerminateJob", "Terminated", 0, 0),
+])
+def test_job_policy_event_to_action(event: str, action: str, phase: str, pods_after: int, retries: int) -> None:
+    world = World(job_policies=[{"event": event, "action": action}])
+    world.run_all()
+    assert world.job().status.state.phase == "Running"
+    if event == "PodEvicted":
+        world.evict("train-worker-1")
+    else:
+        world.set_phase("train-worker-1", "Unknown" if event == "Unknown" else "Failed")
+    job = world.job()
+    assert job.status.state.phase == phase
+    assert len(world.pods()) == pods_after
+    assert job.status.retryCount == retries
+    if retries:
+        assert all(p.metadata.annotations["volcano.sh/job-version"] == "1" for p in world.pods().values())
+
+
+def test_task_completed_completes_the_job_and_stops_the_rest() -> None:
+    world = World(master_policies=[{"event": "TaskCompleted", "action": "CompleteJob"}])
+    world.run_all()
+    world.set_phase("train-master-0", "Succeeded")
+    assert world.job().status.state.phase == "Completed"
+    assert world.pods() == {}
+
+
+def test_task_policies_come_before_job_policies() -> None:
+    """The master's own policy restarts only the master task; the job-level policy (abort) is not used."""
+    world = World(job_policies=[{"event": "PodFailed", "action": "AbortJob"}],
+                  master_policies=[{"event": "PodFailed", "action": "RestartTask"}])
+    world.run_all()
+    workers = {n: p.metadata.uid for n, p in world.pods().items() if "worker" in n}
+    world.set_phase("train-master-0", "Failed")
+    job = world.job()
+    assert job.status.state.phase in ("Pending", "Running") and job.status.retryCount == 1
+    pods = world.pods()
+    assert pods["train-master-0"].status.phase == "Pending"  # created again
+    assert {n: p.metadata.uid for n, p in pods.items() if "worker" in n} == workers  # untouched
+
+
+def test_the_retry_budget_ends_in_failed_with_the_reason() -> None:
+    world = World(job_policies=[{"event": "PodFailed", "action": "RestartJob"}], max_retry=2)
+    for _ in range(2):
+        world.run_all()
+        world.set_phase("train-worker-0", "Failed")
+        assert world.job().status.state.phase == "Pending"
+    world.run_all()
+    world.set_phase("train-worker-0", "Failed")
+    job = world.job()
+    assert job.status.state.phase == "Failed" and job.status.retryCount == 2
+    assert job.status.state.reason == "MaxRetryExceeded" and "maxRetry 2" in job.status.state.message
+    assert world.pods() == {}
+
+
+def test_an_evicted_pod_without_a_policy_comes_back_and_the_job_keeps_running() -> None:
+    world = World()
+    world.run_all()
+    old = world.pods()["train-worker-1"].metadata.uid
+    world.evict("train-worker-1")
+    pods = world.pods()
+    assert pods["train-worker-1"].metadata.uid != old and pods["train-worker-1"].status.phase == "Pending"
+    assert world.job().status.state.phase == "Running" and world.job().status.retryCount == 0
+
+
+def test_a_failed_pod_without_a_policy_fails_the_job_when_all_have_finished() -> None:
+    world = World()
+    world.run_all()
+    world.set_phase("train-worker-0", "Failed")
+    world.set_phase("train-worker-1", "Succeeded")
+    assert world.job().status.state.phase == "Running"
+    world.set_phase("train-master-0", "Succeeded")
+    job = world.job()
+    assert job.status.state.phase == "Failed" and "2 of 3 pods succeeded, 3 needed" in job.status.state.message
+
+
+def test_policies_with_unknown_events_or_actions_are_refused_by_name() -> None:
+    from hetsched.api.manifest import ManifestError
+
+    bad = JOB.format(job_policies='[{"event": "PodFailure", "action": "RestartJob"}, {"action": "AbortJob"}]',
+                     master_policies="[]", max_retry=3)
+    with pytest.raises(ManifestError) as info:
+        load_text(bad)
+    text = str(info.value)
+    assert "spec.policies[0].event: Input should be '*', 'PodFailed'" in text and "got 'PodFailure'" in text
+    assert "spec.policies[1]: a policy needs an event, events or an exitCode" in text
