@@ -164,3 +164,74 @@ def test_policies_with_unknown_events_or_actions_are_refused_by_name() -> None:
     text = str(info.value)
     assert "spec.policies[0].event: Input should be '*', 'PodFailed'" in text and "got 'PodFailure'" in text
     assert "spec.policies[1]: a policy needs an event, events or an exitCode" in text
+
+
+DEPENDS = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: mpi, namespace: default}
+spec:
+  minAvailable: 1
+  plugins: {svc: [], ssh: []}
+  ttlSecondsAfterFinished: 100
+  tasks:
+  - name: master
+    replicas: 1
+    template: {spec: {containers: [{name: m}]}}
+  - name: worker
+    replicas: 2
+    dependsOn: {name: [master]}
+    template: {spec: {containers: [{name: w}]}}
+"""
+
+
+def test_depends_on_waits_for_the_named_task_and_svc_hands_out_host_lists() -> None:
+    clock = SimClock()
+    cluster = MemoryCluster(clock)
+    controller = JobController(cluster, clock, events=cluster)
+    (job,) = load_text(DEPENDS)
+    cluster.create(job)
+    controller.process()
+    cluster.update_podgroup_status("default/mpi", "Inqueue", None)
+    controller.process()
+    names = sorted(p.metadata.name for p in cluster.list("Pod"))
+    assert names == ["mpi-master-0"]  # workers wait for the master
+    master = cluster.get("Pod", "default/mpi-master-0")
+    assert isinstance(master, Pod)
+    env = {e["name"]: e["value"] for e in master.spec.containers[0].model_extra["env"]}  # type: ignore[index]
+    assert env["VC_WORKER_HOSTS"] == "mpi-worker-0.mpi,mpi-worker-1.mpi" and env["VC_MASTER_NUM"] == "1"
+    assert master.spec.model_extra["hostname"] == "mpi-master-0"  # type: ignore[index]
+    assert master.spec.model_extra["subdomain"] == "mpi"  # type: ignore[index]
+    cluster.update(master.model_copy(update={"status": master.status.model_copy(update={"phase": "Running"})}))
+    controller.process()
+    assert sorted(p.metadata.name for p in cluster.list("Pod")) == ["mpi-master-0", "mpi-worker-0", "mpi-worker-1"]
+    assert any(e.reason == "PluginNotSupported" and "ssh" in e.message for e in cluster.events)
+
+
+def test_ttl_after_finished_deletes_the_job_in_the_simulator() -> None:
+    from hetsched.sim.simulator import Simulation
+    from tests.builders import node
+
+    text = DEPENDS.replace("plugins: {svc: [], ssh: []}", "plugins: {svc: []}").replace(
+        "metadata: {name: mpi, namespace: default}",
+        "metadata: {name: mpi, namespace: default, annotations: {hetsched.io/submit-at: '0'}}").replace(
+        "template: {spec:", "template: {metadata: {annotations: {hetsched.io/duration: '50'}}, spec:")
+    simulation = Simulation([node("n0", cpu="8")], load_text(text), None)
+    results = simulation.run()
+    assert results.jobs[0]["phase"] == "Completed"
+    assert simulation.cluster.count("Job") == 0 and simulation.cluster.count("Pod") == 0
+    assert results.summary["simulatedSeconds"] >= 100
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ("dependsOn: {name: [master]}", "task worker: dependsOn names unknown task(s) chief"),
+    ("plugins: {svc: [], ssh: []}", "spec.plugins"),
+])
+def test_depends_on_and_plugins_are_checked_by_name(change: str, message: str) -> None:
+    from hetsched.api.manifest import ManifestError
+
+    bad = DEPENDS.replace("dependsOn: {name: [master]}", "dependsOn: {name: [chief]}") if "depends" in change \
+        else DEPENDS.replace("plugins: {svc: [], ssh: []}", "plugins: {svc: [], horovod: []}")
+    with pytest.raises(ManifestError) as info:
+        load_text(bad)
+    assert message in str(info.value)

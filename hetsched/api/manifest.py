@@ -54,6 +54,9 @@ def format_location(loc: Iterable[int | str]) -> str:
     """``('spec', 'tasks', 0, 'replicas')`` → ``spec.tasks[0].replicas``; keys with dots or slashes are quoted."""
     out = ""
     for part in loc:
+        if part == "[key]":  # pydantic's marker for a bad mapping key: the key itself is the previous part
+            out += " (key)"
+            continue
         if isinstance(part, int):
             out += f"[{part}]"
         elif any(c in part for c in "./ ") or not part:

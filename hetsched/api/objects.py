@@ -366,6 +366,13 @@ NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
 scheduler's ``numaaware`` plugin reads it."""
 
 
+class DependsOn(_Strict):
+    """Create this task's pods only once the named tasks are up (Volcano's ``dependsOn``)."""
+
+    name: list[str] = Field(min_length=1)
+    iteration: Literal["any", "all"] = "all"
+
+
 class TaskSpec(_Strict):
     name: str = Field(min_length=1, max_length=63)
     replicas: int = Field(default=1, ge=0)
@@ -374,7 +381,7 @@ class TaskSpec(_Strict):
     policies: list[LifecyclePolicy] = Field(default_factory=list)
     topologyPolicy: Literal["none", "best-effort", "restricted", "single-numa-node"] | None = None
     maxRetry: int | None = Field(default=None, ge=0)
-    dependsOn: dict[str, Any] | None = None
+    dependsOn: DependsOn | None = None
     partitionPolicy: dict[str, Any] | None = None
 
     @model_validator(mode="after")
@@ -392,7 +399,8 @@ class JobSpec(_Strict):
     maxRetry: int = Field(default=3, ge=0)
     tasks: list[TaskSpec] = Field(min_length=1)
     policies: list[LifecyclePolicy] = Field(default_factory=list)
-    plugins: dict[str, list[str]] = Field(default_factory=dict)
+    plugins: dict[Literal["env", "svc", "ssh", "mpi", "pytorch", "tensorflow"], list[str]] = Field(
+        default_factory=dict)
     ttlSecondsAfterFinished: int | None = Field(default=None, ge=0)
     minSuccess: int | None = Field(default=None, ge=1)
     volumes: list[dict[str, Any]] = Field(default_factory=list)
@@ -410,6 +418,13 @@ class JobSpec(_Strict):
             raise ValueError(f"minAvailable ({self.minAvailable}) is greater than the total replicas ({total})")
         if self.minSuccess is not None and self.minSuccess > total:
             raise ValueError(f"minSuccess ({self.minSuccess}) is greater than the total replicas ({total})")
+        for task in self.tasks:
+            if task.dependsOn is None:
+                continue
+            unknown = [n for n in task.dependsOn.name if n not in names]
+            if unknown or task.name in task.dependsOn.name:
+                what = f"unknown task(s) {', '.join(unknown)}" if unknown else "itself"
+                raise ValueError(f"task {task.name}: dependsOn names {what} (tasks: {', '.join(names)})")
         return self
 
     @property

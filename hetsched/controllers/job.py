@@ -29,7 +29,7 @@ from hetsched.api.objects import NUMA_POLICY_ANNOTATION, Job, JobSpec, Pod, PodG
 from hetsched.controllers.lifecycle import FINISHED, Event, Step, Sync, action_for
 from hetsched.controllers.phases import PHASES
 from hetsched.controllers.workqueue import WorkQueue
-from hetsched.ports import Clock, Invalid, NotFound, ObjectStore, WatchEvent
+from hetsched.ports import Clock, Invalid, NotFound, ObjectStore, StatusUpdater, WatchEvent
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 JOB_NAME = "volcano.sh/job-name"
@@ -67,9 +67,11 @@ def _owner(job: Job) -> dict[str, Any]:
 
 
 class JobController:
-    def __init__(self, store: ObjectStore, clock: Clock) -> None:
+    def __init__(self, store: ObjectStore, clock: Clock, events: StatusUpdater | None = None) -> None:
         self.store = store
         self.clock = clock
+        self.events = events
+        """Where Warning events go (the embedded cluster, the API server); None: nowhere."""
         self.queue = WorkQueue()
         self._events: dict[str, list[Event]] = {}
         """Job key → lifecycle events seen since its last sync."""
@@ -77,6 +79,9 @@ class JobController:
         """Pods this controller deletes itself (their deletion is not an eviction)."""
         self._completed_tasks: dict[str, set[str]] = {}
         """Job key → tasks whose TaskCompleted event was raised (once per job version)."""
+        self.deadlines: dict[str, float] = {}
+        """Job key → when it must be looked at again (``ttlSecondsAfterFinished``)."""
+        self._warned: set[str] = set()
         self._unwatch = store.watch(("Job", "PodGroup", "Pod"), self._on_event)
 
     def close(self) -> None:
@@ -125,6 +130,7 @@ class JobController:
         assert isinstance(job, Job)
         events = self._events.pop(key, [])
         if job.status.state.phase in FINISHED:
+            self._expire(key, job)
             return
         podgroup = self._ensure_podgroup(job)
         pods = self._pods(job)
@@ -150,6 +156,37 @@ class JobController:
         self._update_status(job, podgroup, pods, step, problem)
         if step.phase != job.status.state.phase and step.phase not in FINISHED:
             self.queue.add(key)  # a new phase may move on at once (e.g. Restarting with its pods gone)
+
+    def _expire(self, key: str, job: Job) -> None:
+        """``ttlSecondsAfterFinished``: delete a finished Job (its PodGroup and pods with it, as Kubernetes'
+        garbage collector would) once the time is up; until then remember when to look again."""
+        ttl = job.spec.ttlSecondsAfterFinished
+        if ttl is None:
+            return
+        due = (job.status.state.lastTransitionTime or self.clock.now()) + ttl
+        if self.clock.now() + 1e-9 < due:
+            self.deadlines[key] = due
+            return
+        self.deadlines.pop(key, None)
+        for pod_key in self._pods(job):
+            self._deleting.add(pod_key)
+            with contextlib.suppress(NotFound):
+                self.store.delete("Pod", pod_key)
+        with contextlib.suppress(NotFound):
+            self.store.delete("PodGroup", key)
+        with contextlib.suppress(NotFound):
+            self.store.delete("Job", key)
+
+    def wake(self) -> None:
+        """Queue the jobs whose deadline (``ttlSecondsAfterFinished``) has come; the caller then runs
+        :meth:`process`. The simulator calls it at :meth:`next_deadline`."""
+        now = self.clock.now()
+        for key, due in list(self.deadlines.items()):
+            if due <= now + 1e-9:
+                self.queue.add(key)
+
+    def next_deadline(self) -> float | None:
+        return min(self.deadlines.values(), default=None)
 
     @staticmethod
     def _counts(pods: dict[str, Pod]) -> dict[str, int]:
@@ -226,8 +263,9 @@ class JobController:
         containers = []
         for container in template.spec.containers:
             data = container.model_dump(mode="json", exclude_none=True)
-            env = [e for e in data.get("env", []) if e.get("name") not in ("VC_TASK_INDEX", "VK_TASK_INDEX")]
-            env += [{"name": "VC_TASK_INDEX", "value": str(index)}, {"name": "VK_TASK_INDEX", "value": str(index)}]
+            injected = {"VC_TASK_INDEX": str(index), "VK_TASK_INDEX": str(index), **self._svc_env(job)}
+            env = [e for e in data.get("env", []) if e.get("name") not in injected]
+            env += [{"name": name, "value": value} for name, value in injected.items()]
             data["env"] = env
             containers.append(data)
         spec = template.spec.model_dump(mode="json", exclude_none=True)
@@ -236,6 +274,8 @@ class JobController:
             "schedulerName": job.spec.schedulerName,
             "priorityClassName": template.spec.priorityClassName or job.spec.priorityClassName,
         })
+        if "svc" in job.spec.plugins:  # stable DNS names: <pod>.<job> under the job's headless Service
+            spec.update({"hostname": name, "subdomain": job.metadata.name})
         annotations = {**template.metadata.annotations, GROUP_ANNOTATION: job.metadata.name,
                        JOB_NAME: job.metadata.name, TASK_SPEC: task.name, TASK_INDEX: str(index),
                        JOB_VERSION: str(job.status.retryCount)}
@@ -248,8 +288,45 @@ class JobController:
             "spec": spec,
         })
 
-    def _create_pods(self, job: Job, pods: dict[str, Pod]) -> dict[str, Pod]:
+    @staticmethod
+    def _task_up(job: Job, task: TaskSpec, pods: dict[str, Pod]) -> bool:
+        """A task is up when its minAvailable (else all replicas) pods run or have succeeded."""
+        keys = [f"{job.metadata.namespace}/{pod_name(job.metadata.name, task.name, i)}" for i in range(task.replicas)]
+        up = sum(1 for k in keys if k in pods and pods[k].status.phase in ("Running", "Succeeded"))
+        return up >= (task.minAvailable if task.minAvailable is not None else task.replicas)
+
+    def _ready_to_create(self, job: Job, task: TaskSpec, pods: dict[str, Pod]) -> bool:
+        """``dependsOn``: the named tasks are up — all of them, or any one with ``iteration: any``."""
+        depends = task.dependsOn
+        if depends is None:
+            return True
+        tasks = {t.name: t for t in job.spec.tasks}
+        up = [self._task_up(job, tasks[name], pods) for name in depends.name]
+        return any(up) if depends.iteration == "any" else all(up)
+
+    @staticmethod
+    def _svc_env(job: Job) -> dict[str, str]:
+        """The ``svc`` plugin's host lists: ``VC_<TASK>_HOSTS`` (``<job>-<task>-<i>.<job>``, comma-separated)
+        and ``VC_<TASK>_NUM`` for every task, so ranks can find each other."""
+        if "svc" not in job.spec.plugins:
+            return {}
+        env = {}
         for task in job.spec.tasks:
+            prefix = "VC_" + task.name.upper().replace("-", "_")
+            hosts = [f"{pod_name(job.metadata.name, task.name, i)}.{job.metadata.name}" for i in range(task.replicas)]
+            env[f"{prefix}_HOSTS"] = ",".join(hosts)
+            env[f"{prefix}_NUM"] = str(task.replicas)
+        return env
+
+    def _create_pods(self, job: Job, pods: dict[str, Pod]) -> dict[str, Pod]:
+        if "ssh" in job.spec.plugins and job.metadata.uid not in self._warned and self.events is not None:
+            self._warned.add(job.metadata.uid)
+            self.events.record_event(job, "PluginNotSupported",
+                                    "job plugin ssh is not implemented yet: no SSH keys are handed to the pods",
+                                    "Warning")
+        for task in job.spec.tasks:
+            if not self._ready_to_create(job, task, pods):
+                continue
             for index in range(task.replicas):
                 key = f"{job.metadata.namespace}/{pod_name(job.metadata.name, task.name, index)}"
                 if key in pods:

@@ -113,7 +113,7 @@ class Simulation:
             self.cluster.create(node)
         if not any(o.kind == "Queue" and o.metadata.name == "default" for o in objects):
             self.cluster.create(Queue.model_validate({"metadata": {"name": "default"}}))
-        self.job_controller = JobController(self.cluster, self.clock)
+        self.job_controller = JobController(self.cluster, self.clock, events=self.cluster)
         self.podgroup_controller = PodGroupController(self.cluster, scheduler_names)
         self.kubelet = SimKubelet(self.cluster, self.loop)
         self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf, evictor=self.cluster,
@@ -128,6 +128,7 @@ class Simulation:
             self.loop.schedule(at, partial(self._arrive, obj), ARRIVAL)
         self._tick_pending = False
         self._in_tick = False
+        self._timers: set[float] = set()
         self._schedule_tick(0.0)
         self._unwatch_wake = self.cluster.watch(KINDS, self._wake, replay=False)
 
@@ -163,6 +164,14 @@ class Simulation:
     def _settle(self) -> None:
         while (self.job_controller.process() + self.podgroup_controller.process() + self.kubelet.process()) > 0:
             pass
+        due = self.job_controller.next_deadline()
+        if due is not None and due not in self._timers:  # ttlSecondsAfterFinished
+            self._timers.add(due)
+            self.loop.schedule(due, partial(self._timer, due), ARRIVAL)
+
+    def _timer(self, due: float) -> None:
+        self._timers.discard(due)
+        self.job_controller.wake()
 
     def finished_workloads(self) -> int:
         return sum(1 for w in self.recorder.workloads.values()
