@@ -88,11 +88,13 @@ def _conf(path: Path | None) -> SchedulerConf | None:
 
 def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None, period: float,
          until: float | None, output: Path | None, quiet: bool, title: str,
-         scheduler_names: tuple[str, ...] = ("hetsched", "volcano")) -> Results:
+         scheduler_names: tuple[str, ...] = ("hetsched", "volcano"), faults: Path | None = None) -> Results:
+    from hetsched.sim.faults import load_faults
     from hetsched.sim.simulator import Progress as SimProgress
     from hetsched.sim.simulator import Simulation
 
-    simulation = Simulation(nodes, objects, conf, period=period, until=until, scheduler_names=scheduler_names)
+    simulation = Simulation(nodes, objects, conf, period=period, until=until, scheduler_names=scheduler_names,
+                            faults=load_faults(faults) if faults is not None else ())
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("jobs done · sim t={task.fields[now]:.0f}s"), TimeElapsedColumn(),
                   console=errors, disable=quiet, transient=False) as bar:
@@ -154,6 +156,15 @@ def print_summary(results: Results) -> None:
         if summary["fairnessIndex"] is not None:
             console.print(f"fairness (Jain's index of allocated/deserved over queues, mean over cycles): "
                           f"{summary['fairnessIndex']:.3f}")
+    if results.faults:
+        faults = Table(title="Faults", title_justify="left")
+        for column in ("time", "target", "kind", "jobs hit", "recovered after", "fault retries"):
+            faults.add_column(column, justify="left" if column in ("target", "kind") else "right")
+        for fault in results.faults:
+            recover = fault["time_to_recover_s"]
+            faults.add_row(f"{fault['time']:,.0f}s", fault["target"], fault["kind"], str(len(fault["jobs"])),
+                           "—" if recover is None else f"{recover:,.0f}s", str(fault["retries_used"]))
+        console.print(faults)
     if summary["evictions"]["total"]:
         evictions = Table(title="Evictions", title_justify="left")
         evictions.add_column("action")
@@ -176,6 +187,8 @@ def simulate(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar or summary")] = False,
     scheduler_name: Annotated[list[str] | None, typer.Option(
         help="schedulerName values hetsched claims (repeatable; default: hetsched and volcano)")] = None,
+    faults: Annotated[Path | None, typer.Option(help="fault file: chip faults, NotReady, drains at given times")]
+    = None,
 ) -> None:
     """Replay workloads on an embedded cluster with the real scheduler and controllers."""
     from hetsched.cluster.spec import load_cluster_spec
@@ -185,7 +198,7 @@ def simulate(
         objects = load_files(workloads)
         conf = _conf(scheduler_conf)
         names = tuple(scheduler_name) if scheduler_name else ("hetsched", "volcano")
-        _run(nodes, objects, conf, period, until, output, quiet, f"simulating {cluster.name}", names)
+        _run(nodes, objects, conf, period, until, output, quiet, f"simulating {cluster.name}", names, faults)
 
 
 @app.command()

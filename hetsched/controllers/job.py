@@ -26,6 +26,7 @@ import contextlib
 from typing import Any
 
 from hetsched.api.objects import NUMA_POLICY_ANNOTATION, Job, JobSpec, Pod, PodGroup, TaskSpec, quantity_strings
+from hetsched.controllers.fault import FAULT_REASON, RETRIES_EXHAUSTED
 from hetsched.controllers.lifecycle import FINISHED, Event, Step, Sync, action_for
 from hetsched.controllers.phases import PHASES
 from hetsched.controllers.workqueue import WorkQueue
@@ -138,7 +139,12 @@ class JobController:
         counts = self._counts(pods)
         chosen = action_for(job, events)
         sync = Sync(job, counts, len(pods), events, chosen[1] if chosen else None)
-        step = PHASES[job.status.state.phase](sync, chosen[0] if chosen else None)
+        if job.metadata.annotations.get(RETRIES_EXHAUSTED) == "true":  # the fault controller's verdict
+            last = job.metadata.annotations.get(FAULT_REASON, "")
+            step = Step("Failed", kill="all", reason="FaultRetryExhausted",
+                        message=f"fault retries exhausted; last fault: {last}")
+        else:
+            step = PHASES[job.status.state.phase](sync, chosen[0] if chosen else None)
         if step.kill:
             pods = self._kill(job, pods, step.kill)
         if step.retry:

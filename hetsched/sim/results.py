@@ -97,12 +97,41 @@ class Recorder:
         self.evictions: list[dict[str, Any]] = []
         self.queue_series: dict[str, list[list[float]]] = {}
         """queue → [time, allocated dominant share, deserved dominant share] whenever either changes."""
+        self.faults: list[dict[str, Any]] = []
+        self.running: dict[str, set[str]] = {}
+        """Workload key → its pods running now (to see when a job hit by a fault is back)."""
+        self.job_retries: dict[str, tuple[int, int, str, str]] = {}
+        """Job key → (retryCount, fault retries, state reason, state message) at the end (set by the simulator)."""
         self.fairness: list[tuple[float, float]] = []
         """(time, Jain's index over queues of allocated / deserved dominant share) per cycle with demand."""
+
+    def on_fault(self, time: float, target: str, kind: str, jobs: list[str]) -> None:
+        """A fault was applied at ``time``; ``jobs`` are the workloads it restarted."""
+        self.faults.append({"time": time, "target": target, "kind": kind, "jobs": jobs,
+                            "pending": set(jobs), "time_to_recover_s": None if jobs else 0.0})
+
+    def _recovered(self, key: str, now: float) -> None:
+        for fault in self.faults:
+            if key in fault["pending"] and now >= fault["time"]:
+                fault["pending"].discard(key)
+                if not fault["pending"]:
+                    fault["time_to_recover_s"] = now - fault["time"]
 
     def on_event(self, event: WatchEvent, now: float) -> None:
         obj = event.object
         self.last_time = max(self.last_time, now)
+        if isinstance(obj, Pod):
+            group = obj.metadata.annotations.get(GROUP_ANNOTATION)
+            if group:
+                key = f"{obj.metadata.namespace}/{group}"
+                running = self.running.setdefault(key, set())
+                if event.type != "DELETED" and obj.status.phase in ("Running", "Succeeded"):
+                    running.add(obj.metadata.name)
+                else:
+                    running.discard(obj.metadata.name)
+                workload = self.workloads.get(key)
+                if workload is not None and len(running) >= max(workload.min_member, 1):
+                    self._recovered(key, now)
         if isinstance(obj, PodGroup) and event.type == "ADDED":
             key = f"{obj.metadata.namespace}/{obj.metadata.name}"
             owner = next((r for r in obj.metadata.ownerReferences if r.controller), None)
@@ -170,6 +199,11 @@ class Recorder:
                 workload.reasons.append(status.message)
 
 
+def _retries(recorder: Recorder, key: str) -> dict[str, Any]:
+    retry, fault, reason, message = recorder.job_retries.get(key, (0, 0, "", ""))
+    return {"retryCount": retry, "faultRetries": fault, "reason": reason, "message": message}
+
+
 def _time_mean(series: list[list[float]], column: int, end_time: float) -> float:
     """Time-weighted mean of a piecewise-constant series up to ``end_time``."""
     if not series or end_time <= series[0][0]:
@@ -201,11 +235,12 @@ class Results:
     cluster: dict[str, Any]
     queues: dict[str, Any] = field(default_factory=dict)
     """Per queue: allocated vs deserved dominant share over time."""
+    faults: list[dict[str, Any]] = field(default_factory=list)
     evictions: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "jobs": self.jobs, "summary": self.summary, "queues": self.queues,
-                "evictions": self.evictions}
+                "evictions": self.evictions, "faults": self.faults}
 
 
 def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra: dict[str, Any]) -> Results:
@@ -230,6 +265,7 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
             "pods": [{"name": p.name, "node": p.node or None, "start": p.start, "end": p.end}
                      for p in sorted(pods, key=lambda p: p.name)],
             "unschedulableReasons": list(workload.reasons),
+            **_retries(recorder, workload.key),
         })
     waits = [w.start - w.submit for w in recorder.workloads.values() if w.start is not None]
     completions = [w.end - w.submit for w in recorder.workloads.values() if w.end is not None]
@@ -279,5 +315,10 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
     queues = {name: {"columns": ["time", "allocatedDominantShare", "deservedDominantShare"], "series": series,
                      "meanAllocated": _time_mean(series, 1, end_time), "meanDeserved": _time_mean(series, 2, end_time)}
               for name, series in sorted(recorder.queue_series.items())}
+    faults = [{"time": f["time"], "target": f["target"], "kind": f["kind"], "jobs": f["jobs"],
+               "time_to_recover_s": f["time_to_recover_s"],
+               "retries_used": sum(recorder.job_retries.get(j, (0, 0, "", ""))[1] for j in f["jobs"])}
+              for f in recorder.faults]
     return Results(jobs=sorted(jobs, key=lambda j: (j["submit"], j["namespace"], j["name"])),
-                   summary=summary, cluster=cluster, queues=queues, evictions=list(recorder.evictions))
+                   summary=summary, cluster=cluster, queues=queues, evictions=list(recorder.evictions),
+                   faults=faults)

@@ -20,14 +20,17 @@ from dataclasses import dataclass
 from functools import partial
 
 from hetsched.api.manifest import ManifestError, Problem
-from hetsched.api.objects import AnyObject, Node, Queue
+from hetsched.api.objects import AnyObject, Job, Node, Queue
 from hetsched.cluster.memory import MemoryCluster
+from hetsched.controllers.fault import FAULT_RETRIES, FaultController
 from hetsched.controllers.job import JobController
 from hetsched.controllers.podgroup import QUEUE_ANNOTATION, PodGroupController
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.cache import KINDS
 from hetsched.scheduler.conf import SchedulerConf
 from hetsched.scheduler.runner import Scheduler
+from hetsched.sim.faults import Fault
+from hetsched.sim.faults import apply as apply_fault
 from hetsched.sim.kernel import ARRIVAL, SCHEDULE, EventLoop, SimClock
 from hetsched.sim.kubelet import DURATION, SimKubelet
 from hetsched.sim.results import Recorder, Results, build_results
@@ -98,7 +101,7 @@ class Progress:
 class Simulation:
     def __init__(self, nodes: Sequence[Node], objects: Sequence[AnyObject], conf: SchedulerConf | None = None, *,
                  period: float = 1.0, until: float | None = None,
-                 scheduler_names: tuple[str, ...] = ("hetsched", "volcano")) -> None:
+                 scheduler_names: tuple[str, ...] = ("hetsched", "volcano"), faults: Sequence[Fault] = ()) -> None:
         if period <= 0:
             raise ValueError("period must be > 0")
         self.period = period
@@ -114,6 +117,7 @@ class Simulation:
         if not any(o.kind == "Queue" and o.metadata.name == "default" for o in objects):
             self.cluster.create(Queue.model_validate({"metadata": {"name": "default"}}))
         self.job_controller = JobController(self.cluster, self.clock, events=self.cluster)
+        self.fault_controller = FaultController(self.cluster, self.clock, events=self.cluster)
         self.podgroup_controller = PodGroupController(self.cluster, scheduler_names)
         self.kubelet = SimKubelet(self.cluster, self.loop)
         self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf, evictor=self.cluster,
@@ -126,6 +130,8 @@ class Simulation:
             if obj.kind in ("Job", "Pod", "PodGroup"):
                 self.total_workloads += 1
             self.loop.schedule(at, partial(self._arrive, obj), ARRIVAL)
+        for fault in faults:
+            self.loop.schedule(fault.at, partial(self._fault, fault), ARRIVAL)
         self._tick_pending = False
         self._in_tick = False
         self._timers: set[float] = set()
@@ -139,6 +145,13 @@ class Simulation:
 
     def _arrive(self, obj: AnyObject) -> None:
         self.cluster.create(obj)
+
+    def _fault(self, fault: Fault) -> None:
+        before = len(self.fault_controller.rescheduled)
+        apply_fault(self.cluster, fault, self.clock.now())
+        self._settle()
+        jobs = sorted({job for _, job, _ in self.fault_controller.rescheduled[before:]})
+        self.recorder.on_fault(fault.at, fault.target, fault.kind, jobs)
 
     def _wake(self, event: WatchEvent) -> None:
         if not self._tick_pending and not self._in_tick:
@@ -162,16 +175,18 @@ class Simulation:
             self._schedule_tick(self.clock.now() + self.period)
 
     def _settle(self) -> None:
-        while (self.job_controller.process() + self.podgroup_controller.process() + self.kubelet.process()) > 0:
+        while (self.fault_controller.process() + self.job_controller.process() + self.podgroup_controller.process()
+               + self.kubelet.process()) > 0:
             pass
-        due = self.job_controller.next_deadline()
-        if due is not None and due not in self._timers:  # ttlSecondsAfterFinished
-            self._timers.add(due)
-            self.loop.schedule(due, partial(self._timer, due), ARRIVAL)
+        for due in (self.job_controller.next_deadline(), self.fault_controller.next_deadline()):
+            if due is not None and due not in self._timers:  # ttlSecondsAfterFinished, fault grace periods
+                self._timers.add(due)
+                self.loop.schedule(due, partial(self._timer, due), ARRIVAL)
 
     def _timer(self, due: float) -> None:
         self._timers.discard(due)
         self.job_controller.wake()
+        self.fault_controller.wake()
 
     def finished_workloads(self) -> int:
         return sum(1 for w in self.recorder.workloads.values()
@@ -191,6 +206,11 @@ class Simulation:
         end = self.clock.now() if self.until is None else max(self.clock.now(), min(self.until, self.clock.now()))
         if on_progress is not None:
             on_progress(Progress(end, self.finished_workloads(), self.total_workloads))
+        for job in self.cluster.list("Job"):
+            if isinstance(job, Job):
+                self.recorder.job_retries[f"{job.metadata.namespace}/{job.metadata.name}"] = (
+                    job.status.retryCount, int(job.metadata.annotations.get(FAULT_RETRIES, "0")),
+                    job.status.state.reason, job.status.state.message)
         return build_results(self.recorder, self.nodes, end, {
             "periodSeconds": self.period,
             "deviceMismatches": self.scheduler.cache.mismatches(),

@@ -1,0 +1,215 @@
+"""Fault controller: pods on a chip that went bad, or on a node that went NotReady, are rescheduled the
+Ascend way, as the job's labels ask.
+
+Who calls it: the simulator (and later the ``hetsched controller`` process) calls :meth:`process` after
+watch events and :meth:`wake` at :meth:`next_deadline`. It reads chip health from the node inventory
+(``hetsched.io/devices``), chips held from the pods' hand-off (``hetsched.io/allocation``).
+
+A pod is *hit* when it holds an Unhealthy chip, a NetworkUnhealthy chip while its job has several pods, or
+runs on a NotReady node. Per job, from its labels (Ascend's MindCluster names):
+
+- ``fault-scheduling``: ``force`` (default here: nothing keeps running on a faulty chip) deletes at once;
+  ``grace`` first writes ``hetsched.io/checkpoint-by: <time>`` on the job's pods and deletes them when the
+  grace period (``grace-over-time`` seconds, default 900) is over — the job's chance to checkpoint;
+  ``off`` leaves the job alone (a Warning event says so).
+- ``pod-rescheduling: on``: only the hit pods go; otherwise the whole job restarts (every pod goes).
+- ``fault-retry-times``: how many fault restarts the job gets (default: its ``maxRetry``). Each one is
+  counted on the Job (``hetsched.io/fault-retries``) with the reason (``hetsched.io/fault-reason``); past
+  the budget the Job is marked ``hetsched.io/fault-retries-exhausted`` and the job controller fails it.
+
+Deleted pods come back through the job controller (an eviction it did not cause creates the pod again, or
+its own policy applies), and the scheduler never places them on an unhealthy chip. Not yet: preferring the
+job's previous healthy nodes, and escalating pod-level rescheduling to the job when replacements stay
+pending.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from hetsched.api.objects import Job, Node, Pod
+from hetsched.controllers.workqueue import WorkQueue
+from hetsched.devices.inventory import NODE_ANNOTATION, InventoryError, parse_node_devices, pod_allocation
+from hetsched.ports import Clock, NotFound, ObjectStore, StatusUpdater, WatchEvent
+
+FAULT_SCHEDULING = "fault-scheduling"
+POD_RESCHEDULING = "pod-rescheduling"
+FAULT_RETRY_TIMES = "fault-retry-times"
+GRACE_OVER_TIME = "grace-over-time"
+DEFAULT_GRACE = 900.0
+CHECKPOINT_BY = "hetsched.io/checkpoint-by"
+FAULT_RETRIES = "hetsched.io/fault-retries"
+FAULT_REASON = "hetsched.io/fault-reason"
+RETRIES_EXHAUSTED = "hetsched.io/fault-retries-exhausted"
+
+
+@dataclass
+class _Grace:
+    due: float
+    reason: str
+    pods: set[str]
+
+
+class FaultController:
+    def __init__(self, store: ObjectStore, clock: Clock, events: StatusUpdater | None = None) -> None:
+        self.store = store
+        self.clock = clock
+        self.events = events
+        self.queue = WorkQueue()
+        self.graces: dict[str, _Grace] = {}
+        """Job key → a grace period running for it."""
+        self.rescheduled: list[tuple[float, str, str]] = []
+        """(time, job key, reason) of every fault restart, for the simulator's report."""
+        self._warned: set[tuple[str, str]] = set()
+        self._unwatch = store.watch(("Node",), self._on_event)
+
+    def close(self) -> None:
+        self._unwatch()
+
+    def _on_event(self, event: WatchEvent) -> None:
+        if event.type != "DELETED":
+            self.queue.add(event.object.metadata.name)
+
+    def process(self) -> int:
+        return self.queue.drain(self.sync)
+
+    def next_deadline(self) -> float | None:
+        return min((g.due for g in self.graces.values()), default=None)
+
+    def wake(self) -> None:
+        now = self.clock.now()
+        for job_key, grace in list(self.graces.items()):
+            if grace.due <= now + 1e-9:
+                del self.graces[job_key]
+                job = self._job(job_key)
+                if job is not None:
+                    self._restart(job, grace.pods, grace.reason)
+
+    # ------------------------------------------------------------------------------------------- sync
+
+    def sync(self, name: str) -> None:
+        try:
+            node = self.store.get("Node", name)
+        except NotFound:
+            return
+        assert isinstance(node, Node)
+        unhealthy, network = self._bad_chips(node)
+        not_ready = not node.status.ready
+        if not (unhealthy or network or not_ready):
+            return
+        hit: dict[str, tuple[set[str], str]] = {}
+        for pod in self.store.list("Pod"):
+            if not isinstance(pod, Pod) or pod.spec.nodeName != name or pod.status.phase not in ("Pending", "Running"):
+                continue
+            job_key = self._job_key(pod)
+            if job_key is None:
+                continue
+            reason = self._why(pod, name, unhealthy, network, not_ready, job_key)
+            if reason:
+                pods, _ = hit.get(job_key, (set(), reason))
+                pods.add(f"{pod.metadata.namespace}/{pod.metadata.name}")
+                hit[job_key] = (pods, reason)
+        for job_key, (pods, reason) in hit.items():
+            job = self._job(job_key)
+            if job is not None:
+                self._handle(job, job_key, pods, reason)
+
+    def _bad_chips(self, node: Node) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
+        raw = node.metadata.annotations.get(NODE_ANNOTATION)
+        if raw is None:
+            return {}, {}
+        try:
+            inventory = parse_node_devices(raw, node.metadata.name)
+        except InventoryError:
+            return {}, {}  # the scheduler reports unreadable inventories
+        unhealthy = {d.resource: {c.id for c in d.chips if c.health == "Unhealthy"} for d in inventory.devices}
+        network = {d.resource: {c.id for c in d.chips if c.health == "NetworkUnhealthy"} for d in inventory.devices}
+        return ({r: s for r, s in unhealthy.items() if s}, {r: s for r, s in network.items() if s})
+
+    def _why(self, pod: Pod, node: str, unhealthy: dict[str, set[int]], network: dict[str, set[int]],
+             not_ready: bool, job_key: str) -> str:
+        if not_ready:
+            return f"node {node} is NotReady"
+        held = pod_allocation(pod.metadata.annotations)
+        for resource, chips in held.items():
+            bad = sorted(set(chips) & unhealthy.get(resource, set()))
+            if bad:
+                return f"{resource} chip(s) {', '.join(map(str, bad))} on {node} unhealthy"
+            lost = sorted(set(chips) & network.get(resource, set()))
+            job = self._job(job_key)
+            if lost and job is not None and job.spec.total_replicas > 1:
+                return f"{resource} chip(s) {', '.join(map(str, lost))} on {node} network-unhealthy"
+        return ""
+
+    @staticmethod
+    def _job_key(pod: Pod) -> str | None:
+        for ref in pod.metadata.ownerReferences:
+            if ref.kind == "Job":
+                return f"{pod.metadata.namespace}/{ref.name}"
+        return None
+
+    def _job(self, key: str) -> Job | None:
+        try:
+            job = self.store.get("Job", key)
+        except NotFound:
+            return None
+        return job if isinstance(job, Job) else None
+
+    def _handle(self, job: Job, job_key: str, pods: set[str], reason: str) -> None:
+        mode = job.metadata.labels.get(FAULT_SCHEDULING, "force")
+        if mode == "off":
+            self._warn(job, job_key, "FaultIgnored", f"{reason}; fault-scheduling is off, the job is left alone")
+            return
+        if mode == "grace":
+            if job_key in self.graces:
+                self.graces[job_key].pods |= pods
+                return
+            grace = float(job.metadata.labels.get(GRACE_OVER_TIME, DEFAULT_GRACE))
+            due = self.clock.now() + grace
+            self.graces[job_key] = _Grace(due, reason, set(pods))
+            for key in self._job_pods(job):
+                self._annotate(key, {CHECKPOINT_BY: f"{due:g}"})
+            self._warn(job, job_key, "FaultGracePeriod", f"{reason}; checkpoint before t={due:g}s")
+            return
+        self._restart(job, pods, reason)
+
+    def _restart(self, job: Job, pods: set[str], reason: str) -> None:
+        job_key = f"{job.metadata.namespace}/{job.metadata.name}"
+        retries = int(job.metadata.annotations.get(FAULT_RETRIES, "0")) + 1
+        budget = int(job.metadata.labels.get(FAULT_RETRY_TIMES, job.spec.maxRetry))
+        annotations = {**job.metadata.annotations, FAULT_RETRIES: str(retries), FAULT_REASON: reason}
+        if retries > budget:
+            annotations[RETRIES_EXHAUSTED] = "true"
+        self.store.update(job.model_copy(update={"metadata": job.metadata.model_copy(
+            update={"annotations": annotations})}))
+        self.rescheduled.append((self.clock.now(), job_key, reason))
+        if retries > budget:
+            return  # the job controller fails the job and removes its pods
+        victims = pods if job.metadata.labels.get(POD_RESCHEDULING) == "on" else set(self._job_pods(job))
+        if self.events is not None:
+            self.events.record_event(job, "FaultRescheduling",
+                                     f"{reason}: {len(victims)} pod(s) rescheduled (fault retry {retries}/{budget})",
+                                     "Warning")
+        for key in sorted(victims):
+            with contextlib.suppress(NotFound):
+                self.store.delete("Pod", key)
+
+    def _job_pods(self, job: Job) -> list[str]:
+        prefix = f"{job.metadata.name}-"
+        return [f"{p.metadata.namespace}/{p.metadata.name}" for p in self.store.list("Pod")
+                if isinstance(p, Pod) and p.metadata.namespace == job.metadata.namespace
+                and p.metadata.name.startswith(prefix) and self._job_key(p) == f"{job.metadata.namespace}/"
+                f"{job.metadata.name}"]
+
+    def _annotate(self, key: str, values: dict[str, str]) -> None:
+        with contextlib.suppress(NotFound):
+            pod = self.store.get("Pod", key)
+            assert isinstance(pod, Pod)
+            self.store.update(pod.model_copy(update={"metadata": pod.metadata.model_copy(
+                update={"annotations": {**pod.metadata.annotations, **values}})}))
+
+    def _warn(self, job: Job, job_key: str, reason: str, message: str) -> None:
+        if self.events is not None and (job_key, reason) not in self._warned:
+            self._warned.add((job_key, reason))
+            self.events.record_event(job, reason, message, "Warning")

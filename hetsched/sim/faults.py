@@ -1,0 +1,139 @@
+"""Fault injection for simulations: chip faults, node NotReady, cordon and drain at given times.
+
+Who calls it: ``hetsched simulate --faults FILE`` (through ``sim.simulator``) loads a fault file and applies
+each fault to the embedded cluster at its time, the way the real sources would show it: a chip fault
+rewrites the node's device inventory (``hetsched.io/devices``, what the node agent publishes) and its
+allocatable; NotReady sets the node's Ready condition; a drain cordons the node and evicts its pods.
+
+File format (YAML)::
+
+    faults:
+    - {at: 600, node: ascend-03, kind: ChipUnhealthy, chips: [3]}
+    - {at: 900, node: ascend-03, kind: ChipRecovered, chips: [3]}
+    - {at: 1200, node: ascend-05, kind: NodeNotReady}
+    - {at: 1500, node: ascend-05, kind: NodeReady}
+    - {at: 1800, node: ascend-06, kind: Drain}
+
+Kinds: ChipUnhealthy, ChipNetworkUnhealthy, ChipRecovered (``chips`` required; ``resource`` defaults to
+the node's first device set), NodeNotReady, NodeReady, Cordon, Uncordon, Drain. A bad file is an error
+naming the file, the fault's index and the field; a fault naming a node or chip that does not exist is an
+error when it is applied, naming the fault.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hetsched.api.objects import Condition, Node, Pod
+from hetsched.cluster.memory import MemoryCluster
+from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, DeviceSet, parse_node_devices
+from hetsched.ports import NotFound
+
+FaultKind = Literal["ChipUnhealthy", "ChipNetworkUnhealthy", "ChipRecovered", "NodeNotReady", "NodeReady",
+                    "Cordon", "Uncordon", "Drain"]
+CHIP_KINDS = ("ChipUnhealthy", "ChipNetworkUnhealthy", "ChipRecovered")
+HEALTH = {"ChipUnhealthy": "Unhealthy", "ChipNetworkUnhealthy": "NetworkUnhealthy", "ChipRecovered": "Healthy"}
+
+
+class Fault(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    at: float = Field(ge=0)
+    node: str = Field(min_length=1)
+    kind: FaultKind
+    chips: list[int] = Field(default_factory=list)
+    resource: str | None = None
+
+    @property
+    def target(self) -> str:
+        return f"{self.node}:{','.join(map(str, self.chips))}" if self.chips else self.node
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    faults: list[Fault] = Field(default_factory=list)
+
+
+class FaultError(ValueError):
+    """A fault file or fault that cannot be used; the message names the file or fault and the field."""
+
+
+def load_faults(path: Path) -> list[Fault]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise FaultError(f"{path}: cannot read: {exc}") from None
+    try:
+        faults = _File.model_validate(data if data is not None else {}).faults
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in error["loc"]).replace(".[", "[")
+        raise FaultError(f"{path}: {where}: {error['msg']}") from None
+    for index, fault in enumerate(faults):
+        if fault.kind in CHIP_KINDS and not fault.chips:
+            raise FaultError(f"{path}: faults[{index}].chips: {fault.kind} needs the chip ids")
+    return sorted(faults, key=lambda f: f.at)
+
+
+def apply(cluster: MemoryCluster, fault: Fault, now: float) -> None:
+    """Make ``fault`` visible in ``cluster`` (see the module docstring)."""
+    try:
+        node = cluster.get("Node", fault.node)
+    except NotFound:
+        raise FaultError(f"fault {fault.kind} at {fault.at:g}s: node {fault.node} does not exist") from None
+    assert isinstance(node, Node)
+    if fault.kind in CHIP_KINDS:
+        cluster.update(_chip_health(node, fault))
+    elif fault.kind in ("NodeNotReady", "NodeReady"):
+        ready = "True" if fault.kind == "NodeReady" else "False"
+        others = [c for c in node.status.conditions if c.type != "Ready"]
+        condition = Condition(type="Ready", status=ready, reason=fault.kind, message="fault injection",
+                              lastTransitionTime=now)
+        cluster.update(node.model_copy(update={"status": node.status.model_copy(
+            update={"conditions": [*others, condition]})}))
+    elif fault.kind in ("Cordon", "Uncordon", "Drain"):
+        cluster.update(node.model_copy(update={"spec": node.spec.model_copy(
+            update={"unschedulable": fault.kind != "Uncordon"})}))
+        if fault.kind == "Drain":
+            for pod in cluster.list("Pod"):
+                if isinstance(pod, Pod) and pod.spec.nodeName == fault.node and \
+                        pod.status.phase in ("Pending", "Running"):
+                    cluster.evict(f"{pod.metadata.namespace}/{pod.metadata.name}", f"node {fault.node} drained")
+
+
+def _chip_health(node: Node, fault: Fault) -> Node:
+    raw = node.metadata.annotations.get(NODE_ANNOTATION)
+    if raw is None:
+        raise FaultError(f"fault {fault.kind} at {fault.at:g}s: node {fault.node} has no device inventory")
+    inventory = parse_node_devices(raw, fault.node)
+    sets = list(inventory.devices)
+    index = next((i for i, d in enumerate(sets) if fault.resource in (None, d.resource)), None)
+    if index is None:
+        raise FaultError(f"fault {fault.kind} at {fault.at:g}s: node {fault.node} has no {fault.resource} chips")
+    device_set = sets[index]
+    ids = {c.id for c in device_set.chips}
+    missing = [c for c in fault.chips if c not in ids]
+    if missing:
+        raise FaultError(f"fault {fault.kind} at {fault.at:g}s: node {fault.node} has no chip(s) "
+                         f"{', '.join(map(str, missing))} of {device_set.resource}")
+    health = HEALTH[fault.kind]
+    chips = [c.model_copy(update={"health": health}) if c.id in fault.chips else c for c in device_set.chips]
+    sets[index] = DeviceSet(resource=device_set.resource, model=device_set.model, topology=device_set.topology,
+                            chips=chips)
+    updated = inventory.model_copy(update={"devices": sets})
+    healthy = sum(1 for c in chips if c.health != "Unhealthy")
+    allocatable = dict(node.status.allocatable)
+    allocatable[device_set.resource] = healthy * 1000  # what the device plugin now advertises
+    for share_map, per_chip in ((SHARE_OF, 1000 * 1000), (MEMORY_OF, None)):
+        name = share_map.get(device_set.resource)
+        if name is not None and name in allocatable:
+            chip_memory = max((c.memoryMiB for c in chips), default=0) * 1000
+            allocatable[name] = healthy * (per_chip if per_chip is not None else chip_memory)
+    return node.model_copy(update={
+        "metadata": node.metadata.model_copy(update={"annotations": {**node.metadata.annotations,
+                                                                     NODE_ANNOTATION: updated.to_annotation()}}),
+        "status": node.status.model_copy(update={"allocatable": allocatable}),
+    })

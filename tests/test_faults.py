@@ -1,0 +1,173 @@
+"""Fault rescheduling: chip faults and NotReady nodes injected into simulations; the fault controller's
+force / grace / off modes, pod- and job-level rescheduling, the retry budget; the fault file's errors; and a
+property over random fault schedules: nothing keeps running on a faulty chip, no job disappears, every job
+ends Completed or Failed with a reason."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hetsched.api.manifest import load_text
+from hetsched.api.objects import Job, Node, Pod
+from hetsched.devices.inventory import NODE_ANNOTATION, parse_node_devices, pod_allocation
+from hetsched.sim.faults import Fault, FaultError, load_faults
+from hetsched.sim.simulator import Simulation
+from tests.builders import accel_node
+
+ASCEND = "huawei.com/Ascend910"
+
+
+def job(name: str, pods: int, chips: int, *, labels: dict[str, str] | None = None, duration: int = 1000,
+        at: int = 0) -> str:
+    return f"""
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: {name}
+  labels: {json.dumps(labels or {})}
+  annotations: {{hetsched.io/submit-at: "{at}"}}
+spec:
+  minAvailable: {pods}
+  tasks:
+  - name: worker
+    replicas: {pods}
+    template:
+      metadata: {{annotations: {{hetsched.io/duration: "{duration}"}}}}
+      spec:
+        containers:
+        - name: w
+          resources: {{limits: {{{ASCEND}: {chips}}}, requests: {{cpu: "1"}}}}
+"""
+
+
+def simulate(jobs: str, faults: list[Fault], nodes: int = 3, until: float | None = None) -> tuple[Simulation, Any]:
+    simulation = Simulation([accel_node(f"n{i}") for i in range(nodes)], load_text(jobs), None, faults=faults,
+                            until=until)
+    return simulation, simulation.run()
+
+
+def holders(simulation: Simulation, node: str) -> dict[str, list[int]]:
+    return {p.metadata.name: pod_allocation(p.metadata.annotations).get(ASCEND, [])
+            for p in simulation.cluster.list("Pod") if isinstance(p, Pod) and p.spec.nodeName == node}
+
+
+def test_a_dead_chip_restarts_the_whole_job_on_healthy_chips() -> None:
+    _, results = simulate(job("train", 2, 8, labels={"fault-retry-times": "2"}),
+                          [Fault(at=100, node="n0", kind="ChipUnhealthy", chips=[5])])
+    (record,) = results.jobs
+    assert record["phase"] == "Completed" and record["faultRetries"] == 1
+    (fault,) = results.faults
+    assert fault["jobs"] == ["default/train"] and fault["retries_used"] == 1
+    assert fault["time_to_recover_s"] is not None
+    assert all(p["node"] != "n0" for p in record["pods"])  # n0 has 7 healthy chips: an 8-chip pod cannot go back
+    assert record["end"] >= 100 + 1000  # the restarted job ran its full duration again
+
+
+def test_pod_rescheduling_replaces_only_the_pod_that_was_hit() -> None:
+    _, results = simulate(job("train", 2, 4, labels={"pod-rescheduling": "on"}),
+                          [Fault(at=100, node="n0", kind="ChipUnhealthy", chips=[0])], nodes=2)
+    (record,) = results.jobs
+    ends = sorted(p["end"] for p in record["pods"])
+    assert ends[0] == pytest.approx(1000, abs=2)  # the untouched pod finished on time
+    assert ends[1] >= 1100  # the replaced one started again after the fault
+
+
+def test_grace_mode_asks_for_a_checkpoint_then_reschedules() -> None:
+    labels = {"fault-scheduling": "grace", "grace-over-time": "200"}
+    simulation, results = simulate(job("train", 1, 8, labels=labels, duration=2000),
+                                   [Fault(at=100, node="n0", kind="ChipUnhealthy", chips=[1])], until=250)
+    pods = [p for p in simulation.cluster.list("Pod") if isinstance(p, Pod)]
+    assert pods and pods[0].spec.nodeName == "n0" and pods[0].metadata.annotations["hetsched.io/checkpoint-by"] == "300"
+    simulation, results = simulate(job("train", 1, 8, labels=labels, duration=2000),
+                                   [Fault(at=100, node="n0", kind="ChipUnhealthy", chips=[1])])
+    assert results.jobs[0]["faultRetries"] == 1 and results.jobs[0]["pods"][0]["node"] != "n0"
+    assert results.jobs[0]["end"] >= 300 + 2000
+
+
+def test_off_leaves_the_job_alone_and_says_so() -> None:
+    simulation, results = simulate(job("train", 1, 8, labels={"fault-scheduling": "off"}),
+                                   [Fault(at=100, node="n0", kind="ChipUnhealthy", chips=[1])])
+    assert results.jobs[0]["faultRetries"] == 0 and results.jobs[0]["pods"][0]["end"] == pytest.approx(1000, abs=2)
+    assert any(e.reason == "FaultIgnored" for e in simulation.cluster.events)
+
+
+def test_the_fault_retry_budget_fails_the_job_with_the_reason() -> None:
+    faults = [Fault(at=100, node="n0", kind="NodeNotReady"), Fault(at=150, node="n1", kind="NodeNotReady")]
+    _, results = simulate(job("train", 1, 8, labels={"fault-retry-times": "1"}), faults, nodes=3)
+    (record,) = results.jobs
+    assert record["phase"] == "Failed" and record["reason"] == "FaultRetryExhausted"
+    assert "NotReady" in record["message"]
+
+
+def test_fault_files_name_the_fault_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "f.yaml"
+    bad.write_text("faults:\n- {at: 10, node: n0, kind: ChipMelted, chips: [1]}\n")
+    with pytest.raises(FaultError, match=r"f.yaml: faults\[0\]\.kind: Input should be 'ChipUnhealthy'"):
+        load_faults(bad)
+    bad.write_text("faults:\n- {at: 10, node: n0, kind: ChipUnhealthy}\n")
+    with pytest.raises(FaultError, match=r"faults\[0\]\.chips: ChipUnhealthy needs the chip ids"):
+        load_faults(bad)
+    with pytest.raises(FaultError, match="node n9 does not exist"):
+        simulate(job("train", 1, 8), [Fault(at=10, node="n9", kind="NodeNotReady")])
+    with pytest.raises(FaultError, match="node n0 has no chip"):
+        simulate(job("train", 1, 8), [Fault(at=10, node="n0", kind="ChipUnhealthy", chips=[12])])
+
+
+@settings(max_examples=int(os.environ.get("HETSCHED_FAULT_EXAMPLES", "300")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(1, 2), st.booleans(),
+                               st.integers(0, 300)), min_size=1, max_size=4),
+       faults=st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 2),
+                                 st.sampled_from(["ChipUnhealthy", "ChipNetworkUnhealthy", "ChipRecovered",
+                                                  "NodeNotReady", "NodeReady"]),
+                                 st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True)),
+                       max_size=6))
+def test_random_fault_schedules_never_leave_work_on_a_faulty_chip(
+        jobs: list[tuple[int, int, bool, int]], faults: list[tuple[int, int, str, list[int]]]) -> None:
+    text = "---".join(job(f"j{i}", pods, chips, at=at, duration=500,
+                          labels={"pod-rescheduling": "on"} if pod_level else {})
+                      for i, (chips, pods, pod_level, at) in enumerate(jobs))
+    schedule = [Fault(at=at, node=f"n{node}", kind=kind, chips=chips if kind.startswith("Chip") else [])  # type: ignore[arg-type]
+                for at, node, kind, chips in faults]
+    simulation = Simulation([accel_node(f"n{i}") for i in range(3)], load_text(text), None, faults=schedule)
+    seen_bad: list[str] = []
+
+    def check() -> None:
+        for node in simulation.cluster.list("Node"):
+            assert isinstance(node, Node)
+            inventory = parse_node_devices(node.metadata.annotations[NODE_ANNOTATION], node.metadata.name)
+            dead = {c.id for d in inventory.devices for c in d.chips if c.health == "Unhealthy"}
+            for name, chips in holders(simulation, node.metadata.name).items():
+                pod = simulation.cluster.get("Pod", f"default/{name}")
+                assert isinstance(pod, Pod)
+                if pod.status.phase in ("Pending", "Running") and set(chips) & dead:
+                    seen_bad.append(f"{name} on {node.metadata.name} chips {chips} dead {sorted(dead)}")
+
+    original = simulation._settle
+
+    def settle_and_check() -> None:
+        original()
+        check()
+
+    simulation._settle = settle_and_check  # type: ignore[method-assign]
+    results = simulation.run()
+    assert not seen_bad, seen_bad[:3]
+    names = {r["name"] for r in results.jobs}
+    assert names == {f"j{i}" for i in range(len(jobs))}  # no job disappears
+    for record in results.jobs:
+        assert record["phase"] in ("Completed", "Failed", "Running", "Pending")
+        if record["phase"] == "Failed":
+            assert record["reason"]
+    live = [p for p in simulation.cluster.list("Pod")
+            if isinstance(p, Pod) and p.status.phase in ("Pending", "Running")]
+    indexes = [(p.metadata.annotations["scheduling.k8s.io/group-name"], p.metadata.annotations["volcano.sh/task-index"])
+               for p in live]
+    assert len(indexes) == len(set(indexes))
+    assert all(isinstance(j, Job) for j in simulation.cluster.list("Job"))
