@@ -70,3 +70,20 @@ def test_without_eviction_actions_the_urgent_job_waits(tmp_path: Path) -> None:
     by_name = jobs(results)
     assert by_name["urgent-finetune"]["start"] >= by_name["long-training"]["end"]
     assert results["summary"]["evictions"]["total"] == 0
+
+
+def test_the_fault_scenario_reports_each_fault_and_recovers(tmp_path: Path) -> None:
+    out = tmp_path / "faults.json"
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "simulate", "--cluster",
+                          str(SCENARIOS / "ascend-4.yaml"), str(SCENARIOS / "fault-jobs.yaml"), "--faults",
+                          str(SCENARIOS / "faults.yaml"), "--output", str(out), "--quiet"],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    results = json.loads(out.read_text())
+    faults = results["faults"]
+    assert [f["kind"] for f in faults] == ["ChipUnhealthy", "NodeNotReady", "ChipRecovered", "NodeReady"]
+    assert all(set(f) >= {"time", "target", "kind", "time_to_recover_s", "retries_used"} for f in faults)
+    assert faults[0]["retries_used"] == 1 and faults[0]["time_to_recover_s"] is not None
+    assert faults[1]["time_to_recover_s"] == 300  # waits for the chip repair at t=900
+    assert {j["phase"] for j in results["jobs"]} == {"Completed"}
+    assert all(j["faultRetries"] == 1 for j in results["jobs"])
