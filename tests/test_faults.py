@@ -171,3 +171,38 @@ def test_random_fault_schedules_never_leave_work_on_a_faulty_chip(
                for p in live]
     assert len(indexes) == len(set(indexes))
     assert all(isinstance(j, Job) for j in simulation.cluster.list("Job"))
+
+
+def test_a_drain_evicts_within_the_disruption_budget_and_waits_for_replacements() -> None:
+    """Both pods of a job run on n0 and the job allows one missing pod. Draining n0 evicts one, waits until
+    its replacement runs on n1, then evicts the other: the job never has two pods missing."""
+    text = job("serve", 2, 4, duration=1000).replace(
+        'annotations: {hetsched.io/submit-at: "0"}',
+        'annotations: {hetsched.io/submit-at: "0", hetsched.io/max-unavailable: "1"}')
+    simulation = Simulation([accel_node("n0"), accel_node("n1")], load_text(text), None,
+                            faults=[Fault(at=50, node="n1", kind="Cordon"), Fault(at=100, node="n0", kind="Drain"),
+                                    Fault(at=100, node="n1", kind="Uncordon")])
+    lowest: list[int] = []
+
+    def watch(event: Any) -> None:
+        if 100 <= simulation.clock.now() < 900 and isinstance(event.object, Pod):  # before any pod finishes
+            running = sum(1 for p in simulation.cluster.list("Pod") if isinstance(p, Pod)
+                          and p.status.phase == "Running")
+            lowest.append(running)
+
+    simulation.cluster.watch(("Pod",), watch, replay=False)
+    results = simulation.run()
+    drains = [e for e in results.evictions if e["action"] == "drain"]
+    assert len(drains) == 2
+    assert min(lowest) >= 1  # never two missing
+    assert all(p["node"] == "n1" for p in results.jobs[0]["pods"])
+    assert results.jobs[0]["phase"] == "Completed"
+
+
+def test_a_bad_budget_is_refused_by_name() -> None:
+    from hetsched.api.manifest import ManifestError
+
+    text = job("serve", 2, 4).replace('annotations: {hetsched.io/submit-at: "0"}',
+                                      'annotations: {hetsched.io/max-unavailable: "half"}')
+    with pytest.raises(ManifestError, match=r"hetsched\.io/max-unavailable must be a count or a percentage"):
+        load_text(text)

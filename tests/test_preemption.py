@@ -309,3 +309,30 @@ def test_preemption_works_in_an_overused_queue() -> None:
     result = h.cycle()
     assert any(e.action == "preempt" and e.preemptor == "default/high" for e in result.decisions.evictions)
     assert any(pods_of(h, "high").values())
+
+
+def test_preemption_never_exceeds_a_disruption_budget() -> None:
+    """The low gang allows one missing pod (``hetsched.io/max-unavailable: "1"``). A 4-pod gang at its
+    minimum would have to go whole, so it is no victim; of an elastic job only one pod may go, which is
+    enough for a one-node preemptor and not for a two-node one (then nothing is evicted)."""
+    def budgeted(objects: list[AnyObject]) -> list[AnyObject]:
+        out: list[AnyObject] = []
+        for obj in objects:
+            if obj.kind == "PodGroup":
+                obj = obj.model_copy(update={"metadata": obj.metadata.model_copy(
+                    update={"annotations": {"hetsched.io/max-unavailable": "1"}})})
+            out.append(obj)
+        return out
+
+    nodes = [accel_node(f"n{i}") for i in range(4)]
+    gang_case = [*classes(), *nodes, *budgeted(running("low", [f"n{i}" for i in range(4)], min_member=4)),
+                 *gang("high", 1, limits={ASCEND: 8}, cpu="1", priority_class="high")]
+    h = harness(gang_case, CONF)
+    h.cycle()
+    assert evicted(h) == []
+    for size, expected in ((1, ["low-3"]), (2, [])):
+        elastic = [*classes(), *nodes, *budgeted(running("low", [f"n{i}" for i in range(4)], min_member=1)),
+                   *gang("high", size, limits={ASCEND: 8}, cpu="1", priority_class="high")]
+        h = harness(elastic, CONF)
+        h.cycle()
+        assert evicted(h) == expected

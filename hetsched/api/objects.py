@@ -361,6 +361,34 @@ class LifecyclePolicy(_Strict):
         return self
 
 
+MAX_UNAVAILABLE_ANNOTATION = "hetsched.io/max-unavailable"
+"""Job (and its PodGroup) annotation: how many of its pods voluntary evictions — preemption, reclaim, node
+drain — may take away at once: a count (``"1"``) or a share of the job's pods (``"25%"``, rounded down,
+at least 1)."""
+
+
+def max_unavailable(annotations: dict[str, str], pods: int, where: str) -> int | None:
+    """The disruption budget in pods from ``hetsched.io/max-unavailable`` (None: no budget). A value that
+    is neither a count nor a percentage is an error naming ``where`` and the annotation."""
+    raw = annotations.get(MAX_UNAVAILABLE_ANNOTATION)
+    if raw is None:
+        return None
+    text = raw.strip()
+    try:
+        if text.endswith("%"):
+            share = float(text[:-1])
+            if not 0 <= share <= 100:
+                raise ValueError
+            return max(1, int(pods * share / 100))
+        count = int(text)
+        if count < 0:
+            raise ValueError
+        return count
+    except ValueError:
+        raise ValueError(f"{where}: annotation {MAX_UNAVAILABLE_ANNOTATION} must be a count or a percentage "
+                         f"(\"1\", \"25%\"), got {raw!r}") from None
+
+
 NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
 """Pod annotation the job controller sets from its task's ``topologyPolicy`` (as Volcano's does); the
 scheduler's ``numaaware`` plugin reads it."""
@@ -464,6 +492,11 @@ class Job(_Model):
     metadata: ObjectMeta
     spec: JobSpec
     status: JobStatus = Field(default_factory=JobStatus)
+
+    @model_validator(mode="after")
+    def _budget(self) -> Job:
+        max_unavailable(self.metadata.annotations, self.spec.total_replicas, "metadata.annotations")
+        return self
 
 
 class PodGroupSpec(_Strict):

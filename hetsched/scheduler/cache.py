@@ -19,7 +19,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetsched.api.objects import NUMA_POLICY_ANNOTATION, Node, Pod, PodGroup, PriorityClass, Queue, Taint
+from hetsched.api.objects import (
+    NUMA_POLICY_ANNOTATION,
+    Node,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    Queue,
+    Taint,
+    max_unavailable,
+)
 from hetsched.devices.inventory import (
     MEMORY_OF,
     NODE_ANNOTATION,
@@ -481,6 +490,15 @@ class SchedulerCache:
                     numa=record.numa if record.numa is not None else -1))
         return result
 
+    @staticmethod
+    def _budget(podgroup: PodGroup, pods: int) -> int | None:
+        """The PodGroup's disruption budget; an unreadable one counts as 0 (nothing may be evicted) — the
+        webhook and ``hetsched validate`` reject it up front."""
+        try:
+            return max_unavailable(podgroup.metadata.annotations, pods, f"PodGroup {podgroup.metadata.name}")
+        except ValueError:
+            return 0
+
     def _class_preempts(self, podgroup: PodGroup) -> bool:
         """False when the job's PriorityClass says ``preemptionPolicy: Never`` (its pods are checked where
         the snapshot walks them)."""
@@ -571,6 +589,7 @@ class SchedulerCache:
                 total_pods=len(group.pods), allocated=group.allocated.astype(np.float64),
                 min_resources=self.resources.vector(podgroup.spec.minResources).astype(np.float64),
                 preempts=not never and self._class_preempts(podgroup),
+                max_unavailable=self._budget(podgroup, len(group.pods)),
             )
             for (task, placement_key, priority, models, mlu_link, numa_policy), keys in by_placement.items():
                 record = self._pods[keys[0]]

@@ -17,6 +17,9 @@ How victims are chosen (hetsched's rule, gang- and topology-aware by constructio
    evicted that the gang does not need; and when several units remain, a single cheaper unit that is
    enough on its own replaces them (one pod freeing a whole HCCS ring beats three pods on the other).
 4. If the gang cannot fit even with every allowed unit gone, nothing is evicted.
+5. A unit is never taken past its job's disruption budget (``hetsched.io/max-unavailable``, pods already
+   missing included), so a job that allows one missing pod loses at most one — and a gang that would have
+   to go whole under a smaller budget is not a victim at all.
 
 The chosen victims stay released in the session (a later preemptor in the same cycle cannot count them
 twice) and become evictions in the decisions; the preemptor's gang is then placed in the same session and
@@ -92,6 +95,16 @@ def _release(session: Session, unit: Unit, sign: int) -> None:
             snapshot.numa.used[pod.node, pod.numa] -= sign * int(pod.request[column])
 
 
+def within_budget(session: Session, unit: Unit) -> bool:
+    """Would evicting ``unit`` keep its job within its disruption budget (``hetsched.io/max-unavailable``)?
+    Pods already missing count: a job with a budget of 1 and one pod pending gives nothing more."""
+    job = session.snapshot.jobs[unit[0].job]
+    if job.max_unavailable is None:
+        return True
+    missing = max(job.total_pods - job.ready, 0)
+    return missing + len(unit) <= job.max_unavailable
+
+
 def gang_fits(session: Session, job: JobInfo) -> bool:
     """Dry run of ``allocate``'s gang placement: would the job's gang be placed now?"""
     return place_job(session, job, [g for g in job.groups if not g.best_effort], dry_run=True)
@@ -108,7 +121,7 @@ def plan(session: Session, job: JobInfo, candidates: list[RunningPod],
         counts[pod.job] += 1
     chosen: list[Unit] = []
     for unit in units(session, allowed):
-        if not still_allowed(unit):
+        if not still_allowed(unit) or not within_budget(session, unit):
             continue
         job_key = unit[0].job
         if len(unit) == counts[job_key]:  # the whole job
@@ -131,7 +144,7 @@ def plan(session: Session, job: JobInfo, candidates: list[RunningPod],
             _release(session, unit, 1)
     if len(chosen) > 1:
         chosen = _single_unit_instead(session, job, chosen, candidates=[
-            u for u in units(session, allowed) if u not in chosen and still_allowed(u)])
+            u for u in units(session, allowed) if u not in chosen and still_allowed(u) and within_budget(session, u)])
     return [pod for unit in chosen for pod in unit]
 
 

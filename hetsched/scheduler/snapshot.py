@@ -186,6 +186,8 @@ class JobInfo:
     """The gang holds a reservation on resources being released (Volcano's pipelined state)."""
     preempts: bool = True
     """May evict others (False under ``preemptionPolicy: Never``, on the PriorityClass or the pods)."""
+    max_unavailable: int | None = None
+    """Disruption budget: how many of its pods may be missing at once through voluntary evictions."""
     short: int | None = None
     """Pods the gang lacked at its last attempt this cycle (None when not attempted)."""
 

@@ -3,7 +3,8 @@
 Who calls it: ``hetsched simulate --faults FILE`` (through ``sim.simulator``) loads a fault file and applies
 each fault to the embedded cluster at its time, the way the real sources would show it: a chip fault
 rewrites the node's device inventory (``hetsched.io/devices``, what the node agent publishes) and its
-allocatable; NotReady sets the node's Ready condition; a drain cordons the node and evicts its pods.
+allocatable; NotReady sets the node's Ready condition; a drain cordons the node and then evicts its pods
+within their jobs' disruption budgets (:func:`drain_step`, run until the node is empty).
 
 File format (YAML)::
 
@@ -22,13 +23,14 @@ error when it is applied, naming the fault.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hetsched.api.objects import Condition, Node, Pod
+from hetsched.api.objects import Condition, Job, Node, Pod, max_unavailable
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, DeviceSet, parse_node_devices
 from hetsched.ports import NotFound
@@ -97,11 +99,7 @@ def apply(cluster: MemoryCluster, fault: Fault, now: float) -> None:
     elif fault.kind in ("Cordon", "Uncordon", "Drain"):
         cluster.update(node.model_copy(update={"spec": node.spec.model_copy(
             update={"unschedulable": fault.kind != "Uncordon"})}))
-        if fault.kind == "Drain":
-            for pod in cluster.list("Pod"):
-                if isinstance(pod, Pod) and pod.spec.nodeName == fault.node and \
-                        pod.status.phase in ("Pending", "Running"):
-                    cluster.evict(f"{pod.metadata.namespace}/{pod.metadata.name}", f"node {fault.node} drained")
+
 
 
 def _chip_health(node: Node, fault: Fault) -> Node:
@@ -137,3 +135,33 @@ def _chip_health(node: Node, fault: Fault) -> Node:
                                                                      NODE_ANNOTATION: updated.to_annotation()}}),
         "status": node.status.model_copy(update={"allocatable": allocatable}),
     })
+
+
+def drain_step(cluster: MemoryCluster, node: str) -> tuple[list[tuple[str, str]], bool]:
+    """Evict what may go from a draining ``node`` now: per job, no more pods than its disruption budget
+    (``hetsched.io/max-unavailable``) minus the pods it is already missing. Returns the evicted (pod, job)
+    pairs and whether the node is empty of live pods."""
+    live = [p for p in cluster.list("Pod") if isinstance(p, Pod) and p.status.phase in ("Pending", "Running")]
+    here = [p for p in live if p.spec.nodeName == node]
+    evicted: list[tuple[str, str]] = []
+    by_job: dict[str, list[Pod]] = {}
+    for pod in here:
+        owner = next((r.name for r in pod.metadata.ownerReferences if r.kind == "Job"), None)
+        by_job.setdefault(f"{pod.metadata.namespace}/{owner}" if owner else "", []).append(pod)
+    for job_key, pods in by_job.items():
+        allowed = len(pods)
+        if job_key:
+            with contextlib.suppress(NotFound):
+                job = cluster.get("Job", job_key)
+                assert isinstance(job, Job)
+                budget = max_unavailable(job.metadata.annotations, job.spec.total_replicas, f"Job {job_key}")
+                if budget is not None:
+                    running = sum(1 for p in live if p.status.phase == "Running" and p.metadata.namespace ==
+                                  job.metadata.namespace and any(r.kind == "Job" and r.name == job.metadata.name
+                                                                 for r in p.metadata.ownerReferences))
+                    allowed = max(0, budget - (job.spec.total_replicas - running))
+        for pod in pods[:allowed]:
+            key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+            cluster.evict(key, f"node {node} drained")
+            evicted.append((key, job_key))
+    return evicted, len(here) == len(evicted)

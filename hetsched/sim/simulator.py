@@ -29,7 +29,7 @@ from hetsched.ports import WatchEvent
 from hetsched.scheduler.cache import KINDS
 from hetsched.scheduler.conf import SchedulerConf
 from hetsched.scheduler.runner import Scheduler
-from hetsched.sim.faults import Fault
+from hetsched.sim.faults import Fault, drain_step
 from hetsched.sim.faults import apply as apply_fault
 from hetsched.sim.kernel import ARRIVAL, SCHEDULE, EventLoop, SimClock
 from hetsched.sim.kubelet import DURATION, SimKubelet
@@ -135,6 +135,7 @@ class Simulation:
         self._tick_pending = False
         self._in_tick = False
         self._timers: set[float] = set()
+        self._draining: set[str] = set()
         self._schedule_tick(0.0)
         self._unwatch_wake = self.cluster.watch(KINDS, self._wake, replay=False)
 
@@ -149,6 +150,8 @@ class Simulation:
     def _fault(self, fault: Fault) -> None:
         before = len(self.fault_controller.rescheduled)
         apply_fault(self.cluster, fault, self.clock.now())
+        if fault.kind == "Drain":
+            self._draining.add(fault.node)
         self._settle()
         jobs = sorted({job for _, job, _ in self.fault_controller.rescheduled[before:]})
         self.recorder.on_fault(fault.at, fault.target, fault.kind, jobs)
@@ -176,12 +179,25 @@ class Simulation:
 
     def _settle(self) -> None:
         while (self.fault_controller.process() + self.job_controller.process() + self.podgroup_controller.process()
-               + self.kubelet.process()) > 0:
+               + self.kubelet.process() + self._drain()) > 0:
             pass
         for due in (self.job_controller.next_deadline(), self.fault_controller.next_deadline()):
             if due is not None and due not in self._timers:  # ttlSecondsAfterFinished, fault grace periods
                 self._timers.add(due)
                 self.loop.schedule(due, partial(self._timer, due), ARRIVAL)
+
+    def _drain(self) -> int:
+        """Evict what the disruption budgets allow from draining nodes; a node leaves the set when empty."""
+        evicted = 0
+        for node in sorted(self._draining):
+            done, empty = drain_step(self.cluster, node)
+            for pod, job in done:
+                self.recorder.evictions.append({"time": self.clock.now(), "pod": pod, "job": job, "action": "drain",
+                                                "reason": f"node {node} drained", "for": ""})
+            evicted += len(done)
+            if empty:
+                self._draining.discard(node)
+        return evicted
 
     def _timer(self, due: float) -> None:
         self._timers.discard(due)
