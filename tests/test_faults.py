@@ -206,3 +206,47 @@ def test_a_bad_budget_is_refused_by_name() -> None:
                                       'annotations: {hetsched.io/max-unavailable: "half"}')
     with pytest.raises(ManifestError, match=r"hetsched\.io/max-unavailable must be a count or a percentage"):
         load_text(text)
+
+
+@settings(max_examples=int(os.environ.get("HETSCHED_FAULT_EXAMPLES", "300")) // 3, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(st.tuples(st.sampled_from([2, 4, 8]), st.integers(1, 3), st.integers(1, 2)),
+                     min_size=1, max_size=3),
+       drains=st.lists(st.tuples(st.integers(10, 400), st.integers(0, 2), st.booleans()), min_size=1, max_size=4))
+def test_random_drains_never_exceed_a_disruption_budget(
+        jobs: list[tuple[int, int, int]], drains: list[tuple[int, int, bool]]) -> None:
+    """Jobs with budgets of 1–2 pods; random drains (and uncordons) of three nodes. Whenever a drain
+    evicts pods of a job, the job is left missing no more pods than its budget."""
+    import hetsched.sim.simulator as simulator_module
+
+    budgets = {f"default/j{i}": budget for i, (_, _, budget) in enumerate(jobs)}
+    text = "---".join(
+        job(f"j{i}", pods, chips, duration=600).replace(
+            'annotations: {hetsched.io/submit-at: "0"}',
+            f'annotations: {{hetsched.io/submit-at: "0", hetsched.io/max-unavailable: "{budget}"}}')
+        for i, (chips, pods, budget) in enumerate(jobs))
+    faults = []
+    for at, node, uncordon in drains:
+        faults.append(Fault(at=at, node=f"n{node}", kind="Drain"))
+        if uncordon:
+            faults.append(Fault(at=at + 50, node=f"n{node}", kind="Uncordon"))
+    simulation = Simulation([accel_node(f"n{i}") for i in range(3)], load_text(text), None, faults=faults)
+    replicas = {f"default/j{i}": pods for i, (_, pods, _) in enumerate(jobs)}
+    original = simulator_module.drain_step
+
+    def checked(cluster: Any, node: str) -> Any:
+        evicted, empty = original(cluster, node)
+        running: dict[str, int] = {}
+        for pod in cluster.list("Pod"):
+            if isinstance(pod, Pod) and pod.status.phase == "Running":
+                key = f"default/{pod.metadata.annotations['scheduling.k8s.io/group-name']}"
+                running[key] = running.get(key, 0) + 1
+        for job_key in {j for _, j in evicted}:
+            assert replicas[job_key] - running.get(job_key, 0) <= budgets[job_key], (job_key, evicted)
+        return evicted, empty
+
+    simulator_module.drain_step = checked  # type: ignore[assignment]
+    try:
+        simulation.run()
+    finally:
+        simulator_module.drain_step = original  # type: ignore[assignment]
