@@ -136,7 +136,8 @@ def test_random_fault_schedules_never_leave_work_on_a_faulty_chip(
                       for i, (chips, pods, pod_level, at) in enumerate(jobs))
     schedule = [Fault(at=at, node=f"n{node}", kind=kind, chips=chips if kind.startswith("Chip") else [])  # type: ignore[arg-type]
                 for at, node, kind, chips in faults]
-    simulation = Simulation([accel_node(f"n{i}") for i in range(3)], load_text(text), None, faults=schedule)
+    simulation = Simulation([accel_node(f"n{i}") for i in range(3)], load_text(text), None, faults=schedule,
+                            until=50_000)  # a guard: these workloads end long before
     seen_bad: list[str] = []
 
     def check() -> None:
@@ -230,7 +231,8 @@ def test_random_drains_never_exceed_a_disruption_budget(
         faults.append(Fault(at=at, node=f"n{node}", kind="Drain"))
         if uncordon:
             faults.append(Fault(at=at + 50, node=f"n{node}", kind="Uncordon"))
-    simulation = Simulation([accel_node(f"n{i}") for i in range(3)], load_text(text), None, faults=faults)
+    simulation = Simulation([accel_node(f"n{i}") for i in range(3)], load_text(text), None, faults=faults,
+                            until=50_000)  # a guard: these workloads end long before
     replicas = {f"default/j{i}": pods for i, (_, pods, _) in enumerate(jobs)}
     original = simulator_module.drain_step
 

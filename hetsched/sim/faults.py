@@ -16,9 +16,9 @@ File format (YAML)::
     - {at: 1800, node: ascend-06, kind: Drain}
 
 Kinds: ChipUnhealthy, ChipNetworkUnhealthy, ChipRecovered (``chips`` required; ``resource`` defaults to
-the node's first device set), NodeNotReady, NodeReady, Cordon, Uncordon, Drain. A bad file is an error
-naming the file, the fault's index and the field; a fault naming a node or chip that does not exist is an
-error when it is applied, naming the fault.
+the node's first device set), NodeNotReady, NodeReady, Cordon, Uncordon (also ends a drain in progress),
+Drain. A bad file is an error naming the file, the fault's index and the field; a fault naming a node or
+chip that does not exist is an error when it is applied, naming the fault.
 """
 
 from __future__ import annotations

@@ -152,6 +152,8 @@ class Simulation:
         apply_fault(self.cluster, fault, self.clock.now())
         if fault.kind == "Drain":
             self._draining.add(fault.node)
+        elif fault.kind == "Uncordon":  # an uncordon ends a drain still waiting on budgets
+            self._draining.discard(fault.node)
         self._settle()
         jobs = sorted({job for _, job, _ in self.fault_controller.rescheduled[before:]})
         self.recorder.on_fault(fault.at, fault.target, fault.kind, jobs)
