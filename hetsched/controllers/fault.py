@@ -61,6 +61,8 @@ class FaultController:
         """Job key → a grace period running for it."""
         self.rescheduled: list[tuple[float, str, str]] = []
         """(time, job key, reason) of every fault restart, for the simulator's report."""
+        self.hit: list[tuple[float, str]] = []
+        """(time, job key) of every job a fault reached that will be rescheduled (now or after its grace)."""
         self._warned: set[tuple[str, str]] = set()
         self._unwatch = store.watch(("Node",), self._on_event)
 
@@ -161,6 +163,7 @@ class FaultController:
         if mode == "off":
             self._warn(job, job_key, "FaultIgnored", f"{reason}; fault-scheduling is off, the job is left alone")
             return
+        self.hit.append((self.clock.now(), job_key))
         if mode == "grace":
             if job_key in self.graces:
                 self.graces[job_key].pods |= pods
@@ -199,8 +202,8 @@ class FaultController:
         prefix = f"{job.metadata.name}-"
         return [f"{p.metadata.namespace}/{p.metadata.name}" for p in self.store.list("Pod")
                 if isinstance(p, Pod) and p.metadata.namespace == job.metadata.namespace
-                and p.metadata.name.startswith(prefix) and self._job_key(p) == f"{job.metadata.namespace}/"
-                f"{job.metadata.name}"]
+                and p.metadata.name.startswith(prefix)
+                and self._job_key(p) == f"{job.metadata.namespace}/{job.metadata.name}"]
 
     def _annotate(self, key: str, values: dict[str, str]) -> None:
         with contextlib.suppress(NotFound):

@@ -148,14 +148,14 @@ class Simulation:
         self.cluster.create(obj)
 
     def _fault(self, fault: Fault) -> None:
-        before = len(self.fault_controller.rescheduled)
+        before = len(self.fault_controller.hit)
         apply_fault(self.cluster, fault, self.clock.now())
         if fault.kind == "Drain":
             self._draining.add(fault.node)
         elif fault.kind == "Uncordon":  # an uncordon ends a drain still waiting on budgets
             self._draining.discard(fault.node)
         self._settle()
-        jobs = sorted({job for _, job, _ in self.fault_controller.rescheduled[before:]})
+        jobs = sorted({job for _, job in self.fault_controller.hit[before:]})
         self.recorder.on_fault(fault.at, fault.target, fault.kind, jobs)
 
     def _wake(self, event: WatchEvent) -> None:
