@@ -3,9 +3,10 @@
 Who calls it: ``hetsched simulate``, ``hetsched demo`` and tests.
 
 Events: object arrivals (``hetsched.io/submit-at`` seconds, default 0), pod completions (the simulated
-kubelet, ``hetsched.io/duration``) and scheduler cycles every ``period`` seconds (default 1 s, as
-Volcano's ``--schedule-period``). After every event the controllers and kubelets run until nothing is
-left to do, at the same simulated instant.
+kubelet, ``hetsched.io/duration``), injected faults (``sim.faults``), controller timers (a job's
+``ttlSecondsAfterFinished``, a fault's grace period) and scheduler cycles every ``period`` seconds (default
+1 s, as Volcano's ``--schedule-period``). After every event the controllers (job, PodGroup, fault), the
+kubelets and any drain in progress run until nothing is left to do, at the same simulated instant.
 
 A cycle that changed nothing (no object written) would repeat identically until something else
 happens, so the scheduler then sleeps until the next event and resumes on the next period boundary.
