@@ -80,6 +80,10 @@ class World:
     ("PodEvicted", "AbortJob", "Aborted", 0, 0),
     ("Unknown", "RestartJob", "Pending", 3, 1),
     ("*", "TerminateJob", "Terminated", 0, 0),
+    ("PodFailed", "RestartTask", "Pending", 3, 1),
+    ("PodFailed", "RestartPod", "Pending", 3, 1),
+    ("PodEvicted", "RestartTask", "Pending", 3, 1),
+    ("PodEvicted", "CompleteJob", "Completed", 0, 0),
 ])
 def test_job_policy_event_to_action(event: str, action: str, phase: str, pods_after: int, retries: int) -> None:
     world = World(job_policies=[{"event": event, "action": action}])
@@ -93,8 +97,11 @@ def test_job_policy_event_to_action(event: str, action: str, phase: str, pods_af
     assert job.status.state.phase == phase
     assert len(world.pods()) == pods_after
     assert job.status.retryCount == retries
-    if retries:
-        assert all(p.metadata.annotations["volcano.sh/job-version"] == "1" for p in world.pods().values())
+    restarted = {"RestartJob": {"train-master-0", "train-worker-0", "train-worker-1"},
+                 "RestartTask": {"train-worker-0", "train-worker-1"},
+                 "RestartPod": {"train-worker-1"}}.get(action, set())
+    for name, pod in world.pods().items():
+        assert pod.metadata.annotations["volcano.sh/job-version"] == ("1" if name in restarted else "0")
 
 
 def test_task_completed_completes_the_job_and_stops_the_rest() -> None:
