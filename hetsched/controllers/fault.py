@@ -101,21 +101,27 @@ class FaultController:
         if not (unhealthy or network or not_ready):
             return
         hit: dict[str, tuple[set[str], str]] = {}
+        jobs: dict[str, Job | None] = {}
         for pod in self.store.list("Pod"):
             if not isinstance(pod, Pod) or pod.spec.nodeName != name or pod.status.phase not in ("Pending", "Running"):
                 continue
             job_key = self._job_key(pod)
             if job_key is None:
                 continue
-            reason = self._why(pod, name, unhealthy, network, not_ready, job_key)
+            if job_key not in jobs:
+                jobs[job_key] = self._job(job_key)
+            job = jobs[job_key]
+            if job is None:
+                continue
+            reason = self._why(pod, name, unhealthy, network, not_ready, job.spec.total_replicas > 1)
             if reason:
                 pods, _ = hit.get(job_key, (set(), reason))
                 pods.add(f"{pod.metadata.namespace}/{pod.metadata.name}")
                 hit[job_key] = (pods, reason)
         for job_key, (pods, reason) in hit.items():
-            job = self._job(job_key)
-            if job is not None:
-                self._handle(job, job_key, pods, reason)
+            found = jobs[job_key]
+            assert found is not None
+            self._handle(found, job_key, pods, reason)
 
     def _bad_chips(self, node: Node) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
         raw = node.metadata.annotations.get(NODE_ANNOTATION)
@@ -130,7 +136,7 @@ class FaultController:
         return ({r: s for r, s in unhealthy.items() if s}, {r: s for r, s in network.items() if s})
 
     def _why(self, pod: Pod, node: str, unhealthy: dict[str, set[int]], network: dict[str, set[int]],
-             not_ready: bool, job_key: str) -> str:
+             not_ready: bool, multi_pod: bool) -> str:
         if not_ready:
             return f"node {node} is NotReady"
         held = pod_allocation(pod.metadata.annotations)
@@ -139,8 +145,7 @@ class FaultController:
             if bad:
                 return f"{resource} chip(s) {', '.join(map(str, bad))} on {node} unhealthy"
             lost = sorted(set(chips) & network.get(resource, set()))
-            job = self._job(job_key)
-            if lost and job is not None and job.spec.total_replicas > 1:
+            if lost and multi_pod:
                 return f"{resource} chip(s) {', '.join(map(str, lost))} on {node} network-unhealthy"
         return ""
 

@@ -295,6 +295,33 @@ class RunningPod:
     """NUMA node its CPUs are pinned to (-1: not pinned)."""
 
 
+def tightest_chip(free_milli: IntArray, milli: int, free_memory: IntArray | None = None,
+                  memory: int = 0) -> IntArray:
+    """Per row, the chip with the least free milli that still fits ``milli`` (and ``memory`` MiB of
+    ``free_memory``), -1 where none does: the chip a fractional pod takes (``devicetopology``), and the one
+    ``fgd`` scores."""
+    room = free_milli >= milli
+    if memory:
+        assert free_memory is not None
+        room &= free_memory >= memory
+    fits = np.where(room, free_milli, np.iinfo(np.int64).max)
+    chip = np.argmin(fits, axis=1)
+    result: IntArray = np.where(fits[np.arange(len(fits)), chip] < np.iinfo(np.int64).max, chip, -1)
+    return result
+
+
+DESERVED_EPS = 1e-6
+
+
+def deserved_share(allocated: FloatArray, deserved: FloatArray) -> float:
+    """A queue's share: max over resources of allocated / deserved (inf where something is allocated but
+    nothing deserved). Below 1: under its deserved share; above 1: over it."""
+    mask = deserved > DESERVED_EPS
+    ratios = np.where(mask, allocated / np.where(mask, deserved, 1.0),
+                      np.where(allocated > DESERVED_EPS, np.inf, 0.0))
+    return float(ratios.max(initial=0.0))
+
+
 @dataclass
 class Snapshot:
     resources: ResourceIndex

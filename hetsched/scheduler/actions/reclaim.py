@@ -16,24 +16,17 @@ from __future__ import annotations
 
 from functools import partial
 
-import numpy as np
-
 from hetsched.scheduler.eviction import Unit, evict_for, starving
 from hetsched.scheduler.session import Session
-from hetsched.scheduler.snapshot import QueueInfo
+from hetsched.scheduler.snapshot import QueueInfo, deserved_share
 
 NAME = "reclaim"
 _EPS = 1e-6
 
 
 def _share(queue: QueueInfo) -> float:
-    """max over resources of allocated / deserved (inf where something is allocated but nothing deserved)."""
     assert queue.deserved is not None
-    deserved = queue.deserved
-    mask = deserved > _EPS
-    ratios = np.where(mask, queue.allocated / np.where(mask, deserved, 1.0),
-                      np.where(queue.allocated > _EPS, np.inf, 0.0))
-    return float(ratios.max(initial=0.0))
+    return deserved_share(queue.allocated, queue.deserved)
 
 
 def _above(queue: QueueInfo, reclaimer: str) -> bool:

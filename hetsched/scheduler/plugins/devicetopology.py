@@ -49,7 +49,7 @@ from hetsched.devices.inventory import (
 from hetsched.devices.policy import TopologyPolicy, bits
 from hetsched.scheduler import numa_fit
 from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, Plugin
-from hetsched.scheduler.snapshot import MLU_LINK_ANNOTATION, NUMA_ANNOTATION, DeviceArrays, TaskGroup
+from hetsched.scheduler.snapshot import MLU_LINK_ANNOTATION, NUMA_ANNOTATION, DeviceArrays, TaskGroup, tightest_chip
 
 if TYPE_CHECKING:
     from hetsched.scheduler.session import Session
@@ -143,18 +143,6 @@ class DeviceTopology(Plugin):
     def _share_rows(self, resource: str) -> IntArray:
         groups = self.rows_by_topology.get(resource, {})
         return np.sort(np.concatenate(list(groups.values()))) if groups else np.zeros(0, dtype=np.int64)
-
-    @staticmethod
-    def _tightest(free_milli: IntArray, milli: int, free_memory: IntArray | None = None, memory: int = 0) -> IntArray:
-        """Per row, the chip with the least free milli that still fits ``milli`` (and ``memory`` MiB of
-        ``free_memory``), -1 where none does."""
-        room = free_milli >= milli
-        if memory:
-            assert free_memory is not None
-            room &= free_memory >= memory
-        fits = np.where(room, free_milli, np.iinfo(np.int64).max)
-        chip = np.argmin(fits, axis=1)
-        return np.where(fits[np.arange(len(fits)), chip] < np.iinfo(np.int64).max, chip, -1)
 
     @staticmethod
     def _multi_pod(group: TaskGroup) -> bool:
@@ -265,11 +253,11 @@ class DeviceTopology(Plugin):
         rows = np.arange(len(nodes))
         for step in range(int(placed.max(initial=0))):
             taking = rows[placed > step]
-            chips = self._tightest(free[taking], milli, free_memory[taking], memory)
+            chips = tightest_chip(free[taking], milli, free_memory[taking], memory)
             ok = chips >= 0
             free[taking[ok], chips[ok]] -= milli
             free_memory[taking[ok], chips[ok]] -= memory
-        chip = self._tightest(free, milli, free_memory, memory)
+        chip = tightest_chip(free, milli, free_memory, memory)
         left = np.where(chip >= 0, free[rows, np.maximum(chip, 0)] - milli, 1000)
         slots = np.maximum(np.bitwise_count(devices.chips[nodes]), 1)
         fullness = 1.0 - free.sum(axis=1) / (slots * 1000.0)
@@ -313,7 +301,7 @@ class DeviceTopology(Plugin):
                 devices = self.devices[resource]
                 here = np.array([row])
                 room = devices.free_milli(here, exclude_network=multi_pod)
-                chip = int(self._tightest(room, milli, devices.free_memory(here), memory)[0])
+                chip = int(tightest_chip(room, milli, devices.free_memory(here), memory)[0])
                 assert chip >= 0, f"{NAME}: no chip with {milli} milli free on node row {row} for {pod}"
                 devices.share(row, chip, milli, memory)
                 self.shared_taken.setdefault(pod, []).append((resource, chip, milli, memory))

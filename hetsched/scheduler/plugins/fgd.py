@@ -36,7 +36,7 @@ import numpy as np
 
 from hetsched.devices.inventory import SHARE_RESOURCES
 from hetsched.scheduler.framework import Arguments, FloatArray, IntArray, Plugin
-from hetsched.scheduler.snapshot import TaskGroup
+from hetsched.scheduler.snapshot import TaskGroup, tightest_chip
 
 if TYPE_CHECKING:
     from hetsched.scheduler.session import Session
@@ -114,9 +114,8 @@ class FGD(Plugin):
             return
         sub = free[rows]
         if shape.milli < FULL:
-            fits = np.where(sub >= shape.milli, sub, np.iinfo(np.int64).max)
-            chip = np.argmin(fits, axis=1)
-            ok = fits[np.arange(len(sub)), chip] < np.iinfo(np.int64).max
+            chip = tightest_chip(sub, shape.milli)
+            ok = chip >= 0
             sub[np.flatnonzero(ok), chip[ok]] -= shape.milli
         else:
             whole = sub == FULL

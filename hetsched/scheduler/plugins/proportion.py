@@ -31,7 +31,7 @@ import numpy as np
 
 from hetsched.api.quantity import format_quantity
 from hetsched.scheduler.framework import Code, FloatArray, Plugin, Status
-from hetsched.scheduler.snapshot import JobInfo, QueueInfo, TaskGroup
+from hetsched.scheduler.snapshot import JobInfo, QueueInfo, TaskGroup, deserved_share
 
 if TYPE_CHECKING:
     from hetsched.scheduler.session import Session
@@ -105,10 +105,8 @@ def hierarchical_shares(total: FloatArray, queues: list[QueueInfo]) -> dict[str,
     return result
 
 
-def share(allocated: FloatArray, deserved: FloatArray) -> float:
-    mask = deserved > _EPS
-    ratios = np.where(mask, allocated / np.where(mask, deserved, 1.0), np.where(allocated > _EPS, np.inf, 0.0))
-    return float(ratios.max(initial=0.0))
+share = deserved_share
+"""Re-exported: the share proportion orders queues by (``scheduler.snapshot.deserved_share``)."""
 
 
 class Proportion(Plugin):
