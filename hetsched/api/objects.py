@@ -15,6 +15,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import re
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
@@ -241,6 +242,7 @@ class PodSpec(_Model):
     preemptionPolicy: Literal["PreemptLowerPriority", "Never"] | None = None
     schedulerName: str = "default-scheduler"
     nodeName: str = ""
+    restartPolicy: Literal["Always", "OnFailure", "Never"] | None = None
 
     @cached_property
     def requests(self) -> dict[str, int]:
@@ -273,6 +275,26 @@ class PodSpec(_Model):
         return json.dumps(parts, sort_keys=True, separators=(",", ":"))
 
 
+class ContainerStateTerminated(_Model):
+    exitCode: int
+    reason: str = ""
+    message: str = ""
+    finishedAt: float | None = None
+
+
+class ContainerState(_Model):
+    terminated: ContainerStateTerminated | None = None
+    running: dict[str, Any] | None = None
+    waiting: dict[str, Any] | None = None
+
+
+class ContainerStatus(_Model):
+    name: str
+    ready: bool = False
+    restartCount: int = Field(default=0, ge=0)
+    state: ContainerState = Field(default_factory=ContainerState)
+
+
 class PodStatus(_Model):
     phase: Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"] = "Pending"
     conditions: list[Condition] = Field(default_factory=list)
@@ -280,6 +302,19 @@ class PodStatus(_Model):
     startTime: float | None = None
     reason: str = ""
     message: str = ""
+    containerStatuses: list[ContainerStatus] = Field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int | None:
+        """The first container's exit code once it terminated (what Volcano's exitCode policies match)."""
+        if self.containerStatuses and self.containerStatuses[0].state.terminated is not None:
+            return self.containerStatuses[0].state.terminated.exitCode
+        return None
+
+    @property
+    def restarts(self) -> int:
+        """In-place container restarts (kubelet's ``restartPolicy: OnFailure``/``Always``)."""
+        return sum(c.restartCount for c in self.containerStatuses)
 
 
 class PodTemplateSpec(_Model):
@@ -351,6 +386,7 @@ class LifecyclePolicy(_Strict):
     exitCode: int | None = None
     action: JobAction
     timeout: str | None = None
+    """A Go duration ("90s", "10m", "1h30m"): the action waits that long (Volcano's delayed action)."""
 
     @model_validator(mode="after")
     def _one_trigger(self) -> LifecyclePolicy:
@@ -358,7 +394,32 @@ class LifecyclePolicy(_Strict):
             raise ValueError("a policy has either an exitCode or events, not both")
         if self.exitCode is None and not self.event and not self.events:
             raise ValueError("a policy needs an event, events or an exitCode")
+        if self.exitCode == 0:
+            raise ValueError("exitCode 0 is not an error code; a policy needs a non-zero exitCode")
+        if self.timeout is not None:
+            parse_duration(self.timeout)
         return self
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        return None if self.timeout is None else parse_duration(self.timeout)
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s)")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go duration string ("1h30m", "90s", "500ms"); ValueError naming the text otherwise."""
+    position, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        position = match.end()
+    if not text or position != len(text):
+        raise ValueError(f"timeout {text!r} is not a duration such as \"90s\", \"10m\" or \"1h30m\"")
+    return total
 
 
 MAX_UNAVAILABLE_ANNOTATION = "hetsched.io/max-unavailable"
@@ -573,7 +634,106 @@ class Queue(_Model):
     status: QueueStatus = Field(default_factory=QueueStatus)
 
 
-AnyObject = Pod | Node | PriorityClass | Job | PodGroup | Queue
+class TargetReference(_Strict):
+    apiVersion: str = "batch.volcano.sh/v1alpha1"
+    kind: Literal["Job"] = "Job"
+    name: str = Field(min_length=1)
+    uid: str = ""
+    controller: bool | None = None
+    blockOwnerDeletion: bool | None = None
+
+
+COMMAND_ACTIONS = ("AbortJob", "RestartJob", "ResumeJob", "TerminateJob", "CompleteJob")
+"""What a Command may ask of a Job (``vcctl job suspend`` is AbortJob, ``vcctl job resume`` ResumeJob)."""
+
+
+class Command(_Model):
+    """Volcano's ``bus.volcano.sh/v1alpha1`` Command: a one-shot request to act on a Job. The job controller
+    applies the action (no policy consulted) and deletes the Command."""
+
+    apiVersion: Literal["bus.volcano.sh/v1alpha1"] = "bus.volcano.sh/v1alpha1"
+    kind: Literal["Command"] = "Command"
+    metadata: ObjectMeta
+    action: Literal["AbortJob", "RestartJob", "ResumeJob", "TerminateJob", "CompleteJob"]
+    target: TargetReference
+    reason: str = ""
+    message: str = ""
+
+
+class LabelSelectorRequirement(_Strict):
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_match_operator(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        if self.operator == "In":
+            return labels.get(self.key) in self.values
+        if self.operator == "NotIn":
+            return labels.get(self.key) not in self.values
+        if self.operator == "Exists":
+            return self.key in labels
+        return self.key not in labels
+
+
+class LabelSelector(_Strict):
+    matchLabels: StringMap = Field(default_factory=dict)
+    matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Kubernetes semantics: every label and every expression must hold (an empty selector matches all)."""
+        return (all(labels.get(k) == v for k, v in self.matchLabels.items())
+                and all(e.matches(labels) for e in self.matchExpressions))
+
+
+IntOrPercent = int | Annotated[str, Field(pattern=r"^\d+%$")]
+
+
+class PodDisruptionBudgetSpec(_Strict):
+    selector: LabelSelector | None = None
+    minAvailable: IntOrPercent | None = None
+    maxUnavailable: IntOrPercent | None = None
+    unhealthyPodEvictionPolicy: Literal["IfHealthyBudget", "AlwaysAllow"] | None = None
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> PodDisruptionBudgetSpec:
+        if self.minAvailable is not None and self.maxUnavailable is not None:
+            raise ValueError("minAvailable and maxUnavailable cannot both be set")
+        for name in ("minAvailable", "maxUnavailable"):
+            value = getattr(self, name)
+            if isinstance(value, int) and value < 0:
+                raise ValueError(f"{name} must be ≥ 0, got {value}")
+        return self
+
+
+class PodDisruptionBudget(_Model):
+    """Kubernetes ``policy/v1`` PodDisruptionBudget: voluntary evictions (preemption, reclaim, drain) never
+    leave fewer healthy (Running) matching pods than it allows (see ``api.disruption``)."""
+
+    apiVersion: Literal["policy/v1"] = "policy/v1"
+    kind: Literal["PodDisruptionBudget"] = "PodDisruptionBudget"
+    metadata: ObjectMeta
+    spec: PodDisruptionBudgetSpec = Field(default_factory=PodDisruptionBudgetSpec)
+    status: dict[str, Any] = Field(default_factory=dict)
+
+
+class Secret(_Model):
+    apiVersion: Literal["v1"] = "v1"
+    kind: Literal["Secret"] = "Secret"
+    metadata: ObjectMeta
+    type: str = "Opaque"
+    data: StringMap = Field(default_factory=dict)
+    """Base64-encoded values, as the API server stores them."""
+
+
+AnyObject = Pod | Node | PriorityClass | Job | PodGroup | Queue | Command | PodDisruptionBudget | Secret
 
 KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("v1", "Pod"): Pod,
@@ -582,6 +742,9 @@ KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("batch.volcano.sh/v1alpha1", "Job"): Job,
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): PodGroup,
     ("scheduling.volcano.sh/v1beta1", "Queue"): Queue,
+    ("bus.volcano.sh/v1alpha1", "Command"): Command,
+    ("policy/v1", "PodDisruptionBudget"): PodDisruptionBudget,
+    ("v1", "Secret"): Secret,
 }
 CLUSTER_SCOPED = frozenset({"Node", "PriorityClass", "Queue"})
 

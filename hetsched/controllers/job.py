@@ -25,9 +25,18 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from hetsched.api.objects import NUMA_POLICY_ANNOTATION, Job, JobSpec, Pod, PodGroup, TaskSpec, quantity_strings
+from hetsched.api.objects import (
+    NUMA_POLICY_ANNOTATION,
+    Command,
+    Job,
+    JobSpec,
+    Pod,
+    PodGroup,
+    TaskSpec,
+    quantity_strings,
+)
 from hetsched.controllers.fault import FAULT_REASON, RETRIES_EXHAUSTED
-from hetsched.controllers.lifecycle import FINISHED, Event, Step, Sync, action_for
+from hetsched.controllers.lifecycle import FINISHED, Delayed, Event, Step, Sync, decide
 from hetsched.controllers.phases import PHASES
 from hetsched.controllers.workqueue import WorkQueue
 from hetsched.ports import Clock, Invalid, NotFound, ObjectStore, StatusUpdater, WatchEvent
@@ -80,10 +89,15 @@ class JobController:
         """Pods this controller deletes itself (their deletion is not an eviction)."""
         self._completed_tasks: dict[str, set[str]] = {}
         """Job key → tasks whose TaskCompleted event was raised (once per job version)."""
+        self._failed_tasks: dict[str, set[str]] = {}
+        """Job key → tasks whose TaskFailed event was raised (once per job version)."""
         self.deadlines: dict[str, float] = {}
         """Job key → when it must be looked at again (``ttlSecondsAfterFinished``)."""
+        self._delayed: dict[str, list[Delayed]] = {}
+        """Job key → actions a policy's timeout holds back."""
+        self._commands: list[Command] = []
         self._warned: set[str] = set()
-        self._unwatch = store.watch(("Job", "PodGroup", "Pod"), self._on_event)
+        self._unwatch = store.watch(("Job", "PodGroup", "Pod", "Command"), self._on_event)
 
     def close(self) -> None:
         self._unwatch()
@@ -91,8 +105,15 @@ class JobController:
     def _on_event(self, event: WatchEvent) -> None:
         obj = event.object
         namespace = obj.metadata.namespace or "default"
+        if isinstance(obj, Command):
+            if event.type == "ADDED":
+                self._commands.append(obj)
+            return
         if isinstance(obj, Job):
-            self.queue.add(f"{namespace}/{obj.metadata.name}")
+            key = f"{namespace}/{obj.metadata.name}"
+            self.queue.add(key)
+            if event.type == "MODIFIED" and isinstance(event.old, Job) and event.old.spec != obj.spec:
+                self._events.setdefault(key, []).append(Event("JobUpdated"))
             return
         for ref in obj.metadata.ownerReferences:
             if ref.kind == "Job":
@@ -106,20 +127,54 @@ class JobController:
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
         task = pod.metadata.annotations.get(TASK_SPEC, "")
         old = event.old if isinstance(event.old, Pod) else None
+        try:
+            version: int | None = int(pod.metadata.annotations.get(JOB_VERSION, ""))
+        except ValueError:
+            version = None
+        found = self._events.setdefault(job_key, [])
+        name, uid = pod.metadata.name, pod.metadata.uid
         if event.type == "DELETED":
             if key in self._deleting:
                 self._deleting.discard(key)
             elif pod.status.phase not in ("Succeeded", "Failed"):
-                self._events.setdefault(job_key, []).append(Event("PodEvicted", task, pod.metadata.name))
+                found.append(Event("PodEvicted", task, name, version=version, uid=uid))
             return
         phase = pod.status.phase
-        if phase in ("Failed", "Unknown") and (old is None or old.status.phase != phase):
-            self._events.setdefault(job_key, []).append(
-                Event("PodFailed" if phase == "Failed" else "Unknown", task, pod.metadata.name))
+        if event.type == "ADDED" and phase == "Pending":
+            found.append(Event("PodPending", task, name, version=version, uid=uid))
+        elif old is not None and old.status.phase != phase:
+            if phase == "Failed":
+                found.append(Event("PodFailed", task, name, pod.status.exit_code, version, uid))
+            elif phase == "Unknown":
+                found.append(Event("Unknown", task, name, version=version, uid=uid))
+            elif phase == "Running":
+                found.append(Event("PodRunning", task, name, version=version, uid=uid))
 
     def process(self) -> int:
-        """Reconcile every queued job; returns how many syncs ran."""
-        return self.queue.drain(self.sync)
+        """Apply the Commands that arrived, then reconcile every queued job; returns how much was done."""
+        handled = 0
+        while self._commands:
+            self._command(self._commands.pop(0))
+            handled += 1
+        return handled + self.queue.drain(self.sync)
+
+    def _command(self, command: Command) -> None:
+        """A Command (``bus.volcano.sh/v1alpha1``) names a Job and an action: raise CommandIssued with that
+        action for the job's next sync, and delete the Command (it is one-shot, as in Volcano)."""
+        namespace = command.metadata.namespace or "default"
+        job_key = f"{namespace}/{command.target.name}"
+        try:
+            self.store.get("Job", job_key)
+        except NotFound:
+            if self.events is not None:
+                self.events.record_event(command, "CommandFailed",
+                                         f"target Job {job_key} does not exist; {command.action} not applied",
+                                         "Warning")
+        else:
+            self._events.setdefault(job_key, []).append(Event("CommandIssued", action=command.action))
+            self.queue.add(job_key)
+        with contextlib.suppress(NotFound):
+            self.store.delete("Command", f"{namespace}/{command.metadata.name}")
 
     # ------------------------------------------------------------------------------------------- sync
 
@@ -129,15 +184,21 @@ class JobController:
         except NotFound:
             return
         assert isinstance(job, Job)
-        events = self._events.pop(key, [])
-        if job.status.state.phase in FINISHED:
+        events = self._events.pop(key, []) + self._due(key, job)
+        resume = job.status.state.phase == "Aborted" and any(e.action == "ResumeJob" for e in events)
+        if job.status.state.phase in FINISHED and not resume:
+            self._delayed.pop(key, None)
             self._expire(key, job)
             return
-        podgroup = self._ensure_podgroup(job)
+        podgroup = self._ensure_podgroup(job, update=any(e.name == "JobUpdated" for e in events))
         pods = self._pods(job)
+        if any(e.name == "JobUpdated" for e in events):
+            self._kill_extra(job)
         events += self._task_events(key, job, pods)
         counts = self._counts(pods)
-        chosen = action_for(job, events)
+        chosen, delayed = decide(job, events, self.clock.now())
+        if delayed:
+            self._delayed.setdefault(key, []).extend(delayed)
         sync = Sync(job, counts, len(pods), events, chosen[1] if chosen else None)
         if job.metadata.annotations.get(RETRIES_EXHAUSTED) == "true":  # the fault controller's verdict
             last = job.metadata.annotations.get(FAULT_REASON, "")
@@ -151,6 +212,7 @@ class JobController:
             job = job.model_copy(update={"status": job.status.model_copy(
                 update={"retryCount": job.status.retryCount + 1})})
             self._completed_tasks.pop(key, None)
+            self._failed_tasks.pop(key, None)
         problem = ""
         if step.phase in ("Pending", "Running") and podgroup.status.phase != "Pending":
             try:
@@ -184,15 +246,49 @@ class JobController:
             self.store.delete("Job", key)
 
     def wake(self) -> None:
-        """Queue the jobs whose deadline (``ttlSecondsAfterFinished``) has come; the caller then runs
-        :meth:`process`. The simulator calls it at :meth:`next_deadline`."""
+        """Queue the jobs whose deadline (``ttlSecondsAfterFinished``, a delayed action) has come; the
+        caller then runs :meth:`process`. The simulator calls it at :meth:`next_deadline`."""
         now = self.clock.now()
         for key, due in list(self.deadlines.items()):
             if due <= now + 1e-9:
                 self.queue.add(key)
+        for key, waiting in self._delayed.items():
+            if any(d.due <= now + 1e-9 for d in waiting):
+                self.queue.add(key)
 
     def next_deadline(self) -> float | None:
-        return min(self.deadlines.values(), default=None)
+        dues = [*self.deadlines.values(), *(d.due for waiting in self._delayed.values() for d in waiting)]
+        return min(dues, default=None)
+
+    def _due(self, key: str, job: Job) -> list[Event]:
+        """Delayed actions whose timeout ran out and that still apply: the job has not restarted since
+        (same version) and, for PodPending, the same pod is still pending."""
+        waiting = self._delayed.get(key)
+        if not waiting:
+            return []
+        now = self.clock.now()
+        due = [d for d in waiting if d.due <= now + 1e-9]
+        rest = [d for d in waiting if d.due > now + 1e-9 and d.version == job.status.retryCount]
+        if rest:
+            self._delayed[key] = rest
+        else:
+            self._delayed.pop(key, None)
+        fired = []
+        for delayed in due:
+            if delayed.version != job.status.retryCount:
+                continue
+            event = delayed.event
+            if event.name == "PodPending":
+                try:
+                    pod = self.store.get("Pod", f"{job.metadata.namespace}/{event.pod}")
+                except NotFound:
+                    continue
+                assert isinstance(pod, Pod)
+                if pod.metadata.uid != event.uid or pod.status.phase != "Pending":
+                    continue
+            fired.append(Event(event.name, event.task, event.pod, event.exit_code, event.version, event.uid,
+                               action=delayed.action))
+        return fired
 
     @staticmethod
     def _counts(pods: dict[str, Pod]) -> dict[str, int]:
@@ -202,8 +298,10 @@ class JobController:
         return counts
 
     def _task_events(self, key: str, job: Job, pods: dict[str, Pod]) -> list[Event]:
-        """TaskCompleted once per job version for each task whose every pod succeeded."""
+        """Once per job version and task: TaskCompleted when every pod of the task succeeded; TaskFailed when
+        its live pods restarted their containers in place more than the task's ``maxRetry`` (default 3)."""
         done = self._completed_tasks.setdefault(key, set())
+        failed = self._failed_tasks.setdefault(key, set())
         events = []
         for task in job.spec.tasks:
             names = [f"{job.metadata.namespace}/{pod_name(job.metadata.name, task.name, i)}"
@@ -212,7 +310,27 @@ class JobController:
                     n in pods and pods[n].status.phase == "Succeeded" for n in names):
                 done.add(task.name)
                 events.append(Event("TaskCompleted", task.name))
+            restarts = sum(pods[n].status.restarts for n in names
+                           if n in pods and pods[n].status.phase in ("Pending", "Running"))
+            limit = task.maxRetry if task.maxRetry is not None else 3
+            if task.name not in failed and restarts > limit:
+                failed.add(task.name)
+                events.append(Event("TaskFailed", task.name))
         return events
+
+    def _kill_extra(self, job: Job) -> None:
+        """After a spec change (scaled down, a task renamed away): delete the job's pods whose task or index
+        the spec no longer has."""
+        wanted = {pod_name(job.metadata.name, t.name, i) for t in job.spec.tasks for i in range(t.replicas)}
+        for pod in self.store.list("Pod"):
+            if (isinstance(pod, Pod) and pod.metadata.namespace == job.metadata.namespace
+                    and pod.metadata.annotations.get(JOB_NAME) == job.metadata.name
+                    and any(r.kind == "Job" and r.uid == job.metadata.uid for r in pod.metadata.ownerReferences)
+                    and pod.metadata.name not in wanted):
+                key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+                self._deleting.add(key)
+                with contextlib.suppress(NotFound):
+                    self.store.delete("Pod", key)
 
     def _kill(self, job: Job, pods: dict[str, Pod], target: str) -> dict[str, Pod]:
         """Delete the pods a step names ("all", "task:<name>", "pod:<name>"); returns the ones left."""
@@ -227,23 +345,33 @@ class JobController:
                 left[key] = pod
         return left
 
-    def _ensure_podgroup(self, job: Job) -> PodGroup:
+    def _ensure_podgroup(self, job: Job, update: bool = False) -> PodGroup:
+        """The job's PodGroup, created if missing; with ``update`` (the Job's spec changed) its gang
+        fields follow the new spec."""
         key = f"{job.metadata.namespace}/{job.metadata.name}"
+        spec = job.spec
+        gang = {"minMember": spec.min_available,
+                "minTaskMember": {t.name: t.minAvailable for t in spec.tasks if t.minAvailable is not None},
+                "queue": spec.queue, "priorityClassName": spec.priorityClassName,
+                "minResources": quantity_strings(min_resources(spec))}
         try:
             podgroup = self.store.get("PodGroup", key)
             assert isinstance(podgroup, PodGroup)
-            return podgroup
         except NotFound:
             pass
-        spec = job.spec
+        else:
+            if update:
+                wanted = podgroup.spec.model_validate({**podgroup.spec.model_dump(exclude_none=True), **gang})
+                if wanted != podgroup.spec:
+                    updated = self.store.update(podgroup.model_copy(update={"spec": wanted}))
+                    assert isinstance(updated, PodGroup)
+                    return updated
+            return podgroup
         podgroup = PodGroup.model_validate({
             "metadata": {"name": job.metadata.name, "namespace": job.metadata.namespace,
                          "labels": dict(job.metadata.labels), "annotations": dict(job.metadata.annotations),
                          "ownerReferences": [_owner(job)]},
-            "spec": {"minMember": spec.min_available,
-                     "minTaskMember": {t.name: t.minAvailable for t in spec.tasks if t.minAvailable is not None},
-                     "queue": spec.queue, "priorityClassName": spec.priorityClassName,
-                     "minResources": quantity_strings(min_resources(spec))},
+            "spec": gang,
         })
         created = self.store.create(podgroup)
         assert isinstance(created, PodGroup)
@@ -366,6 +494,9 @@ class JobController:
         if phase in FINISHED and podgroup.status.phase != "Completed":
             self.store.update(podgroup.model_copy(update={
                 "status": podgroup.status.model_copy(update={"phase": "Completed"})}))
+        elif phase not in FINISHED and podgroup.status.phase == "Completed":  # resumed: admit the gang anew
+            self.store.update(podgroup.model_copy(update={
+                "status": podgroup.status.model_copy(update={"phase": "Pending", "conditions": []})}))
 
     def _transition(self, status: Any, phase: str) -> Any:
         now = self.clock.now()

@@ -1,8 +1,16 @@
 """Simulated kubelets: bound pods start running at once and finish after their ``hetsched.io/duration``.
 
 Who calls it: ``sim.simulator``. Watches pods; on a bind it sets phase Running and schedules the pod's
-completion (phase Succeeded) ``duration`` seconds later. A pod without the annotation runs until the
-simulation ends. Completion is skipped if the pod was deleted or replaced meanwhile (its uid changed).
+end ``duration`` seconds later. A pod without the annotation runs until the simulation ends. The end is
+skipped if the pod was deleted or replaced meanwhile (its uid changed).
+
+How a pod ends: ``hetsched.io/exit-code`` (default 0) is its container's exit code, or a comma-separated
+list, one per attempt: the n-th entry is used for the pod's n-th run, counting the job version
+(``volcano.sh/job-version``, a restarted job runs again) plus in-place restarts; the last entry repeats.
+``"1,0"`` fails once and then succeeds. Exit 0 ends the pod Succeeded. A non-zero exit ends it Failed
+(with the code in ``status.containerStatuses``, as Volcano's exitCode policies read it) unless its
+``restartPolicy`` is ``OnFailure`` or ``Always``: then the kubelet restarts the container in place
+(``restartCount`` + 1) and the run starts over.
 """
 
 from __future__ import annotations
@@ -10,11 +18,36 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from hetsched.api.objects import Pod
+from hetsched.api.objects import ContainerState, ContainerStateTerminated, ContainerStatus, Pod
 from hetsched.ports import NotFound, ObjectStore, WatchEvent
 from hetsched.sim.kernel import COMPLETION, EventLoop
 
 DURATION = "hetsched.io/duration"
+EXIT_CODE = "hetsched.io/exit-code"
+
+
+def exit_codes(raw: str, where: str) -> list[int]:
+    """Parse ``hetsched.io/exit-code``; a ValueError names ``where`` and the annotation."""
+    try:
+        codes = [int(part) for part in raw.split(",")]
+    except ValueError:
+        codes = []
+    if not codes or any(not 0 <= c <= 255 for c in codes):
+        raise ValueError(f"{where}: {EXIT_CODE} must be exit codes 0–255, comma-separated, got {raw!r}")
+    return codes
+
+
+def exit_code_of(pod: Pod) -> int:
+    """The exit code of the pod's current attempt (see the module docstring)."""
+    raw = pod.metadata.annotations.get(EXIT_CODE)
+    if raw is None:
+        return 0
+    codes = exit_codes(raw, f"pod {pod.metadata.name}")
+    try:
+        version = int(pod.metadata.annotations.get("volcano.sh/job-version", "0"))
+    except ValueError:
+        version = 0
+    return codes[min(version + pod.status.restarts, len(codes) - 1)]
 
 
 def duration_of(pod: Pod) -> float | None:
@@ -76,8 +109,26 @@ class SimKubelet:
         assert isinstance(pod, Pod)
         if pod.metadata.uid != uid or pod.status.phase != "Running":
             return
-        done = self.store.update(pod.model_copy(update={
-            "status": pod.status.model_copy(update={"phase": "Succeeded"})}))
+        now = self.loop.clock.now()
+        code = exit_code_of(pod)
+        name = pod.spec.containers[0].name
+        restarts = pod.status.restarts
+        if code != 0 and pod.spec.restartPolicy in ("OnFailure", "Always"):
+            status = ContainerStatus(name=name, ready=True, restartCount=restarts + 1,
+                                     state=ContainerState(running={"startedAt": now}))
+            restarted = self.store.update(pod.model_copy(update={
+                "status": pod.status.model_copy(update={"containerStatuses": [status]})}))
+            assert isinstance(restarted, Pod)
+            duration = duration_of(restarted)
+            assert duration is not None
+            self.loop.schedule(now + duration, partial(self._finish, key, uid), COMPLETION)
+            return
+        terminated = ContainerStateTerminated(exitCode=code, reason="Completed" if code == 0 else "Error",
+                                              finishedAt=now)
+        status = ContainerStatus(name=name, restartCount=restarts, state=ContainerState(terminated=terminated))
+        done = self.store.update(pod.model_copy(update={"status": pod.status.model_copy(update={
+            "phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [status],
+            "reason": "" if code == 0 else "Error"})}))
         assert isinstance(done, Pod)
         if self.on_finish:
             self.on_finish(done)

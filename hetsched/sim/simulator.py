@@ -20,20 +20,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from hetsched.api.job_update import apply_update, update_problem
 from hetsched.api.manifest import ManifestError, Problem
-from hetsched.api.objects import AnyObject, Job, Node, Queue
+from hetsched.api.objects import AnyObject, Job, Node, Queue, object_key
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.controllers.fault import FAULT_RETRIES, FaultController
 from hetsched.controllers.job import JobController
 from hetsched.controllers.podgroup import QUEUE_ANNOTATION, PodGroupController
-from hetsched.ports import WatchEvent
+from hetsched.ports import NotFound, WatchEvent
 from hetsched.scheduler.cache import KINDS
 from hetsched.scheduler.conf import SchedulerConf
 from hetsched.scheduler.runner import Scheduler
 from hetsched.sim.faults import Fault, drain_step
 from hetsched.sim.faults import apply as apply_fault
 from hetsched.sim.kernel import ARRIVAL, SCHEDULE, EventLoop, SimClock
-from hetsched.sim.kubelet import DURATION, SimKubelet
+from hetsched.sim.kubelet import DURATION, EXIT_CODE, SimKubelet, exit_codes
 from hetsched.sim.results import Recorder, Results, build_results
 
 SUBMIT_AT = "hetsched.io/submit-at"
@@ -55,21 +56,34 @@ def _seconds(obj: AnyObject, annotation: str, index: int) -> float | None:
 
 
 def check_durations(obj: AnyObject, index: int) -> None:
-    """Validate ``hetsched.io/duration`` on a pod or on a Job's task templates before the run starts."""
+    """Validate ``hetsched.io/duration`` and ``hetsched.io/exit-code`` on a pod or on a Job's task templates
+    before the run starts."""
     if obj.kind == "Pod":
-        _seconds(obj, DURATION, index)
+        places = [("metadata.annotations", obj.metadata.annotations)]
     elif obj.kind == "Job":
-        for task in obj.spec.tasks:
-            raw = task.template.metadata.annotations.get(DURATION)
-            if raw is not None:
-                try:
-                    ok = float(raw) >= 0
-                except ValueError:
-                    ok = False
-                if not ok:
-                    raise ManifestError([Problem("<workload>", index, "Job", obj.metadata.name,
-                                                 f'spec.tasks[{task.name}].template.metadata.annotations["{DURATION}"]',
-                                                 f"must be a number of seconds ≥ 0, got {raw!r}")])
+        places = [(f"spec.tasks[{t.name}].template.metadata.annotations", t.template.metadata.annotations)
+                  for t in obj.spec.tasks]
+    else:
+        return
+    for where, values in places:
+        raw = values.get(DURATION)
+        if raw is not None:
+            try:
+                ok = math.isfinite(float(raw)) and float(raw) >= 0
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ManifestError([Problem("<workload>", index, obj.kind, obj.metadata.name,
+                                             f'{where}["{DURATION}"]',
+                                             f"must be a number of seconds ≥ 0, got {raw!r}")])
+        raw = values.get(EXIT_CODE)
+        if raw is not None:
+            try:
+                exit_codes(raw, "")
+            except ValueError:
+                raise ManifestError([Problem("<workload>", index, obj.kind, obj.metadata.name,
+                                             f'{where}["{EXIT_CODE}"]',
+                                             f"must be exit codes 0–255, comma-separated, got {raw!r}")]) from None
 
 
 def check_queues(objects: Sequence[AnyObject]) -> None:
@@ -88,6 +102,26 @@ def check_queues(objects: Sequence[AnyObject]) -> None:
         if name not in queues:
             problems.append(Problem("<workload>", index, obj.kind, obj.metadata.name, field,
                                     f"queue {name!r} does not exist (defined: {', '.join(sorted(queues))})"))
+    if problems:
+        raise ManifestError(problems)
+
+
+def check_updates(objects: Sequence[AnyObject]) -> None:
+    """A Job listed again (a later ``hetsched.io/submit-at``) is an update: only what Volcano's webhook lets
+    change may differ (``api.job_update``)."""
+    seen: dict[str, Job] = {}
+    problems = []
+    timed = sorted(enumerate(objects, start=1),
+                   key=lambda item: (_seconds(item[1], SUBMIT_AT, item[0]) or 0.0, item[0]))
+    for index, obj in timed:
+        if not isinstance(obj, Job):
+            continue
+        key = object_key(obj)
+        if key in seen:
+            problem = update_problem(seen[key], obj)
+            if problem is not None:
+                problems.append(Problem("<workload>", index, "Job", obj.metadata.name, *problem))
+        seen[key] = obj
     if problems:
         raise ManifestError(problems)
 
@@ -124,12 +158,11 @@ class Simulation:
         self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf, evictor=self.cluster,
                                    scheduler_names=scheduler_names)
         check_queues(objects)
-        self.total_workloads = 0
+        check_updates(objects)
+        self.total_workloads = len({(o.kind, object_key(o)) for o in objects if o.kind in ("Job", "Pod", "PodGroup")})
         for index, obj in enumerate(objects, start=1):
             at = _seconds(obj, SUBMIT_AT, index) or 0.0
             check_durations(obj, index)
-            if obj.kind in ("Job", "Pod", "PodGroup"):
-                self.total_workloads += 1
             self.loop.schedule(at, partial(self._arrive, obj), ARRIVAL)
         for fault in faults:
             self.loop.schedule(fault.at, partial(self._fault, fault), ARRIVAL)
@@ -146,6 +179,15 @@ class Simulation:
         self.recorder.on_event(event, self.clock.now())
 
     def _arrive(self, obj: AnyObject) -> None:
+        if isinstance(obj, Job):
+            try:
+                current = self.cluster.get("Job", object_key(obj))
+            except NotFound:
+                pass
+            else:  # listed again later: an update (scaling), as ``kubectl apply`` would send
+                assert isinstance(current, Job)
+                self.cluster.update(apply_update(current, obj))
+                return
         self.cluster.create(obj)
 
     def _fault(self, fault: Fault) -> None:

@@ -19,7 +19,9 @@ PHASES: dict[str, Handler] = {
     "Running": running.step,
     "Restarting": restarting.step,
     "Aborting": aborting.step,
+    "Aborted": aborting.step,  # only reached with a ResumeJob command
     "Completing": aborting.completing,
     "Terminating": terminating.step,
 }
-"""Phase → its handler. Finished phases (Completed, Failed, Aborted, Terminated) have none: nothing moves them."""
+"""Phase → its handler. Finished phases (Completed, Failed, Terminated) have none: nothing moves them; Aborted
+moves only on ResumeJob."""

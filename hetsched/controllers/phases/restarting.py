@@ -7,6 +7,6 @@ from hetsched.controllers.lifecycle import Step, Sync
 
 
 def step(sync: Sync, action: str | None) -> Step:
-    if sync.job.status.state.reason == "RestartJob" and sync.pods:
+    if sync.job.status.state.reason in ("RestartJob", "ResumeJob") and sync.pods:
         return Step("Restarting")
     return Step("Pending")
