@@ -49,6 +49,10 @@ class Invalid(ValueError):
     """The change would produce an invalid object (HTTP 422)."""
 
 
+class TooManyRequests(RuntimeError):
+    """The eviction would break a PodDisruptionBudget (HTTP 429): nothing was done; try again later."""
+
+
 class ObjectStore(Protocol):
     """List, watch and change typed objects, as an API server offers them.
 
@@ -84,7 +88,9 @@ class Binder(Protocol):
 
 class Evictor(Protocol):
     def evict(self, pod_key: str, reason: str) -> None:
-        """Ask for a pod to be evicted (the Eviction API); it is gone once its deletion is observed."""
+        """Ask for a pod to be evicted (the Eviction API); it is gone once its deletion is observed. Raises
+        :class:`TooManyRequests` when a PodDisruptionBudget forbids it now, :class:`NotFound` when the pod
+        is gone already."""
         ...
 
 

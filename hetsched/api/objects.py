@@ -693,7 +693,18 @@ class LabelSelector(_Strict):
                 and all(e.matches(labels) for e in self.matchExpressions))
 
 
-IntOrPercent = int | Annotated[str, Field(pattern=r"^\d+%$")]
+def _int_or_percent(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"must be a count or a percentage (1, \"25%\"), got {value!r}")
+    if isinstance(value, str):
+        if re.fullmatch(r"\d+", value):
+            return int(value)
+        if not re.fullmatch(r"\d+%", value) or int(value[:-1]) > 100:
+            raise ValueError(f"must be a count or a percentage (1, \"25%\"), got {value!r}")
+    return value
+
+
+IntOrPercent = Annotated[int | str, BeforeValidator(_int_or_percent)]
 
 
 class PodDisruptionBudgetSpec(_Strict):

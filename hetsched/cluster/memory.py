@@ -22,9 +22,21 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from hetsched.api.disruption import refusal
 from hetsched.api.manifest import format_location
-from hetsched.api.objects import CLUSTER_SCOPED, KINDS, AnyObject, Condition, Pod, PodGroup, PriorityClass, object_key
-from hetsched.ports import Clock, Conflict, Invalid, NotFound, WatchEvent, WatchHandler
+from hetsched.api.objects import (
+    CLUSTER_SCOPED,
+    KINDS,
+    AnyObject,
+    Condition,
+    Job,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    PriorityClass,
+    object_key,
+)
+from hetsched.ports import Clock, Conflict, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
 
 _MODELS = {kind: model for (_, kind), model in KINDS.items()}
 
@@ -225,7 +237,16 @@ class MemoryCluster:
         }))
 
     def evict(self, pod_key: str, reason: str) -> None:
+        """The Eviction API: refused (TooManyRequests) when a PodDisruptionBudget does not allow it now."""
         pod = self.get("Pod", pod_key)
+        assert isinstance(pod, Pod)
+        budgets = [b for b in self._objects["PodDisruptionBudget"].values() if isinstance(b, PodDisruptionBudget)]
+        if budgets:
+            replicas = {key: job.spec.total_replicas for key, job in self._objects["Job"].items()
+                        if isinstance(job, Job)}
+            why = refusal(pod, budgets, (p for p in self._objects["Pod"].values() if isinstance(p, Pod)), replicas)
+            if why:
+                raise TooManyRequests(f"pod {pod_key}: {why}")
         self.record_event(pod, "Evicted", reason, "Warning")
         self.delete("Pod", pod_key)
 

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetsched.api.disruption import covers, disruptions_allowed
 from hetsched.api.objects import (
     NUMA_POLICY_ANNOTATION,
     Node,
     Pod,
+    PodDisruptionBudget,
     PodGroup,
     PriorityClass,
     Queue,
@@ -57,7 +59,7 @@ from hetsched.scheduler.snapshot import (
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_ANNOTATION = "volcano.sh/task-spec"
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget")
 CHIP_SLOTS = 16
 MAX_NUMA = 8
 
@@ -167,6 +169,7 @@ class SchedulerCache:
         self._groups: dict[str, _Group] = {}
         self._queues: dict[str, Queue] = {}
         self._priority_classes: dict[str, PriorityClass] = {}
+        self._budgets: dict[str, PodDisruptionBudget] = {}
         self._vectors: dict[object, IntArray] = {}
         self._static_arrays: NodeArrays | None = None
         self._devices: dict[str, _Devices] = {}
@@ -195,6 +198,12 @@ class SchedulerCache:
                 self._priority_classes.pop(obj.metadata.name, None)
             else:
                 self._priority_classes[obj.metadata.name] = obj
+        elif isinstance(obj, PodDisruptionBudget):
+            key = f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
+            if event.type == "DELETED":
+                self._budgets.pop(key, None)
+            else:
+                self._budgets[key] = obj
 
     def assume(self, pod_key: str, node: str, annotations: dict[str, str] | None = None) -> None:
         """Account a bind the scheduler decided before the store confirms it (with its chosen chips)."""
@@ -470,8 +479,13 @@ class SchedulerCache:
         self._register(podgroup.spec.minResources)
         self._group(key).podgroup = podgroup
 
-    def _running(self, jobs: dict[str, JobInfo]) -> list[RunningPod]:
-        """Bound pods of the snapshot's jobs with what they hold (for the eviction actions)."""
+    def _running(self, jobs: dict[str, JobInfo]) -> tuple[list[RunningPod], list[int]]:
+        """Bound pods of the snapshot's jobs with what they hold, and the disruptions each
+        PodDisruptionBudget allows (``api.disruption``), for the eviction actions."""
+        budgets = list(self._budgets.values())
+        pods = [r.pod for r in self._pods.values()] if budgets else []
+        replicas = {key: len(group.pods) for key, group in self._groups.items()} if budgets else {}
+        allowed = [disruptions_allowed(b, pods, replicas) for b in budgets]
         result = []
         for job_key in jobs:
             group = self._groups.get(job_key)
@@ -487,8 +501,10 @@ class SchedulerCache:
                     priority=record.priority, created=pod.metadata.creationTimestamp or 0.0,
                     namespace=pod.metadata.namespace or "default", priority_class=pod.spec.priorityClassName,
                     chips=dict(record.chips or {}), shares=dict(record.shares or {}),
-                    numa=record.numa if record.numa is not None else -1))
-        return result
+                    numa=record.numa if record.numa is not None else -1,
+                    budgets=tuple(i for i, b in enumerate(budgets)
+                                  if pod.status.phase == "Running" and covers(b, pod))))
+        return result, allowed
 
     @staticmethod
     def _budget(podgroup: PodGroup, pods: int) -> int | None:

@@ -19,7 +19,8 @@ How victims are chosen (hetsched's rule, gang- and topology-aware by constructio
 4. If the gang cannot fit even with every allowed unit gone, nothing is evicted.
 5. A unit is never taken past its job's disruption budget (``hetsched.io/max-unavailable``, pods already
    missing included), so a job that allows one missing pod loses at most one — and a gang that would have
-   to go whole under a smaller budget is not a victim at all.
+   to go whole under a smaller budget is not a victim at all — nor past a PodDisruptionBudget covering
+   its pods (``api.disruption``: the Eviction API would refuse it).
 
 The chosen victims stay released in the session (a later preemptor in the same cycle cannot count them
 twice) and become evictions in the decisions; the preemptor's gang is then placed in the same session and
@@ -93,12 +94,24 @@ def _release(session: Session, unit: Unit, sign: int) -> None:
         if pod.numa >= 0 and snapshot.numa is not None:
             column = snapshot.resources.columns["cpu"]
             snapshot.numa.used[pod.node, pod.numa] -= sign * int(pod.request[column])
+        for budget in pod.budgets:
+            snapshot.budget_spent[budget] = snapshot.budget_spent.get(budget, 0) + sign
 
 
 def within_budget(session: Session, unit: Unit) -> bool:
-    """Would evicting ``unit`` keep its job within its disruption budget (``hetsched.io/max-unavailable``)?
-    Pods already missing count: a job with a budget of 1 and one pod pending gives nothing more."""
-    job = session.snapshot.jobs[unit[0].job]
+    """Would evicting ``unit`` keep its job within its disruption budget (``hetsched.io/max-unavailable``)
+    and every PodDisruptionBudget covering its pods within what it allows? Pods already missing count: a
+    job with a budget of 1 and one pod pending gives nothing more; victims chosen earlier in the session
+    have spent their budgets' disruptions."""
+    snapshot = session.snapshot
+    spend: dict[int, int] = defaultdict(int)
+    for pod in unit:
+        for budget in pod.budgets:
+            spend[budget] += 1
+    for budget, count in spend.items():
+        if snapshot.budget_spent.get(budget, 0) + count > snapshot.disruption_allowed[budget]:
+            return False
+    job = snapshot.jobs[unit[0].job]
     if job.max_unavailable is None:
         return True
     missing = max(job.total_pods - job.ready, 0)

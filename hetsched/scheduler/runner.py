@@ -5,10 +5,11 @@ The runner owns the cache and subscribes it to the store's watch; it touches the
 the ports it is given, and time only through the injected clock.
 
 Apply order: PodGroup phases first (so the job controller creates pods of newly Inqueue jobs), then
-evictions (``preempt``/``reclaim``, through the evictor port), then binds — each assumed in the cache
-before the bind call and forgotten if the bind fails — then nominations of pipelined pods, then PodGroup
-conditions. A failed bind (the pod vanished or was bound elsewhere) is reported in the cycle's result; the
-next cycle decides again from fresh state.
+evictions (``preempt``/``reclaim``, through the evictor port; when one is refused — a disruption budget
+changed since the snapshot — its preemptor's binds are skipped, as its room was not made), then binds —
+each assumed in the cache before the bind call and forgotten if the bind fails — then nominations of
+pipelined pods, then PodGroup conditions. A failed bind (the pod vanished or was bound elsewhere) is
+reported in the cycle's result; the next cycle decides again from fresh state.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
-from hetsched.ports import Binder, Clock, Conflict, Evictor, NotFound, ObjectStore, StatusUpdater
+from hetsched.ports import Binder, Clock, Conflict, Evictor, NotFound, ObjectStore, StatusUpdater, TooManyRequests
 from hetsched.scheduler.actions.registry import ACTIONS
 from hetsched.scheduler.cache import KINDS, SchedulerCache
 from hetsched.scheduler.conf import SchedulerConf, default_conf
@@ -69,13 +70,19 @@ class Scheduler:
                 self._update_podgroup(key, update.phase, None)
         if decisions.evictions and self.evictor is None:
             raise RuntimeError("the configuration has eviction actions but the scheduler has no evictor port")
+        stalled: set[str] = set()
         for eviction in decisions.evictions:
             assert self.evictor is not None
             try:
                 self.evictor.evict(eviction.pod, f"{eviction.action}: {eviction.reason}")
             except NotFound:
                 result.failed_evictions.append(eviction.pod)
+            except TooManyRequests as exc:  # a budget changed under us: its preemptor waits for next cycle
+                result.failed_evictions.append(f"{eviction.pod}: {exc}")
+                stalled.add(eviction.preemptor)
         for bind in decisions.binds:
+            if bind.job in stalled:
+                continue
             self.cache.assume(bind.pod, bind.node, bind.annotations)
             try:
                 self.binder.bind(bind.pod, bind.node, bind.annotations)

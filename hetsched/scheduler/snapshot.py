@@ -293,6 +293,9 @@ class RunningPod:
     """Fractional holdings per accelerator resource: (chip, milli, memory MiB)."""
     numa: int = -1
     """NUMA node its CPUs are pinned to (-1: not pinned)."""
+    budgets: tuple[int, ...] = ()
+    """Indexes (into :attr:`Snapshot.disruption_allowed`) of the PodDisruptionBudgets covering it, when it is
+    healthy (Running): evicting it spends one disruption of each."""
 
 
 def tightest_chip(free_milli: IntArray, milli: int, free_memory: IntArray | None = None,
@@ -333,17 +336,33 @@ class Snapshot:
     """Accelerator resource → per-node chip state (from node inventories)."""
     numa: NumaArrays | None = None
     """CPU per NUMA node (None in hand-built snapshots: no NUMA information)."""
-    running_source: Callable[[], list[RunningPod]] | None = None
-    """Builds :attr:`running` on first use (only the eviction actions need it; at 100,000 bound pods it is
-    not free)."""
+    running_source: Callable[[], tuple[list[RunningPod], list[int]]] | None = None
+    """Builds :attr:`running` and :attr:`disruption_allowed` on first use (only the eviction actions need
+    them; at 100,000 bound pods they are not free)."""
     _running: list[RunningPod] | None = None
+    _allowed: list[int] | None = None
+    budget_spent: dict[int, int] = field(default_factory=dict)
+    """PodDisruptionBudget index → disruptions this session's chosen victims spend (kept by the eviction
+    planner as it releases and restores victims)."""
+
+    def _build_running(self) -> None:
+        self._running, self._allowed = self.running_source() if self.running_source is not None else ([], [])
 
     @property
     def running(self) -> list[RunningPod]:
         """Bound pods of the jobs in this snapshot (not terminating), in no particular order."""
         if self._running is None:
-            self._running = self.running_source() if self.running_source is not None else []
+            self._build_running()
+            assert self._running is not None
         return self._running
+
+    @property
+    def disruption_allowed(self) -> list[int]:
+        """Per PodDisruptionBudget (the index :attr:`RunningPod.budgets` names), the disruptions it allows."""
+        if self._allowed is None:
+            self._build_running()
+            assert self._allowed is not None
+        return self._allowed
 
     def drop_running(self, keys: set[str]) -> None:
         """Forget pods chosen for eviction in this session (they no longer hold anything here)."""

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hetsched.api.objects import Condition, Job, Node, Pod, max_unavailable
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, DeviceSet, parse_node_devices
-from hetsched.ports import NotFound
+from hetsched.ports import NotFound, TooManyRequests
 
 FaultKind = Literal["ChipUnhealthy", "ChipNetworkUnhealthy", "ChipRecovered", "NodeNotReady", "NodeReady",
                     "Cordon", "Uncordon", "Drain"]
@@ -139,8 +139,9 @@ def _chip_health(node: Node, fault: Fault) -> Node:
 
 def drain_step(cluster: MemoryCluster, node: str) -> tuple[list[tuple[str, str]], bool]:
     """Evict what may go from a draining ``node`` now: per job, no more pods than its disruption budget
-    (``hetsched.io/max-unavailable``) minus the pods it is already missing. Returns the evicted (pod, job)
-    pairs and whether the node is empty of live pods."""
+    (``hetsched.io/max-unavailable``) minus the pods it is already missing, and only what the Eviction API
+    accepts (PodDisruptionBudgets, ``api.disruption``). Returns the evicted (pod, job) pairs and whether the
+    node is empty of live pods."""
     live = [p for p in cluster.list("Pod") if isinstance(p, Pod) and p.status.phase in ("Pending", "Running")]
     here = [p for p in live if p.spec.nodeName == node]
     evicted: list[tuple[str, str]] = []
@@ -162,6 +163,9 @@ def drain_step(cluster: MemoryCluster, node: str) -> tuple[list[tuple[str, str]]
                     allowed = max(0, budget - (job.spec.total_replicas - running))
         for pod in pods[:allowed]:
             key = f"{pod.metadata.namespace}/{pod.metadata.name}"
-            cluster.evict(key, f"node {node} drained")
+            try:
+                cluster.evict(key, f"node {node} drained")
+            except TooManyRequests:  # a PodDisruptionBudget says not now: wait for replacements
+                break
             evicted.append((key, job_key))
     return evicted, len(here) == len(evicted)
