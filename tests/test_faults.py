@@ -88,7 +88,24 @@ def test_grace_mode_asks_for_a_checkpoint_then_reschedules() -> None:
     simulation, results = simulate(job("train", 1, 8, labels=labels, duration=2000),
                                    [Fault(at=100, node="n0", kind="ChipUnhealthy", chips=[1])])
     assert results.jobs[0]["faultRetries"] == 1 and results.jobs[0]["pods"][0]["node"] != "n0"
-    assert results.jobs[0]["end"] >= 300 + 2000
+    # it checkpointed when told (t=300, 300 s into its run): the new run needs only the 1,700 s left
+    assert results.jobs[0]["end"] == pytest.approx(300 + 1700, abs=3)
+    assert results.jobs[0]["lostChipSeconds"] == 0 and results.faults[0]["lost_chip_seconds"] == 0
+
+
+def test_lost_work_is_the_chip_time_since_the_last_checkpoint() -> None:
+    """Force mode, checkpoints every 60 s: the fault at t=100 (the pod started at t=0) loses 40 s on 8
+    chips; the replacement resumes from the t=60 checkpoint. Without checkpoints all 100 s are lost."""
+    text = job("train", 1, 8, duration=1000).replace(
+        'hetsched.io/duration: "1000"', 'hetsched.io/duration: "1000", hetsched.io/checkpoint-interval: "60"')
+    _, results = simulate(text, [Fault(at=100, node="n0", kind="ChipUnhealthy", chips=[1])])
+    (fault,) = results.faults
+    assert fault["lost_chip_seconds"] == pytest.approx(8 * 40, abs=8) and fault["retries_used"] == 1
+    assert results.jobs[0]["end"] == pytest.approx(100 + 940, abs=3)
+    _, results = simulate(job("train", 1, 8, duration=1000), [Fault(at=100, node="n0", kind="ChipUnhealthy",
+                                                                    chips=[1])])
+    assert results.faults[0]["lost_chip_seconds"] == pytest.approx(8 * 100, abs=8)
+    assert results.jobs[0]["lostChipSeconds"] == results.faults[0]["lost_chip_seconds"]
 
 
 def test_off_leaves_the_job_alone_and_says_so() -> None:
@@ -252,3 +269,47 @@ def test_random_drains_never_exceed_a_disruption_budget(
         simulation.run()
     finally:
         simulator_module.drain_step = original  # type: ignore[assignment]
+
+
+def test_a_restarted_job_comes_back_to_its_previous_healthy_nodes() -> None:
+    """train runs on n2 and n3 (a short blocker held n0 and n1). n3 goes NotReady: the job restarts and
+    prefers n2, where it ran, over the equally free n0 and n1."""
+    text = job("blocker", 2, 8, duration=50) + "---" + job("train", 2, 8, duration=1000)
+    simulation, results = simulate(text, [Fault(at=100, node="n3", kind="NodeNotReady")], nodes=4)
+    train = next(j for j in results.jobs if j["name"] == "train")
+    assert train["faultRetries"] == 1 and train["phase"] == "Completed"
+    nodes = {p["name"]: p["node"] for p in train["pods"]}
+    assert "n2" in nodes.values() and "n3" not in nodes.values()
+    job_object = simulation.cluster.get("Job", "default/train")
+    assert job_object.metadata.annotations["hetsched.io/preferred-nodes"] == "n2"
+
+
+def test_pod_rescheduling_escalates_to_the_job_when_the_replacement_stays_pending() -> None:
+    """Pod-level rescheduling on two full nodes: the hit pod's replacement has nowhere to go (n0 has 7
+    healthy chips, n1 holds the other pod). After the 60 s timeout the whole job is rescheduled, the same
+    fault (one fault retry); it runs again once the chip is repaired."""
+    text = job("train", 2, 8, labels={"pod-rescheduling": "on"}, duration=1000)
+    simulation, results = simulate(text, [Fault(at=100, node="n0", kind="ChipUnhealthy", chips=[0]),
+                                          Fault(at=400, node="n0", kind="ChipRecovered", chips=[0])], nodes=2)
+    levels = [(r.level, r.counted) for r in simulation.fault_controller.rescheduled]
+    assert levels == [("pod", True), ("escalated", False)]
+    escalated = simulation.fault_controller.rescheduled[1]
+    assert escalated.time == pytest.approx(160, abs=2) and "job-level rescheduling" in escalated.reason
+    (record,) = results.jobs
+    assert record["faultRetries"] == 1 and record["phase"] == "Completed" and record["start"] is not None
+    assert results.faults[0]["retries_used"] == 1
+    assert min(p["end"] for p in record["pods"]) >= 400 + 1000  # both ran again after the repair
+
+
+@pytest.mark.parametrize(("labels", "message"), [
+    ({"fault-scheduling": "soft"}, "labels[fault-scheduling] must be force, grace or off, got 'soft'"),
+    ({"pod-rescheduling": "yes"}, "labels[pod-rescheduling] must be on or off"),
+    ({"fault-retry-times": "-1"}, "labels[fault-retry-times] must be a count ≥ 0"),
+    ({"grace-over-time": "15m"}, "labels[grace-over-time] must be a number of seconds ≥ 0, got '15m'"),
+])
+def test_bad_fault_labels_are_refused_by_name(labels: dict[str, str], message: str) -> None:
+    from hetsched.api.manifest import ManifestError
+
+    with pytest.raises(ManifestError) as info:
+        load_text(job("train", 1, 8, labels=labels))
+    assert message in str(info.value) and "Job/train" in str(info.value)

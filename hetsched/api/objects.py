@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
+from hetsched.api import fault_labels
 from hetsched.api.quantity import QuantityError, parse_quantity
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -555,8 +556,12 @@ class Job(_Model):
     status: JobStatus = Field(default_factory=JobStatus)
 
     @model_validator(mode="after")
-    def _budget(self) -> Job:
+    def _budget_and_fault_labels(self) -> Job:
         max_unavailable(self.metadata.annotations, self.spec.total_replicas, "metadata.annotations")
+        try:
+            fault_labels.parse(self.metadata.labels, self.metadata.annotations, self.spec.maxRetry)
+        except ValueError as exc:
+            raise ValueError(f"metadata.{exc}") from None
         return self
 
 

@@ -18,9 +18,16 @@ runs on a NotReady node. Per job, from its labels (Ascend's MindCluster names):
   the budget the Job is marked ``hetsched.io/fault-retries-exhausted`` and the job controller fails it.
 
 Deleted pods come back through the job controller (an eviction it did not cause creates the pod again, or
-its own policy applies), and the scheduler never places them on an unhealthy chip. Not yet: preferring the
-job's previous healthy nodes, and escalating pod-level rescheduling to the job when replacements stay
-pending.
+its own policy applies), and the scheduler never places them on an unhealthy chip.
+
+- Previous nodes first: each restart writes ``hetsched.io/preferred-nodes`` on the Job — the Ready nodes
+  its pods ran on — and the job controller turns it into a preferred node-affinity term (weight 100) on
+  the pods it creates again, so the scheduler's ``nodeorder`` brings the job back where its data, images
+  and network neighbours are when those nodes have room.
+- Escalation: after a pod-level restart, if any replacement pod is still not running
+  ``hetsched.io/pod-rescheduling-timeout`` seconds later (Job annotation, default 60), the whole job is
+  restarted (job-level rescheduling, as MindCluster falls back to it); the same fault, so no second retry
+  is counted.
 """
 
 from __future__ import annotations
@@ -28,20 +35,22 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from hetsched.api.fault_labels import FaultSettings, parse
 from hetsched.api.objects import Job, Node, Pod
 from hetsched.controllers.workqueue import WorkQueue
 from hetsched.devices.inventory import NODE_ANNOTATION, InventoryError, parse_node_devices, pod_allocation
 from hetsched.ports import Clock, NotFound, ObjectStore, StatusUpdater, WatchEvent
 
-FAULT_SCHEDULING = "fault-scheduling"
-POD_RESCHEDULING = "pod-rescheduling"
-FAULT_RETRY_TIMES = "fault-retry-times"
-GRACE_OVER_TIME = "grace-over-time"
-DEFAULT_GRACE = 900.0
 CHECKPOINT_BY = "hetsched.io/checkpoint-by"
 FAULT_RETRIES = "hetsched.io/fault-retries"
 FAULT_REASON = "hetsched.io/fault-reason"
 RETRIES_EXHAUSTED = "hetsched.io/fault-retries-exhausted"
+PREFERRED_NODES = "hetsched.io/preferred-nodes"
+
+
+def fault_settings(job: Job) -> FaultSettings:
+    """The job's fault labels (checked when the Job was admitted)."""
+    return parse(job.metadata.labels, job.metadata.annotations, job.spec.maxRetry)
 
 
 @dataclass
@@ -49,6 +58,31 @@ class _Grace:
     due: float
     reason: str
     pods: set[str]
+
+
+@dataclass
+class _Watch:
+    """Replacement pods of a pod-level restart that must run by ``due``, or the job restarts whole."""
+
+    due: float
+    reason: str
+    pods: set[str]
+    timeout: float
+
+
+@dataclass(frozen=True)
+class Restart:
+    """One fault restart, for the simulator's report."""
+
+    time: float
+    job: str
+    reason: str
+    pods: tuple[str, ...]
+    """The pods deleted."""
+    counted: bool
+    """Whether it spent a fault retry (an escalation of the same fault does not)."""
+    level: str
+    """``pod``, ``job`` or ``escalated`` (pod-level replacements stayed pending: the whole job)."""
 
 
 class FaultController:
@@ -59,8 +93,10 @@ class FaultController:
         self.queue = WorkQueue()
         self.graces: dict[str, _Grace] = {}
         """Job key → a grace period running for it."""
-        self.rescheduled: list[tuple[float, str, str]] = []
-        """(time, job key, reason) of every fault restart, for the simulator's report."""
+        self.watches: dict[str, _Watch] = {}
+        """Job key → replacement pods of a pod-level restart that must come up in time."""
+        self.rescheduled: list[Restart] = []
+        """Every fault restart, for the simulator's report."""
         self.hit: list[tuple[float, str]] = []
         """(time, job key) of every job a fault reached that will be rescheduled (now or after its grace)."""
         self._warned: set[tuple[str, str]] = set()
@@ -77,7 +113,7 @@ class FaultController:
         return self.queue.drain(self.sync)
 
     def next_deadline(self) -> float | None:
-        return min((g.due for g in self.graces.values()), default=None)
+        return min([*(g.due for g in self.graces.values()), *(w.due for w in self.watches.values())], default=None)
 
     def wake(self) -> None:
         now = self.clock.now()
@@ -87,6 +123,30 @@ class FaultController:
                 job = self._job(job_key)
                 if job is not None:
                     self._restart(job, grace.pods, grace.reason)
+        for job_key, watch in list(self.watches.items()):
+            if watch.due <= now + 1e-9:
+                del self.watches[job_key]
+                self._escalate(job_key, watch)
+
+    def _escalate(self, job_key: str, watch: _Watch) -> None:
+        """Job-level rescheduling when a pod-level restart's replacements are not all running."""
+        job = self._job(job_key)
+        if job is None or job.status.state.phase not in ("Pending", "Running"):
+            return
+        stuck = []
+        for key in sorted(watch.pods):
+            try:
+                pod = self.store.get("Pod", key)
+            except NotFound:
+                stuck.append(key)
+                continue
+            if not isinstance(pod, Pod) or pod.status.phase != "Running":
+                stuck.append(key)
+        if not stuck:
+            return
+        reason = (f"{watch.reason}; replacement pod(s) {', '.join(k.split('/')[-1] for k in stuck)} not running "
+                  f"after {watch.timeout:g}s: job-level rescheduling")
+        self._restart(job, set(self._job_pods(job)), reason, counted=False, level="escalated")
 
     # ------------------------------------------------------------------------------------------- sync
 
@@ -164,7 +224,7 @@ class FaultController:
         return job if isinstance(job, Job) else None
 
     def _handle(self, job: Job, job_key: str, pods: set[str], reason: str) -> None:
-        mode = job.metadata.labels.get(FAULT_SCHEDULING, "force")
+        mode = fault_settings(job).mode
         if mode == "off":
             self._warn(job, job_key, "FaultIgnored", f"{reason}; fault-scheduling is off, the job is left alone")
             return
@@ -173,28 +233,37 @@ class FaultController:
             if job_key in self.graces:
                 self.graces[job_key].pods |= pods
                 return
-            grace = float(job.metadata.labels.get(GRACE_OVER_TIME, DEFAULT_GRACE))
+            grace = fault_settings(job).grace
             due = self.clock.now() + grace
             self.graces[job_key] = _Grace(due, reason, set(pods))
             for key in self._job_pods(job):
-                self._annotate(key, {CHECKPOINT_BY: f"{due:g}"})
+                self._annotate(key, {CHECKPOINT_BY: f"{due:.3f}".rstrip("0").rstrip(".")})
             self._warn(job, job_key, "FaultGracePeriod", f"{reason}; checkpoint before t={due:g}s")
             return
         self._restart(job, pods, reason)
 
-    def _restart(self, job: Job, pods: set[str], reason: str) -> None:
+    def _restart(self, job: Job, pods: set[str], reason: str, *, counted: bool = True, level: str = "") -> None:
         job_key = f"{job.metadata.namespace}/{job.metadata.name}"
-        retries = int(job.metadata.annotations.get(FAULT_RETRIES, "0")) + 1
-        budget = int(job.metadata.labels.get(FAULT_RETRY_TIMES, job.spec.maxRetry))
+        retries = int(job.metadata.annotations.get(FAULT_RETRIES, "0")) + (1 if counted else 0)
+        budget = fault_settings(job).retry_times
+        everything = set(self._job_pods(job))
+        pod_level = not level and fault_settings(job).pod_level
+        victims = pods if pod_level else everything
         annotations = {**job.metadata.annotations, FAULT_RETRIES: str(retries), FAULT_REASON: reason}
+        preferred = self._ready_nodes(everything)
+        if preferred:
+            annotations[PREFERRED_NODES] = ",".join(preferred)
         if retries > budget:
             annotations[RETRIES_EXHAUSTED] = "true"
         self.store.update(job.model_copy(update={"metadata": job.metadata.model_copy(
             update={"annotations": annotations})}))
-        self.rescheduled.append((self.clock.now(), job_key, reason))
+        level = level or ("pod" if pod_level else "job")
         if retries > budget:
-            return  # the job controller fails the job and removes its pods
-        victims = pods if job.metadata.labels.get(POD_RESCHEDULING) == "on" else set(self._job_pods(job))
+            # the job controller fails the job and removes its pods
+            self.rescheduled.append(Restart(self.clock.now(), job_key, reason, tuple(sorted(everything)), counted,
+                                            level))
+            return
+        self.rescheduled.append(Restart(self.clock.now(), job_key, reason, tuple(sorted(victims)), counted, level))
         if self.events is not None:
             self.events.record_event(job, "FaultRescheduling",
                                      f"{reason}: {len(victims)} pod(s) rescheduled (fault retry {retries}/{budget})",
@@ -202,6 +271,31 @@ class FaultController:
         for key in sorted(victims):
             with contextlib.suppress(NotFound):
                 self.store.delete("Pod", key)
+        if pod_level:
+            timeout = fault_settings(job).pod_rescheduling_timeout
+            watch = self.watches.get(job_key)
+            if watch is not None:
+                watch.pods |= victims
+            else:
+                self.watches[job_key] = _Watch(self.clock.now() + timeout, reason, set(victims), timeout)
+        else:
+            self.watches.pop(job_key, None)
+
+    def _ready_nodes(self, pods: set[str]) -> list[str]:
+        """The Ready nodes ``pods`` are bound to (where the job should come back first)."""
+        nodes: set[str] = set()
+        for key in pods:
+            with contextlib.suppress(NotFound):
+                pod = self.store.get("Pod", key)
+                if isinstance(pod, Pod) and pod.spec.nodeName:
+                    nodes.add(pod.spec.nodeName)
+        ready = []
+        for name in sorted(nodes):
+            with contextlib.suppress(NotFound):
+                node = self.store.get("Node", name)
+                if isinstance(node, Node) and node.status.ready:
+                    ready.append(name)
+        return ready
 
     def _job_pods(self, job: Job) -> list[str]:
         prefix = f"{job.metadata.name}-"

@@ -35,7 +35,7 @@ from hetsched.api.objects import (
     TaskSpec,
     quantity_strings,
 )
-from hetsched.controllers.fault import FAULT_REASON, RETRIES_EXHAUSTED
+from hetsched.controllers.fault import FAULT_REASON, PREFERRED_NODES, RETRIES_EXHAUSTED
 from hetsched.controllers.lifecycle import FINISHED, Delayed, Event, Step, Sync, decide
 from hetsched.controllers.phases import PHASES
 from hetsched.controllers.workqueue import WorkQueue
@@ -408,6 +408,16 @@ class JobController:
             "schedulerName": job.spec.schedulerName,
             "priorityClassName": template.spec.priorityClassName or job.spec.priorityClassName,
         })
+        preferred = [n for n in job.metadata.annotations.get(PREFERRED_NODES, "").split(",") if n]
+        if preferred:  # after a fault: back to the job's previous healthy nodes when they have room
+            affinity = dict(spec.get("affinity") or {})
+            node_affinity = dict(affinity.get("nodeAffinity") or {})
+            terms = list(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or [])
+            terms.append({"weight": 100, "preference": {"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": preferred}]}})
+            node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = terms
+            affinity["nodeAffinity"] = node_affinity
+            spec["affinity"] = affinity
         if "svc" in job.spec.plugins:  # stable DNS names: <pod>.<job> under the job's headless Service
             spec.update({"hostname": name, "subdomain": job.metadata.name})
         annotations = {**template.metadata.annotations, GROUP_ANNOTATION: job.metadata.name,

@@ -11,19 +11,36 @@ list, one per attempt: the n-th entry is used for the pod's n-th run, counting t
 (with the code in ``status.containerStatuses``, as Volcano's exitCode policies read it) unless its
 ``restartPolicy`` is ``OnFailure`` or ``Always``: then the kubelet restarts the container in place
 (``restartCount`` + 1) and the run starts over.
+
+Checkpoints and lost work: a pod whose template sets ``hetsched.io/checkpoint-interval`` (seconds) saves its
+progress every interval of a run; a pod deleted while running (a fault, an eviction, a restart) keeps what
+it saved — its task index starts the next run from there, running only the rest of its duration — and
+loses the rest. A pod told to checkpoint (``hetsched.io/checkpoint-by``, the fault controller's grace
+period) and deleted at or after that time saved everything. What is lost is recorded per deletion in
+:attr:`SimKubelet.lost` as whole-chip-seconds (accelerator chips requested × seconds since the last
+checkpoint).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import partial
 
+from hetsched.api.accelerators import accelerator_kind
 from hetsched.api.objects import ContainerState, ContainerStateTerminated, ContainerStatus, Pod
+from hetsched.controllers.fault import CHECKPOINT_BY
 from hetsched.ports import NotFound, ObjectStore, WatchEvent
 from hetsched.sim.kernel import COMPLETION, EventLoop
 
 DURATION = "hetsched.io/duration"
 EXIT_CODE = "hetsched.io/exit-code"
+CHECKPOINT_INTERVAL = "hetsched.io/checkpoint-interval"
+
+
+def chips_of(pod: Pod) -> float:
+    """Whole accelerator chips the pod requests (CPU, memory and chip shares are not counted)."""
+    return sum(amount / 1000 for name, amount in pod.spec.requests.items() if accelerator_kind(name) is not None)
 
 
 def exit_codes(raw: str, where: str) -> list[int]:
@@ -50,6 +67,11 @@ def exit_code_of(pod: Pod) -> int:
     return codes[min(version + pod.status.restarts, len(codes) - 1)]
 
 
+def _interval(pod: Pod) -> float | None:
+    raw = pod.metadata.annotations.get(CHECKPOINT_INTERVAL)
+    return float(raw) if raw is not None and float(raw) > 0 else None
+
+
 def duration_of(pod: Pod) -> float | None:
     raw = pod.metadata.annotations.get(DURATION)
     if raw is None:
@@ -68,13 +90,42 @@ class SimKubelet:
         self.on_start = on_start
         self.on_finish = on_finish
         self._starting: dict[str, None] = {}
+        self._runs: dict[str, tuple[str, float]] = {}
+        """Pod key → (uid, when its current run started)."""
+        self.saved: dict[str, float] = {}
+        """Pod key (a task index) → seconds of its work saved by checkpoints, kept across its replacements."""
+        self.lost: dict[tuple[str, float], float] = {}
+        """(pod key, deletion time) → chip-seconds lost by deleting it while it ran."""
         self._unwatch = store.watch(("Pod",), self._on_event)
 
     def _on_event(self, event: WatchEvent) -> None:
         pod = event.object
-        if (event.type != "DELETED" and isinstance(pod, Pod) and pod.spec.nodeName
-                and pod.status.phase == "Pending"):
-            self._starting[f"{pod.metadata.namespace}/{pod.metadata.name}"] = None
+        if not isinstance(pod, Pod):
+            return
+        key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        if event.type == "DELETED":
+            self._deleted(key, pod)
+        elif pod.spec.nodeName and pod.status.phase == "Pending":
+            self._starting[key] = None
+
+    def _deleted(self, key: str, pod: Pod) -> None:
+        run = self._runs.pop(key, None)
+        if run is None or run[0] != pod.metadata.uid or pod.status.phase != "Running":
+            return
+        now = self.loop.clock.now()
+        ran = now - run[1]
+        told = pod.metadata.annotations.get(CHECKPOINT_BY)
+        interval = _interval(pod)
+        if told is not None and now >= float(told) - 1e-9:
+            kept = ran  # it checkpointed when told to
+        elif interval:
+            kept = math.floor(ran / interval + 1e-9) * interval
+        else:
+            kept = 0.0
+        self.saved[key] = self.saved.get(key, 0.0) + kept
+        chips = chips_of(pod)
+        if chips and ran > kept:
+            self.lost[(key, now)] = chips * (ran - kept)
 
     def process(self) -> int:
         """Start every pod bound since the last call."""
@@ -96,9 +147,11 @@ class SimKubelet:
             started += 1
             if self.on_start:
                 self.on_start(running)
+            self._runs[key] = (running.metadata.uid, now)
             duration = duration_of(running)
             if duration is not None:
-                self.loop.schedule(now + duration, partial(self._finish, key, running.metadata.uid), COMPLETION)
+                left = max(0.0, duration - self.saved.get(key, 0.0))
+                self.loop.schedule(now + left, partial(self._finish, key, running.metadata.uid), COMPLETION)
         return started
 
     def _finish(self, key: str, uid: str) -> None:
@@ -121,8 +174,19 @@ class SimKubelet:
             assert isinstance(restarted, Pod)
             duration = duration_of(restarted)
             assert duration is not None
-            self.loop.schedule(now + duration, partial(self._finish, key, uid), COMPLETION)
+            interval = _interval(pod)  # the crashed run keeps what it checkpointed
+            ran = now - self._runs.get(key, (uid, now))[1]
+            if interval:
+                self.saved[key] = self.saved.get(key, 0.0) + math.floor(ran / interval + 1e-9) * interval
+            self._runs[key] = (uid, now)
+            left = max(0.0, duration - self.saved.get(key, 0.0))
+            self.loop.schedule(now + left, partial(self._finish, key, uid), COMPLETION)
             return
+        run = self._runs.pop(key, None)
+        interval = _interval(pod)
+        if code != 0 and interval and run is not None:  # a failed run keeps what it checkpointed
+            kept = math.floor((now - run[1]) / interval + 1e-9) * interval
+            self.saved[key] = self.saved.get(key, 0.0) + kept
         terminated = ContainerStateTerminated(exitCode=code, reason="Completed" if code == 0 else "Error",
                                               finishedAt=now)
         status = ContainerStatus(name=name, restartCount=restarts, state=ContainerState(terminated=terminated))

@@ -104,6 +104,12 @@ class Recorder:
         """Job key → (retryCount, fault retries, state reason, state message) at the end (set by the simulator)."""
         self.fairness: list[tuple[float, float]] = []
         """(time, Jain's index over queues of allocated / deserved dominant share) per cycle with demand."""
+        self.restarts: list[tuple[float, str, tuple[str, ...], bool, str]] = []
+        """Fault restarts: (time, job key, pods deleted, counted as a fault retry, level) (set by the simulator)."""
+        self.pod_workload: dict[str, str] = {}
+        """Pod key → its workload's key."""
+        self.lost: dict[tuple[str, float], float] = {}
+        """(pod key, deletion time) → chip-seconds lost (the simulated kubelet's ledger, set by the simulator)."""
 
     def on_fault(self, time: float, target: str, kind: str, jobs: list[str]) -> None:
         """A fault was applied at ``time``; ``jobs`` are the workloads it restarted."""
@@ -124,6 +130,7 @@ class Recorder:
             group = obj.metadata.annotations.get(GROUP_ANNOTATION)
             if group:
                 key = f"{obj.metadata.namespace}/{group}"
+                self.pod_workload[f"{obj.metadata.namespace}/{obj.metadata.name}"] = key
                 running = self.running.setdefault(key, set())
                 if event.type != "DELETED" and obj.status.phase in ("Running", "Succeeded"):
                     running.add(obj.metadata.name)
@@ -199,9 +206,28 @@ class Recorder:
                 workload.reasons.append(status.message)
 
 
-def _retries(recorder: Recorder, key: str) -> dict[str, Any]:
+def _retries(recorder: Recorder, key: str, lost: dict[str, float]) -> dict[str, Any]:
     retry, fault, reason, message = recorder.job_retries.get(key, (0, 0, "", ""))
-    return {"retryCount": retry, "faultRetries": fault, "reason": reason, "message": message}
+    return {"retryCount": retry, "faultRetries": fault, "reason": reason, "message": message,
+            "lostChipSeconds": round(lost.get(key, 0.0), 3)}
+
+
+def _fault_report(recorder: Recorder) -> list[dict[str, Any]]:
+    """Each fault with what it cost: every fault restart is charged to the latest fault at or before it that
+    hit the job (a grace period's restart comes later than its fault; an escalation is the same fault)."""
+    retries = [0] * len(recorder.faults)
+    lost = [0.0] * len(recorder.faults)
+    for time, job, pods, counted, _ in recorder.restarts:
+        causes = [i for i, f in enumerate(recorder.faults) if job in f["jobs"] and f["time"] <= time + 1e-9]
+        if not causes:
+            continue
+        cause = max(causes, key=lambda i: recorder.faults[i]["time"])
+        retries[cause] += 1 if counted else 0
+        lost[cause] += sum(recorder.lost.get((pod, time), 0.0) for pod in pods)
+    return [{"time": f["time"], "target": f["target"], "kind": f["kind"], "jobs": f["jobs"],
+             "time_to_recover_s": f["time_to_recover_s"], "retries_used": retries[i],
+             "lost_chip_seconds": round(lost[i], 3)}
+            for i, f in enumerate(recorder.faults)]
 
 
 def _time_mean(series: list[list[float]], column: int, end_time: float) -> float:
@@ -245,6 +271,11 @@ class Results:
 
 def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra: dict[str, Any]) -> Results:
     jobs: list[dict[str, Any]] = []
+    lost_by_job: dict[str, float] = {}
+    for (pod_key, _), chip_seconds in recorder.lost.items():
+        job_key = recorder.pod_workload.get(pod_key)
+        if job_key is not None:
+            lost_by_job[job_key] = lost_by_job.get(job_key, 0.0) + chip_seconds
     for workload in recorder.workloads.values():
         pods = list(workload.pods.values())
         phase = recorder.job_phase.get(workload.key) if workload.kind == "Job" else None
@@ -265,7 +296,7 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
             "pods": [{"name": p.name, "node": p.node or None, "start": p.start, "end": p.end}
                      for p in sorted(pods, key=lambda p: p.name)],
             "unschedulableReasons": list(workload.reasons),
-            **_retries(recorder, workload.key),
+            **_retries(recorder, workload.key, lost_by_job),
         })
     waits = [w.start - w.submit for w in recorder.workloads.values() if w.start is not None]
     completions = [w.end - w.submit for w in recorder.workloads.values() if w.end is not None]
@@ -315,10 +346,7 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
     queues = {name: {"columns": ["time", "allocatedDominantShare", "deservedDominantShare"], "series": series,
                      "meanAllocated": _time_mean(series, 1, end_time), "meanDeserved": _time_mean(series, 2, end_time)}
               for name, series in sorted(recorder.queue_series.items())}
-    faults = [{"time": f["time"], "target": f["target"], "kind": f["kind"], "jobs": f["jobs"],
-               "time_to_recover_s": f["time_to_recover_s"],
-               "retries_used": sum(recorder.job_retries.get(j, (0, 0, "", ""))[1] for j in f["jobs"])}
-              for f in recorder.faults]
+    faults = _fault_report(recorder)
     return Results(jobs=sorted(jobs, key=lambda j: (j["submit"], j["namespace"], j["name"])),
                    summary=summary, cluster=cluster, queues=queues, evictions=list(recorder.evictions),
                    faults=faults)

@@ -34,7 +34,7 @@ from hetsched.scheduler.runner import Scheduler
 from hetsched.sim.faults import Fault, drain_step
 from hetsched.sim.faults import apply as apply_fault
 from hetsched.sim.kernel import ARRIVAL, SCHEDULE, EventLoop, SimClock
-from hetsched.sim.kubelet import DURATION, EXIT_CODE, SimKubelet, exit_codes
+from hetsched.sim.kubelet import CHECKPOINT_INTERVAL, DURATION, EXIT_CODE, SimKubelet, exit_codes
 from hetsched.sim.results import Recorder, Results, build_results
 
 SUBMIT_AT = "hetsched.io/submit-at"
@@ -56,8 +56,8 @@ def _seconds(obj: AnyObject, annotation: str, index: int) -> float | None:
 
 
 def check_durations(obj: AnyObject, index: int) -> None:
-    """Validate ``hetsched.io/duration`` and ``hetsched.io/exit-code`` on a pod or on a Job's task templates
-    before the run starts."""
+    """Validate ``hetsched.io/duration``, ``hetsched.io/checkpoint-interval`` and ``hetsched.io/exit-code`` on a
+    pod or on a Job's task templates before the run starts."""
     if obj.kind == "Pod":
         places = [("metadata.annotations", obj.metadata.annotations)]
     elif obj.kind == "Job":
@@ -66,16 +66,17 @@ def check_durations(obj: AnyObject, index: int) -> None:
     else:
         return
     for where, values in places:
-        raw = values.get(DURATION)
-        if raw is not None:
+        for name in (DURATION, CHECKPOINT_INTERVAL):
+            raw = values.get(name)
+            if raw is None:
+                continue
             try:
                 ok = math.isfinite(float(raw)) and float(raw) >= 0
             except ValueError:
                 ok = False
             if not ok:
                 raise ManifestError([Problem("<workload>", index, obj.kind, obj.metadata.name,
-                                             f'{where}["{DURATION}"]',
-                                             f"must be a number of seconds ≥ 0, got {raw!r}")])
+                                             f'{where}["{name}"]', f"must be a number of seconds ≥ 0, got {raw!r}")])
         raw = values.get(EXIT_CODE)
         if raw is not None:
             try:
@@ -272,6 +273,9 @@ class Simulation:
                 self.recorder.job_retries[f"{job.metadata.namespace}/{job.metadata.name}"] = (
                     job.status.retryCount, int(job.metadata.annotations.get(FAULT_RETRIES, "0")),
                     job.status.state.reason, job.status.state.message)
+        self.recorder.restarts = [(r.time, r.job, r.pods, r.counted, r.level)
+                                  for r in self.fault_controller.rescheduled]
+        self.recorder.lost = dict(self.kubelet.lost)
         return build_results(self.recorder, self.nodes, end, {
             "periodSeconds": self.period,
             "deviceMismatches": self.scheduler.cache.mismatches(),
