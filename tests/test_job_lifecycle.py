@@ -212,14 +212,54 @@ def test_depends_on_waits_for_the_named_task_and_svc_hands_out_host_lists() -> N
     cluster.update(master.model_copy(update={"status": master.status.model_copy(update={"phase": "Running"})}))
     controller.process()
     assert sorted(p.metadata.name for p in cluster.list("Pod")) == ["mpi-master-0", "mpi-worker-0", "mpi-worker-1"]
-    assert any(e.reason == "PluginNotSupported" and "ssh" in e.message for e in cluster.events)
+
+
+def test_the_ssh_plugin_hands_every_pod_the_same_key_pair_and_host_list() -> None:
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+
+    from hetsched.api.objects import Secret
+
+    clock = SimClock()
+    cluster = MemoryCluster(clock)
+    controller = JobController(cluster, clock, events=cluster)
+    (job,) = load_text(DEPENDS.replace("plugins: {svc: [], ssh: []}",
+                                       'plugins: {svc: [], ssh: ["--ssh-key-file-path=/home/mpi/.ssh"]}'))
+    cluster.create(job)
+    controller.process()
+    cluster.update_podgroup_status("default/mpi", "Inqueue", None)
+    controller.process()
+    secret = cluster.get("Secret", "default/mpi-ssh")
+    assert isinstance(secret, Secret)
+    files = {name: base64.b64decode(value) for name, value in secret.data.items()}
+    private = serialization.load_ssh_private_key(files["id_rsa"], password=None)
+    public = private.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    assert files["authorized_keys"].strip() == files["id_rsa.pub"].strip() == public
+    assert b"Host mpi-worker-1\n  HostName mpi-worker-1.mpi" in files["config"]
+    master = cluster.get("Pod", "default/mpi-master-0")
+    assert isinstance(master, Pod)
+    extra = master.spec.model_extra or {}
+    assert extra["volumes"] == [{"name": "mpi-ssh", "secret": {"secretName": "mpi-ssh", "defaultMode": 0o600}}]
+    mounts = master.spec.containers[0].model_extra["volumeMounts"]  # type: ignore[index]
+    assert mounts == [{"name": "mpi-ssh", "mountPath": "/home/mpi/.ssh", "readOnly": True}]
+    # a restart keeps the key: the other ranks must still trust the new pod
+    cluster.evict("default/mpi-master-0", "test")
+    controller.process()
+    again = cluster.get("Secret", "default/mpi-ssh")
+    assert isinstance(again, Secret) and again.data == secret.data
+    bad = DEPENDS.replace("plugins: {svc: [], ssh: []}", 'plugins: {ssh: ["--no-root"]}')
+    from hetsched.api.manifest import ManifestError
+
+    with pytest.raises(ManifestError, match=r"plugins.ssh: unknown or malformed argument '--no-root'"):
+        load_text(bad)
 
 
 def test_ttl_after_finished_deletes_the_job_in_the_simulator() -> None:
     from hetsched.sim.simulator import Simulation
     from tests.builders import node
 
-    text = DEPENDS.replace("plugins: {svc: [], ssh: []}", "plugins: {svc: []}").replace(
+    text = DEPENDS.replace(
         "metadata: {name: mpi, namespace: default}",
         "metadata: {name: mpi, namespace: default, annotations: {hetsched.io/submit-at: '0'}}").replace(
         "template: {spec:", "template: {metadata: {annotations: {hetsched.io/duration: '50'}}, spec:")
@@ -227,6 +267,7 @@ def test_ttl_after_finished_deletes_the_job_in_the_simulator() -> None:
     results = simulation.run()
     assert results.jobs[0]["phase"] == "Completed"
     assert simulation.cluster.count("Job") == 0 and simulation.cluster.count("Pod") == 0
+    assert simulation.cluster.count("Secret") == 0  # the ssh plugin's key pair went with the Job
     assert results.summary["simulatedSeconds"] >= 100
 
 

@@ -508,6 +508,11 @@ class JobSpec(_Strict):
             raise ValueError(f"minAvailable ({self.minAvailable}) is greater than the total replicas ({total})")
         if self.minSuccess is not None and self.minSuccess > total:
             raise ValueError(f"minSuccess ({self.minSuccess}) is greater than the total replicas ({total})")
+        for argument in self.plugins.get("ssh", []):
+            name, _, value = argument.partition("=")
+            if name != "--ssh-key-file-path" or not value.startswith("/"):
+                raise ValueError(f"plugins.ssh: unknown or malformed argument {argument!r} "
+                                 f"(supported: --ssh-key-file-path=/absolute/path)")
         for task in self.tasks:
             if task.dependsOn is None:
                 continue

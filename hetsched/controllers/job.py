@@ -35,6 +35,7 @@ from hetsched.api.objects import (
     TaskSpec,
     quantity_strings,
 )
+from hetsched.controllers import ssh
 from hetsched.controllers.fault import FAULT_REASON, PREFERRED_NODES, RETRIES_EXHAUSTED
 from hetsched.controllers.lifecycle import FINISHED, Delayed, Event, Step, Sync, decide
 from hetsched.controllers.phases import PHASES
@@ -96,7 +97,6 @@ class JobController:
         self._delayed: dict[str, list[Delayed]] = {}
         """Job key → actions a policy's timeout holds back."""
         self._commands: list[Command] = []
-        self._warned: set[str] = set()
         self._unwatch = store.watch(("Job", "PodGroup", "Pod", "Command"), self._on_event)
 
     def close(self) -> None:
@@ -242,6 +242,9 @@ class JobController:
                 self.store.delete("Pod", pod_key)
         with contextlib.suppress(NotFound):
             self.store.delete("PodGroup", key)
+        if "ssh" in job.spec.plugins:
+            with contextlib.suppress(NotFound):
+                self.store.delete("Secret", f"{job.metadata.namespace}/{ssh.secret_name(job)}")
         with contextlib.suppress(NotFound):
             self.store.delete("Job", key)
 
@@ -418,6 +421,8 @@ class JobController:
             node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = terms
             affinity["nodeAffinity"] = node_affinity
             spec["affinity"] = affinity
+        if "ssh" in job.spec.plugins:
+            ssh.mount(job, spec)
         if "svc" in job.spec.plugins:  # stable DNS names: <pod>.<job> under the job's headless Service
             spec.update({"hostname": name, "subdomain": job.metadata.name})
         annotations = {**template.metadata.annotations, GROUP_ANNOTATION: job.metadata.name,
@@ -463,11 +468,9 @@ class JobController:
         return env
 
     def _create_pods(self, job: Job, pods: dict[str, Pod]) -> dict[str, Pod]:
-        if "ssh" in job.spec.plugins and job.metadata.uid not in self._warned and self.events is not None:
-            self._warned.add(job.metadata.uid)
-            self.events.record_event(job, "PluginNotSupported",
-                                    "job plugin ssh is not implemented yet: no SSH keys are handed to the pods",
-                                    "Warning")
+        if "ssh" in job.spec.plugins and any(f"{job.metadata.namespace}/{pod_name(job.metadata.name, t.name, i)}"
+                                             not in pods for t in job.spec.tasks for i in range(t.replicas)):
+            self._ensure_ssh_secret(job)
         for task in job.spec.tasks:
             if not self._ready_to_create(job, task, pods):
                 continue
@@ -479,6 +482,13 @@ class JobController:
                 assert isinstance(created, Pod)
                 pods[key] = created
         return pods
+
+    def _ensure_ssh_secret(self, job: Job) -> None:
+        """The ``ssh`` plugin's key pair, made once per Job (``controllers.ssh``)."""
+        try:
+            self.store.get("Secret", f"{job.metadata.namespace}/{ssh.secret_name(job)}")
+        except NotFound:
+            self.store.create(ssh.make_secret(job))
 
     def _update_status(self, job: Job, podgroup: PodGroup, pods: dict[str, Pod], step: Step,
                        problem: str = "") -> None:
