@@ -137,36 +137,72 @@ def test_fault_files_name_the_fault_and_field(tmp_path: Path) -> None:
         simulate(job("train", 1, 8), [Fault(at=10, node="n0", kind="ChipUnhealthy", chips=[12])])
 
 
+HEAL_AT = 3000
+"""Every random schedule ends with the cluster repaired at this time, so every job can finish."""
+
+
+def _fault_job(index: int, chips: int, pods: int, mode: str, pod_level: bool, at: int, codes: str) -> str:
+    labels: dict[str, str] = {"fault-scheduling": mode, "grace-over-time": "120"}
+    if pod_level:
+        labels["pod-rescheduling"] = "on"
+    text = job(f"j{index}", pods, chips, at=at, duration=500, labels=labels).replace(
+        'hetsched.io/duration: "500"',
+        f'hetsched.io/duration: "500", hetsched.io/exit-code: "{codes}", hetsched.io/checkpoint-interval: "100"')
+    return text.replace("  minAvailable:", "  maxRetry: 2\n  policies: [{event: PodFailed, action: RestartJob}]\n"
+                                           "  minAvailable:")
+
+
 @settings(max_examples=int(os.environ.get("HETSCHED_FAULT_EXAMPLES", "300")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
-@given(jobs=st.lists(st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(1, 2), st.booleans(),
-                               st.integers(0, 300)), min_size=1, max_size=4),
+@given(jobs=st.lists(st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(1, 2), st.sampled_from(["force", "grace"]),
+                               st.booleans(), st.integers(0, 300), st.sampled_from(["0", "0", "1,0", "1"])),
+                     min_size=1, max_size=4),
        faults=st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 2),
                                  st.sampled_from(["ChipUnhealthy", "ChipNetworkUnhealthy", "ChipRecovered",
-                                                  "NodeNotReady", "NodeReady"]),
+                                                  "NodeNotReady", "NodeReady", "Drain", "Uncordon"]),
                                  st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True)),
                        max_size=6))
 def test_random_fault_schedules_never_leave_work_on_a_faulty_chip(
-        jobs: list[tuple[int, int, bool, int]], faults: list[tuple[int, int, str, list[int]]]) -> None:
-    text = "---".join(job(f"j{i}", pods, chips, at=at, duration=500,
-                          labels={"pod-rescheduling": "on"} if pod_level else {})
-                      for i, (chips, pods, pod_level, at) in enumerate(jobs))
+        jobs: list[tuple[int, int, str, bool, int, str]], faults: list[tuple[int, int, str, list[int]]]) -> None:
+    """Random jobs (force or grace, job- or pod-level, apps that fail once or always) under random chip
+    faults, NotReady nodes and drains, then everything repaired. After every step of the simulation: no
+    live pod holds an unhealthy chip (nor, for a multi-pod job, a network-unhealthy one) — except, in grace
+    mode, a pod told to checkpoint, until its grace period ends — and no task index has two live pods. At
+    the end: no job disappeared, and each one Completed, or Failed with its retry budget spent and the
+    reason."""
+    text = "---".join(_fault_job(i, *spec) for i, spec in enumerate(jobs))
     schedule = [Fault(at=at, node=f"n{node}", kind=kind, chips=chips if kind.startswith("Chip") else [])  # type: ignore[arg-type]
                 for at, node, kind, chips in faults]
+    for node in range(3):
+        schedule += [Fault(at=HEAL_AT, node=f"n{node}", kind="ChipRecovered", chips=list(range(8))),
+                     Fault(at=HEAL_AT, node=f"n{node}", kind="NodeReady"),
+                     Fault(at=HEAL_AT, node=f"n{node}", kind="Uncordon")]
     simulation = Simulation([accel_node(f"n{i}") for i in range(3)], load_text(text), None, faults=schedule,
                             until=50_000)  # a guard: these workloads end long before
     seen_bad: list[str] = []
+    replicas = {f"j{i}": spec[1] for i, spec in enumerate(jobs)}
 
     def check() -> None:
         for node in simulation.cluster.list("Node"):
             assert isinstance(node, Node)
             inventory = parse_node_devices(node.metadata.annotations[NODE_ANNOTATION], node.metadata.name)
             dead = {c.id for d in inventory.devices for c in d.chips if c.health == "Unhealthy"}
+            cut = {c.id for d in inventory.devices for c in d.chips if c.health == "NetworkUnhealthy"}
             for name, chips in holders(simulation, node.metadata.name).items():
                 pod = simulation.cluster.get("Pod", f"default/{name}")
                 assert isinstance(pod, Pod)
-                if pod.status.phase in ("Pending", "Running") and set(chips) & dead:
-                    seen_bad.append(f"{name} on {node.metadata.name} chips {chips} dead {sorted(dead)}")
+                multi = replicas[pod.metadata.annotations["scheduling.k8s.io/group-name"]] > 1
+                grace = float(pod.metadata.annotations.get("hetsched.io/checkpoint-by", "-1"))
+                if simulation.clock.now() <= grace + 1e-9:
+                    continue  # told to checkpoint: it may finish doing so on the chip until its grace ends
+                if pod.status.phase in ("Pending", "Running") and set(chips) & (dead | (cut if multi else set())):
+                    seen_bad.append(f"{name} on {node.metadata.name} chips {chips} dead {sorted(dead)} "
+                                    f"cut {sorted(cut)}")
+        live = [p for p in simulation.cluster.list("Pod")
+                if isinstance(p, Pod) and p.status.phase in ("Pending", "Running")]
+        indexes = [(p.metadata.annotations["scheduling.k8s.io/group-name"],
+                    p.metadata.annotations["volcano.sh/task-index"]) for p in live]
+        assert len(indexes) == len(set(indexes)), sorted(indexes)
 
     original = simulation._settle
 
@@ -177,18 +213,16 @@ def test_random_fault_schedules_never_leave_work_on_a_faulty_chip(
     simulation._settle = settle_and_check  # type: ignore[method-assign]
     results = simulation.run()
     assert not seen_bad, seen_bad[:3]
-    names = {r["name"] for r in results.jobs}
-    assert names == {f"j{i}" for i in range(len(jobs))}  # no job disappears
-    for record in results.jobs:
-        assert record["phase"] in ("Completed", "Failed", "Running", "Pending")
-        if record["phase"] == "Failed":
-            assert record["reason"]
-    live = [p for p in simulation.cluster.list("Pod")
-            if isinstance(p, Pod) and p.status.phase in ("Pending", "Running")]
-    indexes = [(p.metadata.annotations["scheduling.k8s.io/group-name"], p.metadata.annotations["volcano.sh/task-index"])
-               for p in live]
-    assert len(indexes) == len(set(indexes))
+    assert {r["name"] for r in results.jobs} == {f"j{i}" for i in range(len(jobs))}  # no job disappears
     assert all(isinstance(j, Job) for j in simulation.cluster.list("Job"))
+    for record in results.jobs:
+        assert record["phase"] in ("Completed", "Failed"), record
+        if record["phase"] == "Failed":
+            assert record["reason"] in ("FaultRetryExhausted", "MaxRetryExceeded"), record
+            assert record["message"]
+            spent = record["faultRetries"] > 2 if record["reason"] == "FaultRetryExhausted" \
+                else record["retryCount"] == 2
+            assert spent, record
 
 
 def test_a_drain_evicts_within_the_disruption_budget_and_waits_for_replacements() -> None:
@@ -228,21 +262,32 @@ def test_a_bad_budget_is_refused_by_name() -> None:
 
 @settings(max_examples=int(os.environ.get("HETSCHED_FAULT_EXAMPLES", "300")) // 3, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
-@given(jobs=st.lists(st.tuples(st.sampled_from([2, 4, 8]), st.integers(1, 3), st.integers(1, 2)),
+@given(jobs=st.lists(st.tuples(st.sampled_from([2, 4, 8]), st.integers(1, 3), st.integers(1, 2), st.booleans()),
                      min_size=1, max_size=3),
        drains=st.lists(st.tuples(st.integers(10, 400), st.integers(0, 2), st.booleans()), min_size=1, max_size=4))
 def test_random_drains_never_exceed_a_disruption_budget(
-        jobs: list[tuple[int, int, int]], drains: list[tuple[int, int, bool]]) -> None:
-    """Jobs with budgets of 1–2 pods; random drains (and uncordons) of three nodes. Whenever a drain
-    evicts pods of a job, the job is left missing no more pods than its budget."""
+        jobs: list[tuple[int, int, int, bool]], drains: list[tuple[int, int, bool]]) -> None:
+    """Jobs with budgets of 1–2 pods — the job's ``hetsched.io/max-unavailable`` or a PodDisruptionBudget
+    selecting its pods; random drains (and uncordons) of three nodes. Whenever a drain evicts pods of a
+    job, the job is left missing no more pods than its budget."""
     import hetsched.sim.simulator as simulator_module
 
-    budgets = {f"default/j{i}": budget for i, (_, _, budget) in enumerate(jobs)}
-    text = "---".join(
-        job(f"j{i}", pods, chips, duration=600).replace(
-            'annotations: {hetsched.io/submit-at: "0"}',
-            f'annotations: {{hetsched.io/submit-at: "0", hetsched.io/max-unavailable: "{budget}"}}')
-        for i, (chips, pods, budget) in enumerate(jobs))
+    budgets = {f"default/j{i}": budget for i, (_, _, budget, _) in enumerate(jobs)}
+    documents = []
+    for i, (chips, pods, budget, as_pdb) in enumerate(jobs):
+        if as_pdb:
+            documents.append(job(f"j{i}", pods, chips, duration=600))
+            documents.append(f"""
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: j{i}, namespace: default}}
+spec: {{maxUnavailable: {budget}, selector: {{matchLabels: {{volcano.sh/job-name: j{i}}}}}}}
+""")
+        else:
+            documents.append(job(f"j{i}", pods, chips, duration=600).replace(
+                'annotations: {hetsched.io/submit-at: "0"}',
+                f'annotations: {{hetsched.io/submit-at: "0", hetsched.io/max-unavailable: "{budget}"}}'))
+    text = "---".join(documents)
     faults = []
     for at, node, uncordon in drains:
         faults.append(Fault(at=at, node=f"n{node}", kind="Drain"))
@@ -250,7 +295,7 @@ def test_random_drains_never_exceed_a_disruption_budget(
             faults.append(Fault(at=at + 50, node=f"n{node}", kind="Uncordon"))
     simulation = Simulation([accel_node(f"n{i}") for i in range(3)], load_text(text), None, faults=faults,
                             until=50_000)  # a guard: these workloads end long before
-    replicas = {f"default/j{i}": pods for i, (_, pods, _) in enumerate(jobs)}
+    replicas = {f"default/j{i}": pods for i, (_, pods, _, _) in enumerate(jobs)}
     original = simulator_module.drain_step
 
     def checked(cluster: Any, node: str) -> Any:

@@ -81,9 +81,19 @@ def test_the_fault_scenario_reports_each_fault_and_recovers(tmp_path: Path) -> N
     assert run.returncode == 0, run.stderr
     results = json.loads(out.read_text())
     faults = results["faults"]
-    assert [f["kind"] for f in faults] == ["ChipUnhealthy", "NodeNotReady", "ChipRecovered", "NodeReady"]
-    assert all(set(f) >= {"time", "target", "kind", "time_to_recover_s", "retries_used"} for f in faults)
-    assert faults[0]["retries_used"] == 1 and faults[0]["time_to_recover_s"] is not None
-    assert faults[1]["time_to_recover_s"] == 300  # waits for the chip repair at t=900
+    assert [f["kind"] for f in faults] == ["ChipUnhealthy", "NodeNotReady", "ChipRecovered", "NodeReady", "Drain"]
+    assert all(set(f) >= {"time", "target", "kind", "time_to_recover_s", "retries_used", "lost_chip_seconds"}
+               for f in faults)
+    by_name = jobs(results)
+    # the chip fault: pod-level rescheduling escalates to the job, which waits for the repair at t=900
+    assert faults[0]["jobs"] == ["default/elastic"] and faults[0]["retries_used"] == 1
+    assert faults[0]["time_to_recover_s"] == 900 and faults[0]["lost_chip_seconds"] > 0
+    # NotReady: resilient restarts at once and loses only the work since its t=300 checkpoint
+    assert faults[1]["jobs"] == ["default/resilient"] and faults[1]["time_to_recover_s"] == 0
+    assert faults[1]["lost_chip_seconds"] == 8 * 299
+    assert by_name["resilient"]["end"] == 2100  # ran the 1,500 s left after its checkpoint
+    # the drain takes one serve replica at a time (its PodDisruptionBudget)
+    drains = [e for e in results["evictions"] if e["action"] == "drain"]
+    assert [e["time"] for e in drains] == [1500, 2100]
     assert {j["phase"] for j in results["jobs"]} == {"Completed"}
-    assert all(j["faultRetries"] == 1 for j in results["jobs"])
+    assert by_name["elastic"]["faultRetries"] == by_name["resilient"]["faultRetries"] == 1
