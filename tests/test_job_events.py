@@ -281,3 +281,65 @@ def test_bad_exit_code_annotation_is_refused_before_the_run() -> None:
     with pytest.raises(ManifestError) as info:
         _simulate(text)
     assert 'hetsched.io/exit-code"]: must be exit codes 0–255' in str(info.value)
+
+
+EVENTS = ["PodFailed", "PodEvicted", "Unknown", "TaskCompleted", "TaskFailed", "PodPending", "JobUpdated", "*"]
+ACTIONS = ["AbortJob", "TerminateJob", "CompleteJob", "RestartJob", "RestartTask", "RestartPod"]
+ALL = {"train-master-0", "train-worker-0", "train-worker-1"}
+
+
+def _trigger(world: World, event: str) -> None:
+    """Make ``event`` happen to the running job (worker-1 is the pod concerned where there is one)."""
+    if event in ("PodFailed", "*"):
+        world.set_phase("train-worker-1", "Failed")
+    elif event == "PodEvicted":
+        world.evict("train-worker-1")
+    elif event == "Unknown":
+        world.set_phase("train-worker-1", "Unknown")
+    elif event == "TaskCompleted":
+        world.set_phase("train-master-0", "Succeeded")
+    elif event == "TaskFailed":
+        restarted_in_place(world, "train-worker-1", 4)
+    elif event == "PodPending":
+        later(world, 60)
+    elif event == "JobUpdated":
+        _scaled(world, 2, min_available=2)
+
+
+def _restarted(event: str, action: str) -> set[str]:
+    """The pods an action recreates (job version 1) for an event."""
+    if action == "RestartJob":
+        return ALL
+    task = {"TaskCompleted": "master", "JobUpdated": ""}.get(event, "worker")
+    pod = "train-worker-1" if event in ("PodFailed", "PodEvicted", "Unknown", "PodPending", "*") else ""
+    if action == "RestartTask":
+        return {n for n in ALL if f"-{task}-" in n} if task else ALL
+    return {pod} if pod else ALL
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+@pytest.mark.parametrize("event", EVENTS)
+def test_every_event_action_pair(event: str, action: str) -> None:
+    """Volcano's table, every event against every action: the job ends where the action says (Aborted,
+    Terminated, Completed with no pod left; a restart recreates exactly the job, task or pod concerned as
+    the next job version and counts one retry)."""
+    policy: dict[str, Any] = {"event": event, "action": action}
+    if event == "PodPending":
+        policy["timeout"] = "1m"
+    world = World(job_policies=[policy])
+    if event == "PodPending":
+        for name in ("train-master-0", "train-worker-0"):  # worker-1 stays pending
+            world.set_phase(name, "Running")
+    else:
+        world.run_all()
+        assert world.job().status.state.phase == "Running"
+    _trigger(world, event)
+    job = world.job()
+    if action in ("AbortJob", "TerminateJob", "CompleteJob"):
+        finished = {"AbortJob": "Aborted", "TerminateJob": "Terminated", "CompleteJob": "Completed"}[action]
+        assert (job.status.state.phase, job.status.retryCount, world.pods()) == (finished, 0, {})
+        return
+    assert job.status.retryCount == 1 and job.status.state.reason == action
+    versions = {n: p.metadata.annotations["volcano.sh/job-version"] for n, p in world.pods().items()}
+    assert set(versions) == ALL  # every task index exists again
+    assert {n for n, v in versions.items() if v == "1"} == _restarted(event, action)
