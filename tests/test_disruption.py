@@ -4,14 +4,18 @@ preemptor's binds, and a drain that waits for replacements."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hetsched.api.disruption import disruptions_allowed, refusal
 from hetsched.api.manifest import ManifestError, load_text
 from hetsched.api.objects import AnyObject, OwnerReference, Pod, PodDisruptionBudget
 from hetsched.ports import TooManyRequests
+from hetsched.scheduler.conf import parse_conf
 from hetsched.sim.faults import Fault
 from hetsched.sim.simulator import Simulation
 from tests.builders import accel_node, gang, harness, pod
@@ -159,3 +163,94 @@ def test_a_jobs_replicas_are_expected_even_while_an_evicted_pod_is_not_back_yet(
              for p in pods(3)]
     assert disruptions_allowed(budget(maxUnavailable=1), owned, {"default/train": 4}) == 0
     assert disruptions_allowed(budget(maxUnavailable=1), owned, {"default/train": 3}) == 1
+    done = owned[0].model_copy(update={"metadata": owned[0].metadata.model_copy(update={"name": "p9"}),
+                                       "status": owned[0].status.model_copy(update={"phase": "Succeeded"})})
+    # a pod that already succeeded is finished work, not an unavailable one
+    assert disruptions_allowed(budget(maxUnavailable=1), [*owned, done], {"default/train": 4}) == 1
+
+
+PRIORITY_CLASSES = """
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: low}
+value: 10
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+"""
+
+
+def _budgeted_job(name: str, replicas: int, minimum: int, chips: int, klass: str, at: int, budget: int | None,
+                  as_pdb: bool) -> str:
+    annotations = f'hetsched.io/submit-at: "{at}"'
+    if budget is not None and not as_pdb:
+        annotations += f', hetsched.io/max-unavailable: "{budget}"'
+    text = f"""
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: {name}, namespace: default, annotations: {{{annotations}}}}}
+spec:
+  minAvailable: {minimum}
+  priorityClassName: {klass}
+  tasks:
+  - name: worker
+    replicas: {replicas}
+    template:
+      metadata: {{annotations: {{hetsched.io/duration: "600"}}}}
+      spec:
+        containers: [{{name: w, resources: {{limits: {{{ASCEND}: {chips}}}, requests: {{cpu: "1"}}}}}}]
+"""
+    if budget is not None and as_pdb:
+        text += f"""---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: {name}, namespace: default}}
+spec: {{maxUnavailable: {budget}, selector: {{matchLabels: {{volcano.sh/job-name: {name}}}}}}}
+"""
+    return text
+
+
+@settings(max_examples=int(os.environ.get("HETSCHED_FAULT_EXAMPLES", "300")) // 6, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(low=st.lists(st.tuples(st.integers(1, 3), st.integers(0, 2), st.sampled_from([2, 4, 8]),
+                              st.one_of(st.none(), st.integers(0, 2)), st.booleans()), min_size=1, max_size=4),
+       high=st.lists(st.tuples(st.integers(1, 2), st.sampled_from([2, 4, 8]), st.integers(50, 300)),
+                     min_size=1, max_size=3))
+def test_random_preemption_never_exceeds_a_budget(
+        low: list[tuple[int, int, int, int | None, bool]], high: list[tuple[int, int, int]]) -> None:
+    """Low-priority jobs (elastic or not) with random budgets — the job's annotation or a
+    PodDisruptionBudget — fill three Ascend servers; high-priority gangs arrive and preempt. Whenever a pod
+    is evicted, its job still has at least its replicas minus its budget running (or already done)."""
+    documents = [PRIORITY_CLASSES]
+    replicas: dict[str, int] = {}
+    budgets: dict[str, int] = {}
+    for i, (minimum, spare, chips, budget, as_pdb) in enumerate(low):
+        replicas[f"low{i}"] = minimum + spare
+        if budget is not None:
+            budgets[f"low{i}"] = budget
+        documents.append(_budgeted_job(f"low{i}", minimum + spare, minimum, chips, "low", 0, budget, as_pdb))
+    for i, (size, chips, at) in enumerate(high):
+        documents.append(_budgeted_job(f"high{i}", size, size, chips, "high", at, None, False))
+    simulation = Simulation([accel_node(f"n{i}") for i in range(3)], load_text("---".join(documents)),
+                            parse_conf(CONF), until=20_000)
+    broken: list[str] = []
+
+    def watch(event: Any) -> None:
+        pod = event.object
+        if event.type != "DELETED" or not isinstance(pod, Pod) or pod.status.phase != "Running":
+            return
+        job = pod.metadata.annotations["volcano.sh/job-name"]
+        if job not in budgets:
+            return
+        up = sum(1 for p in simulation.cluster.list("Pod") if isinstance(p, Pod)
+                 and p.status.phase in ("Running", "Succeeded")
+                 and p.metadata.annotations["volcano.sh/job-name"] == job)
+        if up < replicas[job] - budgets[job]:
+            broken.append(f"{job}: {up} running or done of {replicas[job]}, budget {budgets[job]}")
+
+    simulation.cluster.watch(("Pod",), watch, replay=False)
+    results = simulation.run()
+    assert not broken, broken[:3]
+    assert {j["name"] for j in results.jobs} == set(replicas) | {f"high{i}" for i in range(len(high))}

@@ -301,8 +301,8 @@ spec: {{maxUnavailable: {budget}, selector: {{matchLabels: {{volcano.sh/job-name
     def checked(cluster: Any, node: str) -> Any:
         evicted, empty = original(cluster, node)
         running: dict[str, int] = {}
-        for pod in cluster.list("Pod"):
-            if isinstance(pod, Pod) and pod.status.phase == "Running":
+        for pod in cluster.list("Pod"):  # running, or done: finished work is not missing
+            if isinstance(pod, Pod) and pod.status.phase in ("Running", "Succeeded"):
                 key = f"default/{pod.metadata.annotations['scheduling.k8s.io/group-name']}"
                 running[key] = running.get(key, 0) + 1
         for job_key in {j for _, j in evicted}:

@@ -343,3 +343,27 @@ def test_every_event_action_pair(event: str, action: str) -> None:
     versions = {n: p.metadata.annotations["volcano.sh/job-version"] for n, p in world.pods().items()}
     assert set(versions) == ALL  # every task index exists again
     assert {n for n, v in versions.items() if v == "1"} == _restarted(event, action)
+
+
+def test_suspend_and_resume_in_a_simulation() -> None:
+    """Commands in a workload file: the job is suspended at t=100 (its chips are freed) and resumed at
+    t=200; the scheduler admits it again and it runs its whole duration (no checkpoints) to completion."""
+    commands = """
+---
+apiVersion: bus.volcano.sh/v1alpha1
+kind: Command
+metadata: {name: suspend, namespace: default, annotations: {hetsched.io/submit-at: "100"}}
+action: AbortJob
+target: {kind: Job, name: train}
+---
+apiVersion: bus.volcano.sh/v1alpha1
+kind: Command
+metadata: {name: resume, namespace: default, annotations: {hetsched.io/submit-at: "200"}}
+action: ResumeJob
+target: {kind: Job, name: train}
+"""
+    text = SIM_JOB.format(at=0, policies="[]", replicas=2, codes="0", restart="Never")
+    record, job = _simulate(text + commands)
+    assert record["phase"] == "Completed" and record["retryCount"] == 1
+    assert job is not None and job.status.succeeded == 2
+    assert min(p["end"] for p in record["pods"]) >= 200 + 100

@@ -8,7 +8,8 @@ would be refused) and the simulator's drain.
 Rules (``policy/v1``): a budget covers the pods of its namespace its selector matches (an empty selector
 matches all of them, a missing one none). Expected pods: for pods a Job owns, the Job's replicas (its
 scale, as the disruption controller reads a controller's scale: a pod just evicted and not yet created
-again still counts as expected); other matching pods that exist and have not finished count one each.
+again still counts as expected) less those that already succeeded (finished work is not unavailable);
+other matching pods that exist and have not finished count one each.
 Healthy: matching pods Running. ``minAvailable`` N (or N % of expected, rounded up) pods must stay
 healthy; ``maxUnavailable`` M (or M %, rounded up) pods may be missing from expected. Disruptions allowed =
 healthy − desired healthy, never below 0. Evicting a pod that is not Running costs nothing. A pod covered
@@ -56,11 +57,16 @@ def owner_job(pod: Pod) -> str:
 def disruptions_allowed(pdb: PodDisruptionBudget, pods: Iterable[Pod], replicas: Mapping[str, int]) -> int:
     """How many healthy pods ``pdb`` lets voluntary evictions take now (``pods``: any pods, the budget's own
     are picked out; ``replicas``: Job key → its total replicas)."""
-    mine = [p for p in pods if p.status.phase in ("Pending", "Running", "Unknown") and covers(pdb, p)]
+    covered = [p for p in pods if covers(pdb, p)]
+    mine = [p for p in covered if p.status.phase in ("Pending", "Running", "Unknown")]
     healthy = sum(1 for p in mine if p.status.phase == "Running")
     jobs = {owner_job(p) for p in mine} - {""}
+    done: dict[str, int] = {}
+    for pod in covered:
+        if pod.status.phase == "Succeeded":
+            done[owner_job(pod)] = done.get(owner_job(pod), 0) + 1
     expected = sum(1 for p in mine if owner_job(p) not in replicas) + sum(
-        replicas[j] for j in jobs if j in replicas)
+        max(replicas[j] - done.get(j, 0), 0) for j in jobs if j in replicas)
     return max(0, healthy - desired_healthy(pdb, expected))
 
 

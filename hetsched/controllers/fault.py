@@ -140,7 +140,7 @@ class FaultController:
             except NotFound:
                 stuck.append(key)
                 continue
-            if not isinstance(pod, Pod) or pod.status.phase != "Running":
+            if not isinstance(pod, Pod) or pod.status.phase not in ("Running", "Succeeded"):
                 stuck.append(key)
         if not stuck:
             return

@@ -15,7 +15,13 @@ What a sync does (Volcano's ``syncJob``):
    job version) and ``VC_TASK_INDEX``/``VK_TASK_INDEX`` env; before that no pod exists, so a job that
    cannot run holds nothing;
 4. write the status (counts, phase with reason and message, retry count); a finished Job's PodGroup
-   becomes Completed. The state machine is drawn in docs/jobs.md.
+   becomes Completed (and Pending again if a ResumeJob brings the job back). The state machine is drawn in
+   docs/jobs.md.
+
+Also: Commands (``bus.volcano.sh/v1alpha1``) are applied on the next :meth:`process` and deleted; a change
+of the Job's spec (scaling) raises ``JobUpdated``, resizes the PodGroup and deletes pods past the new
+replica counts; a policy's ``timeout`` is kept as a deadline (:meth:`next_deadline`); the ``ssh`` plugin's
+Secret is made before the first pods (``controllers.ssh``).
 
 Invariant: at most one pod per task index exists (pods are named by index and created only when missing).
 """
@@ -182,6 +188,8 @@ class JobController:
         try:
             job = self.store.get("Job", key)
         except NotFound:
+            self._events.pop(key, None)
+            self._delayed.pop(key, None)
             return
         assert isinstance(job, Job)
         events = self._events.pop(key, []) + self._due(key, job)

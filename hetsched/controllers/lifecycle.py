@@ -2,8 +2,8 @@
 phase decides. Shared by the job controller and the phase modules (``controllers.phases``).
 
 Who calls it: ``controllers.job.JobController.sync`` builds a :class:`Sync` from the store, asks
-:func:`action_for` which action the observed events call for, and hands both to the current phase's module,
-which returns the :class:`Step` to take.
+:func:`decide` which action the observed events call for (and which a policy's timeout holds back), and
+hands both to the current phase's module, which returns the :class:`Step` to take.
 
 Events (Volcano's ``bus/v1alpha1`` names): ``PodFailed`` (a pod failed; carries its first container's exit
 code, which ``exitCode`` policies match), ``PodEvicted`` (a pod was deleted by someone other than this

@@ -157,10 +157,12 @@ def drain_step(cluster: MemoryCluster, node: str) -> tuple[list[tuple[str, str]]
                 assert isinstance(job, Job)
                 budget = max_unavailable(job.metadata.annotations, job.spec.total_replicas, f"Job {job_key}")
                 if budget is not None:
-                    running = sum(1 for p in live if p.status.phase == "Running" and p.metadata.namespace ==
-                                  job.metadata.namespace and any(r.kind == "Job" and r.name == job.metadata.name
-                                                                 for r in p.metadata.ownerReferences))
-                    allowed = max(0, budget - (job.spec.total_replicas - running))
+                    up = sum(1 for p in cluster.list("Pod") if isinstance(p, Pod)  # done work is not missing
+                             and p.status.phase in ("Running", "Succeeded")
+                             and p.metadata.namespace == job.metadata.namespace
+                             and any(r.kind == "Job" and r.name == job.metadata.name
+                                     for r in p.metadata.ownerReferences))
+                    allowed = max(0, budget - (job.spec.total_replicas - up))
         for pod in pods[:allowed]:
             key = f"{pod.metadata.namespace}/{pod.metadata.name}"
             try:
