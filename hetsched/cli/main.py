@@ -22,6 +22,7 @@ from rich.table import Table
 
 from hetsched.api.manifest import ManifestError, load_files
 from hetsched.api.objects import AnyObject, Node
+from hetsched.cli.devices import devices_app
 from hetsched.scheduler.conf import ConfError, SchedulerConf, load_conf
 from hetsched.sim.results import Results
 
@@ -30,6 +31,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                        "clusters, with a simulator that runs the same scheduler code.")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (see bench/README.md).")
 app.add_typer(bench_app, name="bench")
+app.add_typer(devices_app, name="devices")
 console = Console()
 errors = Console(stderr=True)
 

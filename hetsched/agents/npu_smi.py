@@ -1,0 +1,85 @@
+"""Parse ``npu-smi info`` (Huawei Ascend) into chips, by column headers.
+
+Who calls it: the Ascend backend (``agents.backends``) with the tool's live output, and
+``hetsched devices parse --vendor ascend FILE``.
+
+Layouts handled (all seen in public output): one chip per NPU (910B3, 910ProB: ``Chip | Bus-Id``), the
+older 310P layout with a ``Device`` column and no HBM column, and cards with several chips per NPU (one
+``Chip`` row each, optionally a ``Phy-ID`` column). The device id is the ``Device``/``Phy-ID`` value when
+the tool prints one, else the NPU id when every NPU has one chip, else the chips' running order. Memory is
+the HBM total when there is an HBM column, else the Memory-Usage total. Health levels: OK, Warning,
+Alarm, Critical, UNKNOWN (anything else reads as UNKNOWN). The process table after the chips is ignored.
+
+Bad output is a :class:`~hetsched.agents.tables.ToolOutputError` naming the line: no header, an NPU row
+without its chip row (truncated output), a cell that should be a number, or no NPU at all.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hetsched.agents.chips import LEVELS, Level, ToolChip
+from hetsched.agents.tables import Row, ToolOutputError, columns, rows, used_total
+
+TOOL = "npu-smi info"
+_BUS = re.compile(r"^\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$")
+
+
+def _level(raw: str) -> Level:
+    for level in LEVELS:
+        if raw.strip().lower() == level.lower():
+            return level
+    return "UNKNOWN"
+
+
+def _int(value: str | None, row: Row, what: str) -> int:
+    if value is None or not value.strip().isdigit():
+        raise ToolOutputError(f"{TOOL}: line {row.number}: {what} should be a number, got {value!r}")
+    return int(value)
+
+
+def parse(text: str) -> list[ToolChip]:
+    table = rows(text)
+    header = next((i for i, r in enumerate(table) if "Health" in r.cells[1 if len(r.cells) > 1 else 0]
+                   and "NPU" in r.cells[0]), None)
+    if header is None or header + 1 >= len(table):
+        raise ToolOutputError(f"{TOOL}: line 1: no 'NPU  Name | Health' header; is this npu-smi info output?")
+    npu_head, chip_head = table[header].cells, table[header + 1].cells
+    if len(table[header + 1].cells) < 2 or "Bus-Id" not in table[header + 1].cells[1]:
+        raise ToolOutputError(f"{TOOL}: line {table[header + 1].number}: expected the 'Chip | Bus-Id' header "
+                              f"under the NPU header")
+    found: list[tuple[Row, dict[str, str], list[tuple[Row, dict[str, str]]]]] = []
+    for row in table[header + 2:]:
+        text_row = "|".join(row.cells)
+        if "Process" in text_row and ("id" in text_row or "name" in text_row):
+            break  # the process table
+        if len(row.cells) < 2:
+            continue
+        if _BUS.match(row.cells[1]):
+            if not found:
+                raise ToolOutputError(f"{TOOL}: line {row.number}: a chip row before any NPU row")
+            found[-1][2].append((row, columns(chip_head, row.cells)))
+        elif row.cells[1].strip():
+            found.append((row, columns(npu_head, row.cells), []))
+    if not found:
+        raise ToolOutputError(f"{TOOL}: line {table[header].number}: the header is followed by no NPU row")
+    one_each = all(len(chips) == 1 for _, _, chips in found)
+    result: list[ToolChip] = []
+    for npu_row, npu, chips in found:
+        if not chips:
+            raise ToolOutputError(f"{TOOL}: line {npu_row.number}: NPU row without its chip row (truncated output?)")
+        card = _int(npu.get("NPU"), npu_row, "the NPU id")
+        for chip_row, chip in chips:
+            device = chip.get("Device") or chip.get("Phy-ID")
+            if device is not None:
+                chip_id = _int(device, chip_row, "the device id")
+            else:
+                chip_id = card if one_each else len(result)
+            memory = chip.get("HBM-Usage(MB)") or chip.get("Memory-Usage(MB)")
+            _, total = used_total(memory, TOOL, chip_row, "the memory usage")
+            result.append(ToolChip(id=chip_id, model=npu.get("Name", ""), level=_level(npu.get("Health", "")),
+                                   memory_mib=int(total), bus_id=chip_row.cells[1].strip(), card=card))
+    ids = [c.id for c in result]
+    if len(set(ids)) != len(ids):
+        raise ToolOutputError(f"{TOOL}: line {found[0][0].number}: device ids repeat: {ids}")
+    return result
