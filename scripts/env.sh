@@ -12,3 +12,5 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install --quiet -e '.[dev]'
   rm -f .venv/.installed-* && touch "$stamp"
 fi
+# the kubelet Device Plugin API's Python code, generated from its .proto (not committed)
+.venv/bin/python -m hetsched.agents.deviceplugin.codegen --if-needed

@@ -1,0 +1,42 @@
+"""Ascend NPUs: chips and health from ``npu-smi info``; containers get the chips as ``/dev/davinci<N>``
+plus the shared management devices, or — for the Ascend container runtime — ``ASCEND_VISIBLE_DEVICES``.
+
+Who calls it: ``agents.backends.make_backend("ascend")``.
+"""
+
+from __future__ import annotations
+
+from hetsched.agents import npu_smi
+from hetsched.agents.backends import ContainerDevices
+from hetsched.agents.chips import ToolChip
+from hetsched.agents.tools import run_tool
+from hetsched.devices.catalog import default_topology
+
+SHARED_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+
+
+class AscendBackend:
+    vendor = "ascend"
+    label = "huawei-ascend"
+
+    def __init__(self, *, runtime: bool = False, resource: str | None = None, timeout: float = 10.0) -> None:
+        self.runtime = runtime
+        """True: hand chips over as ``ASCEND_VISIBLE_DEVICES`` (the Ascend docker runtime mounts them)."""
+        self.resource = resource or "huawei.com/Ascend910"
+        self.timeout = timeout
+        self.topology = "generic"
+
+    def chips(self) -> list[ToolChip]:
+        chips = npu_smi.parse(run_tool(["npu-smi", "info"], self.timeout))
+        model = chips[0].model
+        self.topology = default_topology("ascend", model if model.lower().startswith("ascend") else
+                                         f"Ascend{model}", len(chips))
+        return chips
+
+    def container_devices(self, chips: list[ToolChip]) -> ContainerDevices:
+        ids = ",".join(str(c.id) for c in sorted(chips, key=lambda c: c.id))
+        if self.runtime:
+            return ContainerDevices(envs={"ASCEND_VISIBLE_DEVICES": ids})
+        devices = [(f"/dev/davinci{c.id}", f"/dev/davinci{c.id}", "rw") for c in sorted(chips, key=lambda c: c.id)]
+        devices += [(path, path, "rw") for path in SHARED_DEVICES]
+        return ContainerDevices(envs={"ASCEND_VISIBLE_DEVICES": ids}, devices=devices)
