@@ -1,0 +1,285 @@
+"""``hetsched device-plugin``: serve one vendor's chips to kubelet through the Device Plugin API v1beta1.
+
+Who calls it: the ``hetsched device-plugin`` command (a DaemonSet on each accelerator node) and the tests
+(against a fake kubelet on a temporary socket).
+
+What it does:
+- serves ``DevicePlugin`` on ``<dir>/hetsched-<vendor>.sock`` (created 0600) and registers it with
+  kubelet's ``Registration`` service on ``<dir>/kubelet.sock``; when kubelet restarts (its socket is
+  recreated, and it removes plugin sockets) the plugin serves again and re-registers;
+- polls the backend every ``period`` seconds and streams a new device list on ``ListAndWatch`` whenever
+  a chip's health changes. If the vendor tool is missing, fails or prints garbage, every known chip is
+  reported Unhealthy — never a crash loop, never a silently empty list;
+- ``Allocate`` refuses device ids it does not own (INVALID_ARGUMENT). When the scheduler's hand-off is
+  readable (``pods``: the pods bound to this node, through the cluster ports), it mounts exactly the chips
+  the scheduler chose — those of the oldest pod on the node, not yet served, asking for as many chips of
+  this resource — instead of kubelet's pick; otherwise kubelet's pick. The response carries the vendor's
+  env, device nodes and mounts (``agents.backends``);
+- ``GetPreferredAllocation`` asks the device family's topology policy (``devices``) for a legal set
+  (an HCCS ring, an MLU-Link group, NVLink peers) among the available chips;
+- ``PreStartContainer`` has nothing to do.
+
+Device ids: NVIDIA GPUs by UUID (as NVIDIA's plugin); others ``<resource type>-<id>`` (``Ascend910-3``,
+as Huawei's plugin names them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from hetsched.agents.backends import Backend
+from hetsched.agents.chips import ToolChip
+from hetsched.agents.deviceplugin import api_pb2, api_pb2_grpc
+from hetsched.agents.tables import ToolOutputError
+from hetsched.agents.tools import ToolError
+from hetsched.api.objects import Pod
+from hetsched.devices.catalog import PolicySettings, policy_for
+from hetsched.devices.inventory import pod_allocation
+
+API_VERSION = "v1beta1"
+DEFAULT_DIR = Path("/var/lib/kubelet/device-plugins")
+KUBELET_SOCKET = "kubelet.sock"
+log = logging.getLogger("hetsched.device-plugin")
+
+
+class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
+    def __init__(self, backend: Backend, *, directory: Path = DEFAULT_DIR, period: float = 5.0,
+                 pods: Callable[[], list[Pod]] | None = None) -> None:
+        self.backend = backend
+        self.directory = directory
+        self.period = period
+        self.pods = pods
+        self.socket = directory / f"hetsched-{backend.vendor}.sock"
+        self._chips: dict[str, ToolChip] = {}
+        self._health: dict[str, str] = {}
+        self._version = 0
+        self._changed = threading.Condition()
+        self._stopping = threading.Event()
+        self._server: Any = None
+        self._served: set[str] = set()
+        """Pod uids whose hand-off chips were already mounted."""
+        self._threads: list[threading.Thread] = []
+        self.registrations = 0
+        self.last_error = ""
+
+    # ------------------------------------------------------------------------------------- health
+
+    def device_id(self, chip: ToolChip) -> str:
+        if self.backend.vendor == "nvidia" and chip.uuid:
+            return chip.uuid
+        return f"{self.backend.resource.rsplit('/', 1)[-1]}-{chip.id}"
+
+    def poll(self) -> bool:
+        """Read the backend once; True when the device list or a health changed (streams are woken)."""
+        try:
+            chips = self.backend.chips()
+            self.last_error = ""
+            found = {self.device_id(c): c for c in chips}
+            health = {key: "Healthy" if chip.healthy else "Unhealthy" for key, chip in found.items()}
+        except (ToolError, ToolOutputError) as exc:
+            if exc.args[0] != self.last_error:
+                log.error("%s: reporting every chip Unhealthy", exc)
+            self.last_error = str(exc)
+            found = dict(self._chips)
+            health = dict.fromkeys(found, "Unhealthy")
+        with self._changed:
+            if health == self._health and found.keys() == self._chips.keys():
+                return False
+            self._chips, self._health = found, health
+            self._version += 1
+            self._changed.notify_all()
+            return True
+
+    def _poll_loop(self) -> None:
+        while not self._stopping.wait(self.period):
+            self.poll()
+
+    # ------------------------------------------------------------------------------------- gRPC
+
+    def GetDevicePluginOptions(self, request: Any, context: Any) -> Any:
+        return api_pb2.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
+
+    def _response(self) -> Any:
+        devices = []
+        for key in sorted(self._health, key=lambda k: self._chips[k].id):
+            chip = self._chips[key]
+            topology = api_pb2.TopologyInfo(nodes=[api_pb2.NUMANode(ID=chip.numa)]) if chip.numa >= 0 else None
+            devices.append(api_pb2.Device(ID=key, health=self._health[key], topology=topology))
+        return api_pb2.ListAndWatchResponse(devices=devices)
+
+    def ListAndWatch(self, request: Any, context: Any) -> Iterator[Any]:
+        seen = -1
+        while not self._stopping.is_set() and context.is_active():
+            with self._changed:
+                if self._version == seen:
+                    self._changed.wait(timeout=0.5)
+                if self._version == seen:
+                    continue
+                seen = self._version
+                response = self._response()
+            yield response
+
+    def GetPreferredAllocation(self, request: Any, context: Any) -> Any:
+        responses = []
+        for wanted in request.container_requests:
+            available = [k for k in wanted.available_deviceIDs if k in self._chips]
+            must = [k for k in wanted.must_include_deviceIDs if k in self._chips]
+            size = wanted.allocation_size
+            responses.append(api_pb2.ContainerPreferredAllocationResponse(
+                deviceIDs=self._preferred(available, must, size)))
+        return api_pb2.PreferredAllocationResponse(container_responses=responses)
+
+    def _preferred(self, available: list[str], must: list[str], size: int) -> list[str]:
+        """A legal chip set of ``size`` from the topology policy, keeping ``must``; else the first ones."""
+        by_id = {self._chips[k].id: k for k in available}
+        if not must and by_id and max(by_id) < 64:
+            policy = policy_for(self.backend.topology, max(len(self._chips), max(by_id) + 1), PolicySettings())
+            free = 0
+            for chip in by_id:
+                free |= 1 << chip
+            with contextlib.suppress(ValueError, KeyError, IndexError):
+                mask = policy.choose(free, size)
+                if mask:
+                    return [by_id[i] for i in sorted(by_id) if mask >> i & 1]
+        rest = [k for k in available if k not in must]
+        return (must + rest)[:size]
+
+    def Allocate(self, request: Any, context: Any) -> Any:
+        responses = []
+        for wanted in request.container_requests:
+            ids = list(wanted.devices_ids)
+            unknown = [k for k in ids if k not in self._chips]
+            if unknown:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"{self.backend.resource}: device(s) {', '.join(unknown)} are not this plugin's "
+                              f"(it serves {', '.join(sorted(self._chips))})")
+            chosen = self._handoff(len(ids)) or ids
+            found = self.backend.container_devices([self._chips[k] for k in chosen])
+            responses.append(api_pb2.ContainerAllocateResponse(
+                envs=found.envs,
+                devices=[api_pb2.DeviceSpec(container_path=c, host_path=h, permissions=p) for c, h, p in found.devices],
+                mounts=[api_pb2.Mount(container_path=c, host_path=h, read_only=r) for c, h, r in found.mounts]))
+        return api_pb2.AllocateResponse(container_responses=responses)
+
+    def _handoff(self, count: int) -> list[str] | None:
+        """The chips the scheduler chose for the oldest not-yet-served pod on this node asking ``count``
+        chips of this resource (None: no such pod, or its chips are not all ours and healthy)."""
+        if self.pods is None:
+            return None
+        try:
+            pods = self.pods()
+        except Exception as exc:  # the cluster is unreachable: kubelet's pick is better than no container
+            log.warning("hand-off unavailable (%s): using kubelet's choice", exc)
+            return None
+        candidates = []
+        for pod in pods:
+            chips = pod_allocation(pod.metadata.annotations).get(self.backend.resource)
+            if (chips and len(chips) == count and pod.metadata.uid not in self._served
+                    and pod.status.phase in ("Pending", "Running")):
+                candidates.append((pod.metadata.creationTimestamp or 0.0, pod.metadata.name, pod.metadata.uid, chips))
+        for _, name, uid, chips in sorted(candidates):
+            by_id = {c.id: k for k, c in self._chips.items()}
+            keys = [by_id.get(c) for c in chips]
+            if any(k is None or self._health.get(k) != "Healthy" for k in keys):
+                log.warning("pod %s: scheduler's chips %s are not all healthy here; using kubelet's choice", name,
+                            chips)
+                return None
+            self._served.add(uid)
+            return [k for k in keys if k is not None]
+        return None
+
+    def PreStartContainer(self, request: Any, context: Any) -> Any:
+        return api_pb2.PreStartContainerResponse()
+
+    # ------------------------------------------------------------------------------------- lifecycle
+
+    def serve(self) -> None:
+        """Start serving on the socket (0600) and register with kubelet."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket.unlink()
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        api_pb2_grpc.add_DevicePluginServicer_to_server(self, server)  # type: ignore[no-untyped-call]
+        old = os.umask(0o177)  # the socket file is created 0600: only root (kubelet) may connect
+        try:
+            server.add_insecure_port(f"unix://{self.socket}")
+            server.start()
+        finally:
+            os.umask(old)
+        self.socket.chmod(0o600)
+        self._server = server
+        self.register()
+
+    def register(self) -> None:
+        kubelet = self.directory / KUBELET_SOCKET
+        with grpc.insecure_channel(f"unix://{kubelet}") as channel:
+            stub = api_pb2_grpc.RegistrationStub(channel)  # type: ignore[no-untyped-call]
+            stub.Register(api_pb2.RegisterRequest(
+                version=API_VERSION, endpoint=self.socket.name, resource_name=self.backend.resource,
+                options=api_pb2.DevicePluginOptions(pre_start_required=False,
+                                                    get_preferred_allocation_available=True)), timeout=5)
+        self.registrations += 1
+        log.info("registered %s with kubelet (%s)", self.backend.resource, self.socket)
+
+    def _kubelet_identity(self) -> tuple[int, int] | None:
+        try:
+            stat = (self.directory / KUBELET_SOCKET).stat()
+        except FileNotFoundError:
+            return None
+        return stat.st_ino, stat.st_mtime_ns
+
+    def _watch_loop(self) -> None:
+        """Serve and register again when kubelet restarts (new kubelet socket, or ours removed)."""
+        known = self._kubelet_identity()
+        while not self._stopping.wait(min(self.period, 0.2)):
+            current = self._kubelet_identity()
+            if current is None:
+                continue
+            if current != known or not self.socket.exists():
+                try:
+                    if not self.socket.exists():
+                        self._stop_server()
+                        self.serve()
+                    else:
+                        self.register()
+                    known = current
+                except grpc.RpcError as exc:  # kubelet not answering yet: try again next round
+                    log.warning("re-registration failed: %s", exc.details() if hasattr(exc, "details") else exc)
+
+    def start(self) -> None:
+        """Poll once, serve, register, and start the health and kubelet-watch threads."""
+        self.poll()
+        self.serve()
+        for target in (self._poll_loop, self._watch_loop):
+            thread = threading.Thread(target=target, daemon=True, name=f"device-plugin-{target.__name__}")
+            thread.start()
+            self._threads.append(thread)
+
+    def _stop_server(self) -> None:
+        if self._server is not None:
+            self._server.stop(grace=0.5).wait()
+            self._server = None
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._changed:
+            self._changed.notify_all()
+        self._stop_server()
+        for thread in self._threads:
+            thread.join(timeout=2)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket.unlink()
+
+
+    def wait(self) -> None:
+        """Block until :meth:`stop` (the command's SIGTERM/SIGINT handler calls it)."""
+        self._stopping.wait()

