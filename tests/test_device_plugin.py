@@ -155,3 +155,42 @@ def test_kubelet_restart_leads_to_registering_again(world: SimpleNamespace) -> N
     stub = api_pb2_grpc.DevicePluginStub(channel)
     assert len(next(stub.ListAndWatch(api_pb2.Empty())).devices) == 4
     channel.close()
+
+
+def test_the_device_plugin_command_registers_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"dpc-{os.getpid()}-{time.monotonic_ns()}"
+    directory.mkdir()
+    config = tmp_path / "chips.yaml"
+    write_chips(config)
+    kubelet = FakeKubelet(directory)
+    log = tmp_path / "plugin.log"
+    with log.open("w") as output:
+        process = subprocess.Popen([sys.executable, "-m", "hetsched.cli.main", "device-plugin", "--vendor", "fake",
+                                    "--config", str(config), "--dir", str(directory), "--period", "0.2"],
+                                   stdout=output, stderr=subprocess.STDOUT)
+    try:
+        assert kubelet.registered.wait(20), log.read_text()
+        assert kubelet.requests[0].resource_name == "hetsched.io/fake"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+        assert not (directory / "hetsched-fake.sock").exists()  # its socket is gone with it
+    finally:
+        if process.poll() is None:
+            process.kill()
+        kubelet.stop()
+        for leftover in directory.iterdir():
+            leftover.unlink()
+        directory.rmdir()
+
+
+def test_the_device_plugin_command_refuses_bad_input(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "device-plugin", "--vendor", "fake"],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 2 and "--vendor fake needs --config FILE" in run.stderr

@@ -754,7 +754,14 @@ class Secret(_Model):
     """Base64-encoded values, as the API server stores them."""
 
 
-AnyObject = Pod | Node | PriorityClass | Job | PodGroup | Queue | Command | PodDisruptionBudget | Secret
+class ConfigMap(_Model):
+    apiVersion: Literal["v1"] = "v1"
+    kind: Literal["ConfigMap"] = "ConfigMap"
+    metadata: ObjectMeta
+    data: StringMap = Field(default_factory=dict)
+
+
+AnyObject = Pod | Node | PriorityClass | Job | PodGroup | Queue | Command | PodDisruptionBudget | Secret | ConfigMap
 
 KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("v1", "Pod"): Pod,
@@ -766,6 +773,7 @@ KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("bus.volcano.sh/v1alpha1", "Command"): Command,
     ("policy/v1", "PodDisruptionBudget"): PodDisruptionBudget,
     ("v1", "Secret"): Secret,
+    ("v1", "ConfigMap"): ConfigMap,
 }
 CLUSTER_SCOPED = frozenset({"Node", "PriorityClass", "Queue"})
 

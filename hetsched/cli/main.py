@@ -22,6 +22,7 @@ from rich.table import Table
 
 from hetsched.api.manifest import ManifestError, load_files
 from hetsched.api.objects import AnyObject, Node
+from hetsched.cli import agents
 from hetsched.cli.devices import devices_app
 from hetsched.scheduler.conf import ConfError, SchedulerConf, load_conf
 from hetsched.sim.results import Results
@@ -32,6 +33,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (see bench/README.md).")
 app.add_typer(bench_app, name="bench")
 app.add_typer(devices_app, name="devices")
+app.command("device-plugin")(agents.device_plugin)
+app.command("node-agent")(agents.node_agent)
 console = Console()
 errors = Console(stderr=True)
 

@@ -133,6 +133,23 @@ def handoff_annotations(allocation: dict[str, list[int]], now_seconds: float) ->
     return annotations
 
 
+def to_ascend_device_info(device_set: DeviceSet, update_time: int) -> dict[str, str]:
+    """Ascend's ``mindx-dl-deviceinfo-<node>`` ConfigMap data for one device set (what Ascend's device plugin
+    publishes and the Ascend scheduler plugin reads): healthy, ``-Unhealthy`` and ``-NetworkUnhealthy``
+    chip lists and the ``CheckCode`` (SHA-256 of the ``DeviceInfo`` JSON). :func:`from_ascend_device_info`
+    reads it back."""
+    resource = device_set.resource
+
+    def names(health: str) -> str:
+        return ",".join(chip_name(resource, c.id) for c in device_set.chips if c.health == health)
+
+    info = {"DeviceList": {resource: names("Healthy"), f"{resource}-Unhealthy": names("Unhealthy"),
+                           f"{resource}-NetworkUnhealthy": names("NetworkUnhealthy")},
+            "UpdateTime": update_time}
+    digest = hashlib.sha256(json.dumps(info, separators=(",", ":")).encode()).hexdigest()
+    return {"DeviceInfoCfg": json.dumps({"DeviceInfo": info, "CheckCode": digest}, separators=(",", ":"))}
+
+
 def from_ascend_device_info(data: dict[str, str], node: str, *, topology: str, model: str = "",
                             chips: int | None = None, verify: bool = True) -> list[DeviceSet]:
     """Read Ascend's ``mindx-dl-deviceinfo-<node>`` ConfigMap data (key ``DeviceInfoCfg``).

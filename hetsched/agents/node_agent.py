@@ -1,0 +1,170 @@
+"""``hetsched node-agent``: turn what the vendor tools say into what the cluster sees — per-chip health for
+the scheduler, a node condition, a taint when the node is unusable, and the accelerator labels.
+
+Who calls it: the ``hetsched node-agent`` command (a DaemonSet; one :meth:`NodeAgent.sync` per period) and
+the tests (on the embedded cluster). It talks to the cluster only through the ports (``ObjectStore``), so
+it runs the same against the embedded cluster and, with the Kubernetes adapter, against an API server.
+
+Each sync:
+- reads the chips from the backend (``agents.backends``). A missing, failing or garbled tool does not
+  crash the agent: the node's last known chips are all reported Unhealthy, with the tool's message;
+- writes the inventory annotation ``hetsched.io/devices`` (chip ids, health, NUMA node, memory, the
+  topology), and for Ascend also Ascend's ``kube-system/mindx-dl-deviceinfo-<node>`` ConfigMap
+  (``DeviceInfoCfg`` with its CheckCode), so Ascend's own scheduler plugin reads the same health;
+- sets the node condition ``AcceleratorHealthy``: True when every chip is healthy; False with reason
+  ``ChipsUnhealthy`` (naming the chips and why), ``NoHealthyChips`` or ``ToolFailed``;
+- adds the taint ``hetsched.io/accelerator-unhealthy:NoSchedule`` when the node is unusable (no healthy
+  chip, or the tool fails) and removes it on recovery — a node with some bad chips stays schedulable,
+  the scheduler just never picks those chips;
+- labels the node ``accelerator=huawei-ascend|cambricon-mlu|nvidia-gpu`` (seed 004 §3) and
+  ``hetsched.io/accelerator-model=<model>``.
+Writes are optimistic: on a conflict the node is read again and the change re-applied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+
+from hetsched.agents.backends import Backend
+from hetsched.agents.chips import ToolChip
+from hetsched.agents.tables import ToolOutputError
+from hetsched.agents.tools import ToolError
+from hetsched.api.objects import Condition, ConfigMap, Node, Taint
+from hetsched.devices.catalog import MODEL_LABEL
+from hetsched.devices.inventory import (
+    NODE_ANNOTATION,
+    Chip,
+    DeviceSet,
+    InventoryError,
+    NodeDevices,
+    parse_node_devices,
+    to_ascend_device_info,
+)
+from hetsched.ports import Conflict, NotFound, ObjectStore
+
+CONDITION = "AcceleratorHealthy"
+TAINT = Taint(key="hetsched.io/accelerator-unhealthy", effect="NoSchedule")
+ACCELERATOR_LABEL = "accelerator"
+ASCEND_NAMESPACE = "kube-system"
+
+
+class NodeAgent:
+    def __init__(self, store: ObjectStore, node: str, backend: Backend,
+                 now: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.node = node
+        self.backend = backend
+        self.now = now
+        self.last_error = ""
+
+    def sync(self) -> Node:
+        """One check: read the chips, publish health, condition, taint and labels; returns the node."""
+        device_set: DeviceSet | None
+        try:
+            chips = self.backend.chips()
+            self.last_error = ""
+            device_set = self._device_set(chips)
+            unhealthy = [c for c in chips if not c.healthy]
+            usable = len(unhealthy) < len(chips)
+            if not unhealthy:
+                condition = Condition(type=CONDITION, status="True", reason="AllChipsHealthy",
+                                      message=f"{len(chips)} chip(s) healthy")
+            else:
+                why = ", ".join(f"{c.id} ({c.level}{': ' + c.reason if c.reason else ''})" for c in unhealthy)
+                condition = Condition(type=CONDITION, status="False",
+                                      reason="ChipsUnhealthy" if usable else "NoHealthyChips",
+                                      message=f"unhealthy chip(s): {why}")
+        except (ToolError, ToolOutputError) as exc:
+            self.last_error = str(exc)
+            device_set = self._last_known()
+            usable = False
+            condition = Condition(type=CONDITION, status="False", reason="ToolFailed", message=str(exc))
+        node = self._update_node(device_set, condition, usable)
+        if device_set is not None and self.backend.vendor == "ascend":
+            self._publish_ascend(device_set)
+        return node
+
+    def _device_set(self, chips: list[ToolChip]) -> DeviceSet:
+        return DeviceSet(resource=self.backend.resource, model=chips[0].model, topology=self.backend.topology,
+                         chips=[Chip(id=c.id, health="Healthy" if c.healthy else "Unhealthy", numa=max(c.numa, 0),
+                                     memoryMiB=c.memory_mib) for c in chips])
+
+    def _last_known(self) -> DeviceSet | None:
+        """The chips the node last published, all Unhealthy (the tool cannot vouch for them now)."""
+        with contextlib.suppress(NotFound, InventoryError):
+            node = self.store.get("Node", self.node)
+            raw = node.metadata.annotations.get(NODE_ANNOTATION)
+            if raw:
+                for device_set in parse_node_devices(raw, self.node).devices:
+                    if device_set.resource == self.backend.resource:
+                        chips = [c.model_copy(update={"health": "Unhealthy"}) for c in device_set.chips]
+                        return device_set.model_copy(update={"chips": chips})
+        return None
+
+    def _update_node(self, device_set: DeviceSet | None, condition: Condition, usable: bool) -> Node:
+        for _ in range(5):
+            node = self.store.get("Node", self.node)
+            assert isinstance(node, Node)
+            updated = self._apply(node, device_set, condition, usable)
+            if updated == node:
+                return node
+            try:
+                stored = self.store.update(updated)
+                assert isinstance(stored, Node)
+                return stored
+            except Conflict:
+                continue  # someone else wrote the node: read it again and re-apply
+        raise Conflict(f"node {self.node}: kept changing under the node agent; will try next period")
+
+    def _apply(self, node: Node, device_set: DeviceSet | None, condition: Condition, usable: bool) -> Node:
+        annotations = dict(node.metadata.annotations)
+        labels = {**node.metadata.labels, ACCELERATOR_LABEL: self.backend.label}
+        if device_set is not None:
+            others: list[DeviceSet] = []
+            with contextlib.suppress(InventoryError):
+                if NODE_ANNOTATION in annotations:
+                    others = [d for d in parse_node_devices(annotations[NODE_ANNOTATION], self.node).devices
+                              if d.resource != device_set.resource]
+            annotations[NODE_ANNOTATION] = NodeDevices(devices=[*others, device_set]).to_annotation()
+            if device_set.model:
+                labels[MODEL_LABEL] = device_set.model
+        previous = next((c for c in node.status.conditions if c.type == CONDITION), None)
+        if previous is not None and (previous.status, previous.reason, previous.message) == (
+                condition.status, condition.reason, condition.message):
+            condition = previous
+        else:
+            condition = condition.model_copy(update={"lastTransitionTime": self.now()})
+        conditions = [*(c for c in node.status.conditions if c.type != CONDITION), condition]
+        taints = [t for t in node.spec.taints if t.key != TAINT.key]
+        if not usable:
+            taints.append(TAINT)
+        return node.model_copy(update={
+            "metadata": node.metadata.model_copy(update={"annotations": annotations, "labels": labels}),
+            "spec": node.spec.model_copy(update={"taints": taints}),
+            "status": node.status.model_copy(update={"conditions": conditions}),
+        })
+
+    def _publish_ascend(self, device_set: DeviceSet) -> None:
+        """Ascend's device-info ConfigMap, for Ascend's own scheduler plugin (and our cache's fallback)."""
+        key = f"{ASCEND_NAMESPACE}/mindx-dl-deviceinfo-{self.node}"
+        data = to_ascend_device_info(device_set, int(self.now()))
+        try:
+            current = self.store.get("ConfigMap", key)
+        except NotFound:
+            self.store.create(ConfigMap.model_validate({"metadata": {
+                "name": f"mindx-dl-deviceinfo-{self.node}", "namespace": ASCEND_NAMESPACE}, "data": data}))
+            return
+        assert isinstance(current, ConfigMap)
+
+        def chips_of(cfg: str) -> object:
+            try:
+                return json.loads(cfg)["DeviceInfo"]["DeviceList"]
+            except (ValueError, KeyError, TypeError):
+                return None
+
+        if chips_of(current.data.get("DeviceInfoCfg", "")) != chips_of(data["DeviceInfoCfg"]):
+            with contextlib.suppress(Conflict):  # next period writes it again
+                self.store.update(current.model_copy(update={"data": data}))
