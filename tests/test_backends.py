@@ -147,3 +147,17 @@ def test_make_backend_names_bad_choices(tmp_path: Path) -> None:
         make_backend("amd")
     with pytest.raises(ValueError, match="--vendor fake needs --config FILE"):
         make_backend("fake")
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="vendor-tool fixtures not found at ../shared/fixtures")
+def test_ascend_backend_asks_npu_smi_for_the_error_codes_of_a_bad_chip(path_dir: Path, tmp_path: Path) -> None:
+    """Synthetic: NPU 5 in Alarm in the table; ``npu-smi info -t health -i 5`` gives its error code."""
+    table = tmp_path / "table.txt"
+    table.write_text((FIXTURES / "npu-smi" / "ascend-910b3-8chip.txt").read_text().replace(
+        "| 5     910B3               | OK   ", "| 5     910B3               | Alarm", 1))
+    health = "        Health Status                  : Alarm\n        Error Code                     : 80E18005\n"
+    fake_tool(path_dir, "npu-smi", f'if [ "$2" = "-t" ]; then [ "$5" = 5 ] && printf {shlex.quote(health)} && exit 0; '
+                                   f'exit 4; fi\nexec cat {shlex.quote(str(table))}')
+    chips = AscendBackend().chips()
+    assert (chips[5].level, chips[5].reason, chips[5].healthy) == ("Alarm", "error code 80E18005", False)
+    assert all(c.level == "OK" for c in chips if c.id != 5)

@@ -83,3 +83,22 @@ def parse(text: str) -> list[ToolChip]:
     if len(set(ids)) != len(ids):
         raise ToolOutputError(f"{TOOL}: line {found[0][0].number}: device ids repeat: {ids}")
     return result
+
+
+def parse_health(text: str) -> tuple[Level, str]:
+    """``npu-smi info -t health -i <npu>``: ``Health Status : Alarm`` and ``Error Code : 80E18005 …`` lines
+    → (level, error codes). A ToolOutputError when there is no health line."""
+    level: Level | None = None
+    codes = ""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key = key.strip().lower()
+        if key in ("health status", "health"):
+            level = _level(value)
+        elif key == "error code":
+            codes = " ".join(c for c in value.split() if c.upper() not in ("NA", "0"))
+    if level is None:
+        raise ToolOutputError(f"{TOOL} -t health: line 1: no 'Health Status' line")
+    return level, codes

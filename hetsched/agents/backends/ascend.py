@@ -1,4 +1,5 @@
-"""Ascend NPUs: chips and health from ``npu-smi info``; containers get the chips as ``/dev/davinci<N>``
+"""Ascend NPUs: chips and health from ``npu-smi info`` (and, for a chip not OK, its error codes from
+``npu-smi info -t health -i <npu>``); containers get the chips as ``/dev/davinci<N>``
 plus the shared management devices, or — for the Ascend container runtime — ``ASCEND_VISIBLE_DEVICES``.
 
 Who calls it: ``agents.backends.make_backend("ascend")``.
@@ -6,10 +7,13 @@ Who calls it: ``agents.backends.make_backend("ascend")``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hetsched.agents import npu_smi
 from hetsched.agents.backends import ContainerDevices
 from hetsched.agents.chips import ToolChip
-from hetsched.agents.tools import run_tool
+from hetsched.agents.tables import ToolOutputError
+from hetsched.agents.tools import ToolError, run_tool
 from hetsched.devices.catalog import default_topology
 
 SHARED_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
@@ -27,11 +31,23 @@ class AscendBackend:
         self.topology = "generic"
 
     def chips(self) -> list[ToolChip]:
-        chips = npu_smi.parse(run_tool(["npu-smi", "info"], self.timeout))
+        chips = [self._detail(c) if c.level != "OK" else c
+                 for c in npu_smi.parse(run_tool(["npu-smi", "info"], self.timeout))]
         model = chips[0].model
         self.topology = default_topology("ascend", model if model.lower().startswith("ascend") else
                                          f"Ascend{model}", len(chips))
         return chips
+
+    def _detail(self, chip: ToolChip) -> ToolChip:
+        """For a chip not OK, the error codes ``npu-smi info -t health -i <npu>`` gives (best effort: the
+        table's level stands if the query fails)."""
+        try:
+            level, codes = npu_smi.parse_health(
+                run_tool(["npu-smi", "info", "-t", "health", "-i", str(chip.card)], self.timeout))
+        except (ToolError, ToolOutputError):
+            return chip
+        return replace(chip, level=level if level != "OK" else chip.level,
+                       reason=f"error code {codes}" if codes else chip.reason)
 
     def container_devices(self, chips: list[ToolChip]) -> ContainerDevices:
         ids = ",".join(str(c.id) for c in sorted(chips, key=lambda c: c.id))
