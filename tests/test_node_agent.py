@@ -178,3 +178,11 @@ def test_delay_from_a_health_change_to_the_node_taint(tmp_path: Path) -> None:
         thread.join()
     assert delay <= 0.2 + 0.3, delay
     print(f"health change → node taint: {delay * 1000:.0f} ms (period 200 ms)")
+
+
+def test_model_names_become_valid_label_values() -> None:
+    from hetsched.agents.node_agent import label_value
+
+    assert label_value("NVIDIA A100-SXM4-80GB") == "NVIDIA-A100-SXM4-80GB"
+    assert label_value(" (MLU370-X4) ") == "MLU370-X4"
+    assert len(label_value("x" * 100)) == 63

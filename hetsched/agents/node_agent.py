@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from collections.abc import Callable
 
@@ -49,6 +50,13 @@ CONDITION = "AcceleratorHealthy"
 TAINT = Taint(key="hetsched.io/accelerator-unhealthy", effect="NoSchedule")
 ACCELERATOR_LABEL = "accelerator"
 ASCEND_NAMESPACE = "kube-system"
+
+
+def label_value(text: str) -> str:
+    """A Kubernetes label value from free text ("NVIDIA A100-SXM4-80GB" → "NVIDIA-A100-SXM4-80GB"): letters,
+    digits, '-', '_', '.', at most 63 characters, alphanumeric at both ends."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cleaned)
 
 
 class NodeAgent:
@@ -130,7 +138,7 @@ class NodeAgent:
                               if d.resource != device_set.resource]
             annotations[NODE_ANNOTATION] = NodeDevices(devices=[*others, device_set]).to_annotation()
             if device_set.model:
-                labels[MODEL_LABEL] = device_set.model
+                labels[MODEL_LABEL] = label_value(device_set.model)
         previous = next((c for c in node.status.conditions if c.type == CONDITION), None)
         if previous is not None and (previous.status, previous.reason, previous.message) == (
                 condition.status, condition.reason, condition.message):

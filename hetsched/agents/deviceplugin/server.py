@@ -180,6 +180,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         except Exception as exc:  # the cluster is unreachable: kubelet's pick is better than no container
             log.warning("hand-off unavailable (%s): using kubelet's choice", exc)
             return None
+        self._served &= {p.metadata.uid for p in pods}  # forget pods that are gone
         candidates = []
         for pod in pods:
             chips = pod_allocation(pod.metadata.annotations).get(self.backend.resource)
