@@ -1,0 +1,583 @@
+"""The Kubernetes backend: the same ports as the embedded cluster (``hetsched.ports``), against a real API
+server through the official ``kubernetes`` client (its configuration, authentication, TLS and HTTP).
+
+Who calls it: the ``hetsched scheduler`` and ``hetsched controller`` processes, and the integration tests
+against a real kube-apiserver.
+
+How it works:
+- **Informers**: one thread per watched kind lists the collection, then watches from the list's
+  resourceVersion; a watch that ends is resumed from the last resourceVersion seen, a ``410 Gone``
+  (the version is too old) re-lists, and errors back off (0.5 s doubling to 30 s) before reconnecting.
+  Threads only queue what they see: :meth:`KubeCluster.pump`, called by the process's main loop, applies the
+  queued changes to the local cache and delivers them to the watch handlers, in order, on the caller's
+  thread — so the scheduler and the controllers see one consistent, single-threaded view, exactly as with
+  the embedded cluster.
+- **Reads** (``get``, ``list``) come from that cache for watched kinds, from the API server otherwise.
+- **Writes**: ``create``/``update``/``patch``/``delete`` go to the API server. ``update`` sends the object's
+  resourceVersion (optimistic concurrency): a ``409`` is a :class:`~hetsched.ports.Conflict` for the caller
+  to retry from fresh state — never an overwrite. A change to ``status`` goes through the status
+  subresource, a change to the rest through the object.
+- **Binder**: the ``pods/binding`` subresource (its annotations are the scheduler's chip hand-off), at most
+  ``qps`` requests per second with bursts of ``burst``, from up to ``bind_workers`` threads (:meth:`bind_all`).
+- **Evictor**: the Eviction API (``policy/v1``, falling back to ``policy/v1beta1`` on servers before 1.21); a
+  ``429`` (a PodDisruptionBudget forbids it now) is :class:`~hetsched.ports.TooManyRequests`.
+- **Status**: PodGroup status through its subresource (re-read and retried on conflict), nominated nodes
+  on the pod status, Events as ``core/v1`` Events.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import kubernetes.client
+import kubernetes.config
+from pydantic import ValidationError
+
+from hetsched.api.objects import KINDS, AnyObject, Condition, object_key
+from hetsched.ports import Conflict, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
+
+log = logging.getLogger("hetsched.kubernetes")
+_MODELS = {kind: model for (_, kind), model in KINDS.items()}
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+RESOURCES: dict[str, Resource] = {
+    "Pod": Resource("", "v1", "pods", True),
+    "Node": Resource("", "v1", "nodes", False),
+    "Secret": Resource("", "v1", "secrets", True),
+    "ConfigMap": Resource("", "v1", "configmaps", True),
+    "PriorityClass": Resource("scheduling.k8s.io", "v1", "priorityclasses", False),
+    "PodDisruptionBudget": Resource("policy", "v1", "poddisruptionbudgets", True),
+    "Job": Resource("batch.volcano.sh", "v1alpha1", "jobs", True),
+    "PodGroup": Resource("scheduling.volcano.sh", "v1beta1", "podgroups", True),
+    "Queue": Resource("scheduling.volcano.sh", "v1beta1", "queues", False),
+    "Command": Resource("bus.volcano.sh", "v1alpha1", "commands", True),
+}
+FALLBACK_VERSIONS = {"PodDisruptionBudget": "v1beta1"}
+"""Kinds served at an older version by older servers (policy/v1 arrived in Kubernetes 1.21)."""
+TIME_KEYS = frozenset({"creationTimestamp", "deletionTimestamp", "lastTransitionTime", "startTime", "finishedAt",
+                       "startedAt", "lastProbeTime", "lastHeartbeatTime", "lastUpdateTime"})
+
+
+class WallClock:
+    """The ``Clock`` port on real time, for processes running against an API server."""
+
+    def now(self) -> float:
+        return time.time()
+
+
+class ApiError(RuntimeError):
+    """An API server answer other than the ones the ports name (404, 409, 422, 429)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+# ----------------------------------------------------------------------------------- conversion
+
+
+def _to_epoch(value: Any) -> Any:
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return value
+
+
+def _to_rfc3339(value: Any) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value
+
+
+def _walk(data: Any, convert: Callable[[Any], Any]) -> Any:
+    if isinstance(data, dict):
+        return {k: (convert(v) if k in TIME_KEYS else _walk(v, convert)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_walk(v, convert) for v in data]
+    return data
+
+
+def from_api(kind: str, data: Mapping[str, Any]) -> AnyObject:
+    """An API server object (JSON) as hetsched's model (timestamps as seconds); Invalid names the field."""
+    converted = _walk(dict(data), _to_epoch)
+    converted["kind"] = kind
+    converted["apiVersion"] = RESOURCES[kind].api_version if kind != "PodDisruptionBudget" else "policy/v1"
+    try:
+        return _MODELS[kind].model_validate(converted)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        name = (data.get("metadata") or {}).get("name", "?")
+        raise Invalid(f"{kind} {name}: {where}: {first['msg']}") from None
+
+
+MAPS = frozenset({"labels", "annotations", "data", "nodeSelector", "matchLabels", "envs"})
+"""String maps whose empty values are values, not "unset"."""
+
+
+def _omit_empty(data: Any) -> Any:
+    """Drop empty strings, maps and lists (hetsched's "unset"), as Go's ``omitempty`` does: the API server
+    reads ``""`` in a typed string field of a CRD as null and refuses it, and an empty ``overhead`` as set."""
+    if isinstance(data, dict):
+        kept = {k: (v if k in MAPS else _omit_empty(v)) for k, v in data.items()}
+        return {k: v for k, v in kept.items() if v not in ("", {}, [])}
+    if isinstance(data, list):
+        return [_omit_empty(v) for v in data]
+    return data
+
+
+def to_api(obj: AnyObject, resource: Resource) -> dict[str, Any]:
+    """hetsched's model as the JSON the API server takes (empty server-owned metadata left out)."""
+    data = _omit_empty(obj.model_dump(mode="json", exclude_none=True, by_alias=True))
+    data["apiVersion"] = resource.api_version
+    metadata = data.get("metadata", {})
+    for key in ("uid", "resourceVersion"):
+        if not metadata.get(key):
+            metadata.pop(key, None)
+    metadata.pop("creationTimestamp", None)
+    return _walk(data, _to_rfc3339)  # type: ignore[no-any-return]
+
+
+# ----------------------------------------------------------------------------------- client
+
+
+class KubeClient:
+    """JSON requests over the official client's configured connection (auth, TLS, server)."""
+
+    def __init__(self, api_client: kubernetes.client.ApiClient, *, timeout: float = 30.0) -> None:
+        self.api = api_client
+        self.timeout = timeout
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> KubeClient:
+        configuration = kubernetes.client.Configuration()
+        try:
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=path, context=context, client_configuration=configuration)
+        except kubernetes.config.ConfigException:
+            kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return cls(kubernetes.client.ApiClient(configuration))
+
+    @classmethod
+    def from_token(cls, host: str, token: str, *, ca_file: str | None = None) -> KubeClient:
+        configuration = kubernetes.client.Configuration()
+        configuration.host = host
+        configuration.api_key = {"BearerToken": token}
+        configuration.api_key_prefix = {"BearerToken": "Bearer"}
+        configuration.verify_ssl = ca_file is not None
+        configuration.ssl_ca_cert = ca_file
+        return cls(kubernetes.client.ApiClient(configuration))
+
+    def _send(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str | None,
+              timeout: float | tuple[float, float] | None) -> Any:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        serialized = self.api.param_serialize(method, path, query_params=list((query or {}).items()),
+                                              header_params=headers, body=body, auth_settings=["BearerToken"])
+        return self.api.call_api(*serialized[:4], _request_timeout=timeout)
+
+    def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
+                content_type: str | None = None) -> dict[str, Any]:
+        response = self._send(method, path, query, body, content_type, self.timeout)
+        data = response.read()
+        if response.status >= 400:
+            raise _error(response.status, data, f"{method} {path}")
+        return json.loads(data) if data else {}
+
+    def stream(self, path: str, query: Mapping[str, Any], timeout: float) -> Iterator[dict[str, Any]]:
+        """The lines of a watch, as JSON objects; ends when the server closes the watch."""
+        response = self._send("GET", path, query, None, None, (10.0, timeout))
+        if response.status >= 400:
+            raise _error(response.status, response.read(), f"watch {path}")
+        raw = response.response
+        buffer = b""
+        try:
+            for chunk in raw.stream(4096, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            raw.release_conn()
+
+
+def _error(status: int, data: bytes, what: str) -> Exception:
+    try:
+        message = json.loads(data).get("message", "")
+    except (ValueError, AttributeError):
+        message = data[:200].decode(errors="replace") if data else ""
+    text = f"{what}: {message}"
+    if status == 404:
+        return NotFound(text)
+    if status == 409:
+        return Conflict(text)
+    if status in (400, 422):
+        return Invalid(text)
+    if status == 429:
+        return TooManyRequests(text)
+    return ApiError(status, text)
+
+
+# ----------------------------------------------------------------------------------- the cluster
+
+
+class _TokenBucket:
+    """At most ``qps`` acquisitions per second, ``burst`` at once (client-go's flowcontrol)."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps, self.burst = qps, burst
+        self.tokens = float(burst)
+        self.last = time.monotonic()
+        self.lock = threading.Lock()
+
+    def take(self) -> None:
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+                self.last = now
+                if self.tokens >= 1:
+                    self.tokens -= 1
+                    return
+                wait = (1 - self.tokens) / self.qps
+            time.sleep(wait)
+
+
+class KubeCluster:
+    """Implements ``ObjectStore``, ``Binder``, ``Evictor`` and ``StatusUpdater`` against an API server."""
+
+    def __init__(self, client: KubeClient, *, qps: float = 1000.0, burst: int = 2000, bind_workers: int = 16,
+                 watch_timeout: float = 300.0) -> None:
+        self.client = client
+        self.watch_timeout = watch_timeout
+        self.bind_workers = bind_workers
+        self._bucket = _TokenBucket(qps, burst)
+        self._cache: dict[str, dict[str, AnyObject]] = {}
+        self._synced: dict[str, threading.Event] = {}
+        self._events: queue.Queue[tuple[str, str, dict[str, Any] | None]] = queue.Queue()
+        self._watchers: list[tuple[frozenset[str], WatchHandler]] = []
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._versions: dict[str, str] = {}
+        self.relists = 0
+        self.version = 0
+
+    # ------------------------------------------------------------------------------ informers
+
+    def _resource(self, kind: str) -> Resource:
+        return RESOURCES[kind]
+
+    def start(self, kinds: Sequence[str]) -> None:
+        """Start an informer per kind (idempotent per kind)."""
+        for kind in kinds:
+            if kind in self._synced:
+                continue
+            self._cache[kind] = {}
+            self._synced[kind] = threading.Event()
+            thread = threading.Thread(target=self._inform, args=(kind,), daemon=True, name=f"informer-{kind}")
+            thread.start()
+            self._threads.append(thread)
+
+    def wait_synced(self, timeout: float = 60.0) -> bool:
+        """True once every informer listed once (then :meth:`pump` to deliver)."""
+        deadline = time.monotonic() + timeout
+        return all(event.wait(max(0.0, deadline - time.monotonic())) for event in self._synced.values())
+
+    def _list(self, kind: str) -> tuple[list[dict[str, Any]], str]:
+        resource = self._resource(kind)
+        try:
+            data = self.client.request("GET", resource.path())
+        except NotFound:
+            fallback = FALLBACK_VERSIONS.get(kind)
+            if fallback is None:
+                raise
+            RESOURCES[kind] = resource = Resource(resource.group, fallback, resource.plural, resource.namespaced)
+            data = self.client.request("GET", resource.path())
+        return list(data.get("items", [])), str(data.get("metadata", {}).get("resourceVersion", ""))
+
+    def _inform(self, kind: str) -> None:
+        backoff = 0.5
+        version = ""
+        while not self._stopping.is_set():
+            try:
+                if not version:
+                    items, version = self._list(kind)
+                    self._events.put((kind, "SYNC", {"items": items}))
+                    self._synced[kind].set()
+                for event in self.client.stream(self._resource(kind).path(),
+                                                {"watch": "true", "resourceVersion": version,
+                                                 "allowWatchBookmarks": "true",
+                                                 "timeoutSeconds": int(self.watch_timeout)},
+                                                self.watch_timeout + 10):
+                    kind_of_event = event.get("type", "")
+                    obj = event.get("object") or {}
+                    if kind_of_event == "ERROR":
+                        if obj.get("code") == 410:  # too old: list again
+                            self.relists += 1
+                            version = ""
+                            break
+                        raise ApiError(int(obj.get("code", 500)), str(obj.get("message", "")))
+                    version = str(obj.get("metadata", {}).get("resourceVersion", version))
+                    if kind_of_event != "BOOKMARK":
+                        self._events.put((kind, kind_of_event, obj))
+                backoff = 0.5
+            except Exception as exc:  # connection refused, reset, timeouts: wait, then resume or re-list
+                if self._stopping.is_set():
+                    return
+                log.warning("%s informer: %s; retrying in %.1fs", kind, exc, backoff)
+                if isinstance(exc, ApiError) and exc.status == 410:
+                    version = ""
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    def pump(self, limit: int | None = None) -> int:
+        """Apply what the informers saw to the cache and deliver it to the watch handlers, in order, on the
+        caller's thread; returns how many changes were delivered."""
+        delivered = 0
+        while limit is None or delivered < limit:
+            try:
+                kind, type_, raw = self._events.get_nowait()
+            except queue.Empty:
+                break
+            if type_ == "SYNC":
+                delivered += self._resync(kind, (raw or {}).get("items", []))
+                continue
+            try:
+                obj = from_api(kind, raw or {})
+            except Invalid as exc:
+                log.error("ignoring %s", exc)  # the webhook refuses such objects; never crash on one
+                continue
+            key = object_key(obj)
+            cache = self._cache[kind]
+            old = cache.get(key)
+            if type_ == "DELETED":
+                cache.pop(key, None)
+                self._deliver(WatchEvent("DELETED", obj, old or obj))
+            else:
+                if old is not None and old.metadata.resourceVersion == obj.metadata.resourceVersion:
+                    continue
+                cache[key] = obj
+                self._deliver(WatchEvent("MODIFIED" if old is not None else "ADDED", obj, old))
+            delivered += 1
+        return delivered
+
+    def _resync(self, kind: str, items: list[dict[str, Any]]) -> int:
+        """A (re-)list: deliver what changed against the cache, including deletions missed meanwhile."""
+        fresh: dict[str, AnyObject] = {}
+        for raw in items:
+            try:
+                obj = from_api(kind, raw)
+            except Invalid as exc:
+                log.error("ignoring %s", exc)
+                continue
+            fresh[object_key(obj)] = obj
+        cache = self._cache[kind]
+        changes = 0
+        for key, gone in list(cache.items()):
+            if key not in fresh:
+                del cache[key]
+                self._deliver(WatchEvent("DELETED", gone, gone))
+                changes += 1
+        for key, obj in fresh.items():
+            previous = cache.get(key)
+            if previous is None or previous.metadata.resourceVersion != obj.metadata.resourceVersion:
+                cache[key] = obj
+                self._deliver(WatchEvent("MODIFIED" if previous is not None else "ADDED", obj, previous))
+                changes += 1
+        return changes
+
+    def _deliver(self, event: WatchEvent) -> None:
+        self.version += 1
+        for kinds, handler in list(self._watchers):
+            if event.object.kind in kinds:
+                handler(event)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        for thread in self._threads:
+            thread.join(timeout=2)
+
+    # ------------------------------------------------------------------------------ ObjectStore
+
+    def watch(self, kinds: tuple[str, ...], handler: WatchHandler, *, replay: bool = True) -> Callable[[], None]:
+        self.start([k for k in kinds if k in RESOURCES])
+        entry = (frozenset(kinds), handler)
+        self._watchers.append(entry)
+        if replay:
+            for kind in kinds:
+                for obj in list(self._cache.get(kind, {}).values()):
+                    handler(WatchEvent("ADDED", obj))
+
+        def stop() -> None:
+            if entry in self._watchers:
+                self._watchers.remove(entry)
+
+        return stop
+
+    def get(self, kind: str, key: str) -> AnyObject:
+        cache = self._cache.get(kind)
+        if cache is not None and self._synced[kind].is_set():
+            try:
+                return cache[key]
+            except KeyError:
+                raise NotFound(f"{kind} {key} not found") from None
+        namespace, _, name = key.rpartition("/")
+        return from_api(kind, self.client.request("GET", self._resource(kind).path(namespace or None, name)))
+
+    def list(self, kind: str) -> list[AnyObject]:
+        cache = self._cache.get(kind)
+        if cache is not None and self._synced[kind].is_set():
+            return list(cache.values())
+        items, _ = self._list(kind)
+        return [from_api(kind, item) for item in items]
+
+    def create(self, obj: AnyObject) -> AnyObject:
+        resource = self._resource(obj.kind)
+        namespace = obj.metadata.namespace or ("default" if resource.namespaced else None)
+        if resource.namespaced and obj.metadata.namespace is None:
+            obj = obj.model_copy(update={"metadata": obj.metadata.model_copy(update={"namespace": namespace})})
+        data = self.client.request("POST", resource.path(namespace), body=to_api(obj, resource))
+        return from_api(obj.kind, data)
+
+    def update(self, obj: AnyObject) -> AnyObject:
+        """PUT the object (metadata and spec) and, when its status changed, its status subresource; both
+        carry the resourceVersion, so a stale write is a Conflict."""
+        resource = self._resource(obj.kind)
+        namespace, _, name = object_key(obj).rpartition("/")
+        body = to_api(obj, resource)
+        current = self._cache.get(obj.kind, {}).get(object_key(obj))
+        status_changed = current is None or getattr(current, "status", None) != getattr(obj, "status", None)
+        rest_changed = current is None or (current.model_dump(exclude={"status"}) != obj.model_dump(
+            exclude={"status"}))
+        stored: dict[str, Any] | None = None
+        if rest_changed:
+            stored = self.client.request("PUT", resource.path(namespace or None, name), body=body)
+            body["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
+        if status_changed and "status" in body:
+            with contextlib.suppress(NotFound):  # a kind without a status subresource: the PUT above took it
+                stored = self.client.request("PUT", resource.path(namespace or None, name, "status"), body=body)
+        return from_api(obj.kind, stored) if stored is not None else obj
+
+    def patch(self, kind: str, key: str, patch: Mapping[str, Any]) -> AnyObject:
+        namespace, _, name = key.rpartition("/")
+        data = self.client.request("PATCH", self._resource(kind).path(namespace or None, name),
+                                   body=_walk(dict(patch), _to_rfc3339), content_type="application/merge-patch+json")
+        return from_api(kind, data)
+
+    def delete(self, kind: str, key: str) -> AnyObject:
+        namespace, _, name = key.rpartition("/")
+        current = self.get(kind, key)
+        self.client.request("DELETE", self._resource(kind).path(namespace or None, name))
+        return current
+
+    # ------------------------------------------------------------------------------ Binder, Evictor
+
+    def bind(self, pod_key: str, node: str, annotations: Mapping[str, str] | None = None) -> None:
+        namespace, _, name = pod_key.rpartition("/")
+        self._bucket.take()
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        self.client.request("POST", RESOURCES["Pod"].path(namespace, name, "binding"), body=body)
+
+    def bind_all(self, binds: Sequence[tuple[str, str, Mapping[str, str] | None]]) -> Sequence[tuple[str, Exception]]:
+        """Bind many pods from ``bind_workers`` threads within the QPS budget; returns the failures."""
+        failures: builtins.list[tuple[str, Exception]] = []
+        with futures.ThreadPoolExecutor(max_workers=self.bind_workers) as pool:
+            outcomes = {pool.submit(self.bind, pod, node, annotations): pod for pod, node, annotations in binds}
+            for done in futures.as_completed(outcomes):
+                error = done.exception()
+                if error is not None:
+                    failures.append((outcomes[done], error if isinstance(error, Exception) else RuntimeError(error)))
+        return failures
+
+    def evict(self, pod_key: str, reason: str) -> None:
+        namespace, _, name = pod_key.rpartition("/")
+        path = RESOURCES["Pod"].path(namespace, name, "eviction")
+        for version in ("policy/v1", "policy/v1beta1"):
+            body = {"apiVersion": version, "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+            try:
+                self.client.request("POST", path, body=body)
+                return
+            except (NotFound, Invalid) as exc:  # an older server: no policy/v1 Eviction kind
+                if version == "policy/v1beta1" or ("not found" in str(exc).lower() and "pods" in str(exc).lower()):
+                    raise
+        raise NotFound(f"pod {pod_key}: eviction not accepted")
+
+    # ------------------------------------------------------------------------------ StatusUpdater
+
+    def update_podgroup_status(self, key: str, phase: str | None, conditions: Sequence[Condition] | None) -> None:
+        for _ in range(5):
+            group = self.get("PodGroup", key)
+            update: dict[str, Any] = {}
+            if phase is not None:
+                update["phase"] = phase
+            if conditions is not None:
+                update["conditions"] = list(conditions)
+            changed = group.model_copy(update={"status": group.status.model_copy(update=update)})  # type: ignore[union-attr]
+            try:
+                self.update(changed)
+                return
+            except Conflict:
+                fresh = from_api("PodGroup", self.client.request(
+                    "GET", RESOURCES["PodGroup"].path(*key.split("/", 1))))
+                self._cache["PodGroup"][key] = fresh
+        raise Conflict(f"PodGroup {key}: status kept changing; the next cycle writes it again")
+
+    def nominate(self, pod_key: str, node: str) -> None:
+        namespace, _, name = pod_key.rpartition("/")
+        self.client.request("PATCH", RESOURCES["Pod"].path(namespace, name, "status"),
+                            body={"status": {"nominatedNodeName": node}},
+                            content_type="application/merge-patch+json")
+
+    def record_event(self, obj: AnyObject, reason: str, message: str, type_: str = "Normal") -> None:
+        resource = self._resource(obj.kind)
+        namespace = obj.metadata.namespace or "default"
+        now = _to_rfc3339(time.time())
+        body = {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{obj.metadata.name}.", "namespace": namespace},
+                "involvedObject": {"apiVersion": resource.api_version, "kind": obj.kind, "name": obj.metadata.name,
+                                   "namespace": namespace if resource.namespaced else None,
+                                   "uid": obj.metadata.uid or None},
+                "reason": reason, "message": message[:1024], "type": type_, "source": {"component": "hetsched"},
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1}
+        try:
+            self.client.request("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
+        except (ApiError, Invalid, NotFound, Conflict) as exc:  # an Event is never worth failing a cycle
+            log.warning("event %s on %s not recorded: %s", reason, obj.metadata.name, exc)

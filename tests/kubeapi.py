@@ -1,0 +1,104 @@
+"""A real kube-apiserver and etcd for the integration tests (not a mock): started from the binaries
+``scripts/provision-kube.sh`` builds and caches (the recipe in ../shared/reference/real-kube-apiserver.md),
+on loopback ports, stopped by PID when the tests end. Tests using it skip, saying why, when the binaries
+are not there; ``.ci/run`` provisions them so CI always runs them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+CACHE = Path(os.environ.get("HETSCHED_KUBE_CACHE", "/var/cache/hetsched-kube"))
+APISERVER = CACHE / "bin" / "kube-apiserver"
+ADMIN_TOKEN = "hetsched-admin-token"
+
+
+def missing() -> str:
+    """Why the real apiserver cannot run here ("" when it can)."""
+    if not APISERVER.exists():
+        return f"kube-apiserver not built at {APISERVER} (run scripts/provision-kube.sh, as .ci/run does)"
+    if shutil.which("etcd") is None:
+        return "etcd not installed (scripts/provision-kube.sh installs Debian's etcd-server)"
+    return ""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class ApiServer:
+    url: str
+    token: str
+    directory: Path
+
+    @property
+    def ca(self) -> str:
+        """The self-signed serving certificate the apiserver wrote (clients verify against it)."""
+        return str(self.directory / "certs" / "apiserver.crt")
+
+
+@contextmanager
+def real_apiserver(directory: Path, users: dict[str, str] | None = None) -> Iterator[ApiServer]:
+    """etcd + kube-apiserver on free loopback ports; ``users``: token → user name (no groups)."""
+    etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
+    tokens = [f"{ADMIN_TOKEN},admin,admin,system:masters"]
+    tokens += [f"{token},{user},{user}" for token, user in (users or {}).items()]
+    (directory / "tokens.csv").write_text("\n".join(tokens) + "\n")
+    subprocess.run(["openssl", "genrsa", "-out", str(directory / "sa.key"), "2048"], check=True,
+                   capture_output=True)
+    logs = (directory / "etcd.log").open("w"), (directory / "apiserver.log").open("w")
+    etcd = subprocess.Popen(["etcd", "--data-dir", str(directory / "etcd"),
+                             "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+                             "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+                             "--listen-peer-urls", f"http://127.0.0.1:{peer_port}"], stdout=logs[0], stderr=logs[0])
+    apiserver = subprocess.Popen([
+        str(APISERVER), f"--etcd-servers=http://127.0.0.1:{etcd_port}", "--bind-address=127.0.0.1",
+        f"--secure-port={api_port}", "--service-account-issuer=https://kubernetes.default.svc",
+        f"--service-account-key-file={directory / 'sa.key'}",
+        f"--service-account-signing-key-file={directory / 'sa.key'}",
+        f"--token-auth-file={directory / 'tokens.csv'}", "--authorization-mode=RBAC",
+        "--service-cluster-ip-range=10.0.0.0/24", f"--cert-dir={directory / 'certs'}",
+        "--disable-admission-plugins=ServiceAccount"], stdout=logs[1], stderr=logs[1])
+    url = f"https://127.0.0.1:{api_port}"
+    try:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        deadline = time.monotonic() + 90
+        while True:
+            if apiserver.poll() is not None:
+                raise RuntimeError(f"kube-apiserver exited: {(directory / 'apiserver.log').read_text()[-2000:]}")
+            try:
+                request = urllib.request.Request(f"{url}/readyz", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+                with urllib.request.urlopen(request, context=context, timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("kube-apiserver not ready within 90 s")
+            time.sleep(0.5)
+        yield ApiServer(url, ADMIN_TOKEN, directory)
+    finally:
+        for process in (apiserver, etcd):
+            process.terminate()
+        for process in (apiserver, etcd):
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # a slow graceful shutdown: end it
+                process.kill()
+                process.wait()
+        for log in logs:
+            log.close()
