@@ -5,6 +5,11 @@ gang whole, the chips handed off in the pods' annotations."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +19,14 @@ import yaml
 
 from hetsched.api.manifest import load_files
 from hetsched.api.objects import Job, Node, Pod, Queue
-from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock
+from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock, from_api
 from hetsched.controllers.job import JobController
 from hetsched.controllers.podgroup import PodGroupController
 from hetsched.devices.inventory import pod_allocation
 from hetsched.ports import Conflict
 from hetsched.scheduler.cache import KINDS
 from hetsched.scheduler.runner import Scheduler
-from tests.builders import accel_node
+from tests.builders import accel_node, node
 from tests.kubeapi import ApiServer, missing, real_apiserver
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,3 +115,131 @@ def test_the_seed_job_runs_on_a_real_apiserver(api: ApiServer) -> None:
     assert len(held) == 8 and len(set(held)) == 8  # every pod bound once, its chip handed off, none shared
     assert {n for n, _ in held} == {"ascend-0"}  # the gang whole, on one server's 8 chips
     cluster.stop()
+
+
+# ----------------------------------------------------------------------------- the processes
+
+
+def start_process(api: ApiServer, tmp: Path, command: str, identity: str, *extra: str) -> subprocess.Popen[bytes]:
+    token = tmp / "token"
+    token.write_text(api.token)
+    with (tmp / f"{command}-{identity}.log").open("ab") as log:  # the child keeps its own descriptor
+        return subprocess.Popen([sys.executable, "-m", "hetsched.cli.main", command, "--server", api.url,
+                                 "--token-file", str(token), "--ca-file", api.ca, "--lease-namespace", "default",
+                                 "--id", identity, *extra], stdout=log, stderr=log)
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+
+
+def gangs(cluster: KubeCluster, prefix: str, groups: int, size: int, cpu: str = "1") -> None:
+    """``groups`` PodGroups of ``size`` pods each, created from 16 threads (a burst of submissions)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.builders import pod, podgroup
+
+    def submit(index: int) -> None:
+        name = f"{prefix}{index}"
+        cluster.create(podgroup(name, size))
+        for member in range(size):
+            made = pod(f"{name}-{member}", name, cpu=cpu, memory="1Gi")
+            containers = [c.model_copy(update={"image": "busybox"}) for c in made.spec.containers]
+            cluster.create(made.model_copy(update={"spec": made.spec.model_copy(update={"containers": containers})}))
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(submit, range(groups)))
+
+
+def bound_pods(cluster: KubeCluster, prefix: str) -> list[Pod]:
+    data = cluster.client.request("GET", "/api/v1/namespaces/default/pods")
+    pods = [from_api("Pod", item) for item in data.get("items", [])]
+    return [p for p in pods if isinstance(p, Pod) and p.metadata.name.startswith(prefix)]
+
+
+def test_kill_9_mid_submission_then_restart_binds_every_pod_once(api: ApiServer, tmp_path: Path) -> None:
+    cluster = cluster_for(api)
+    with contextlib.suppress(Conflict):
+        cluster.create(Queue.model_validate({"metadata": {"name": "default"}}))
+    for i in range(100):
+        add_node(cluster, node(f"cpu-{i}", cpu="32", memory="256Gi"))
+    first = start_process(api, tmp_path, "scheduler", "first", "--period", "0.2")
+    submitter = threading.Thread(target=gangs, args=(cluster, "k", 250, 8))
+    submitter.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if sum(1 for p in bound_pods(cluster, "k") if p.spec.nodeName) >= 400:
+                break
+            time.sleep(0.2)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        killed_at = sum(1 for p in bound_pods(cluster, "k") if p.spec.nodeName)
+        second = start_process(api, tmp_path, "scheduler", "second", "--period", "0.2")
+        submitter.join()
+        try:
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                pods = bound_pods(cluster, "k")
+                if len(pods) == 2000 and all(p.spec.nodeName for p in pods):
+                    break
+                time.sleep(0.5)
+        finally:
+            stop_process(second)
+    finally:
+        stop_process(first)
+    pods = bound_pods(cluster, "k")
+    assert 400 <= killed_at < 2000, killed_at
+    assert len(pods) == 2000 and all(p.spec.nodeName for p in pods), sum(1 for p in pods if p.spec.nodeName)
+    used: dict[str, int] = {}
+    per_group: dict[str, int] = {}
+    for p in pods:
+        used[p.spec.nodeName] = used.get(p.spec.nodeName, 0) + 1
+        group = p.metadata.annotations["scheduling.k8s.io/group-name"]
+        per_group[group] = per_group.get(group, 0) + 1
+    capacity = {n.metadata.name: n.status.allocatable["cpu"] // 1000 for n in (
+        from_api("Node", item) for item in cluster.client.request("GET", "/api/v1/nodes")["items"])
+        if isinstance(n, Node)}
+    assert all(count <= capacity[name] for name, count in used.items())  # no node over its CPUs: no double bind
+    assert set(per_group.values()) == {8}  # every gang whole
+
+
+def test_two_schedulers_one_leads_and_the_other_takes_over_within_15s(api: ApiServer, tmp_path: Path) -> None:
+    from hetsched.cluster.leader import LeaderElector
+
+    client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+    lease = LeaderElector(client, "default", "hetsched-scheduler", "observer")
+    processes = {name: start_process(api, tmp_path, "scheduler", name, "--period", "0.5")
+                 for name in ("alpha", "beta")}
+    try:
+        deadline = time.monotonic() + 60
+        while lease.holder() not in processes and time.monotonic() < deadline:
+            time.sleep(0.2)
+        leader = lease.holder()
+        assert leader in processes
+        processes[leader].send_signal(signal.SIGKILL)
+        processes[leader].wait()
+        killed = time.monotonic()
+        other = next(n for n in processes if n != leader)
+        while lease.holder() != other and time.monotonic() - killed < 30:
+            time.sleep(0.1)
+        takeover = time.monotonic() - killed
+        print(f"leader killed → the other holds the Lease after {takeover:.1f} s")
+        assert lease.holder() == other and takeover < 15, takeover
+        cluster = cluster_for(api)
+        with contextlib.suppress(Conflict):
+            cluster.create(Queue.model_validate({"metadata": {"name": "default"}}))
+        add_node(cluster, node("failover-node", cpu="8"))
+        gangs(cluster, "f", 1, 2)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(p.spec.nodeName for p in bound_pods(cluster, "f")):
+            time.sleep(0.2)
+        assert all(p.spec.nodeName for p in bound_pods(cluster, "f"))  # the new leader schedules
+        processes[other].send_signal(signal.SIGTERM)  # a clean stop releases the Lease
+        assert processes[other].wait(timeout=15) == 0
+        assert lease.holder() == ""
+    finally:
+        for process in processes.values():
+            stop_process(process)

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from hetsched.api.manifest import ManifestError, load_files
 from hetsched.api.objects import AnyObject, Node
-from hetsched.cli import agents
+from hetsched.cli import agents, serve
 from hetsched.cli.devices import devices_app
 from hetsched.scheduler.conf import ConfError, SchedulerConf, load_conf
 from hetsched.sim.results import Results
@@ -35,6 +35,8 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(devices_app, name="devices")
 app.command("device-plugin")(agents.device_plugin)
 app.command("node-agent")(agents.node_agent)
+app.command("scheduler")(serve.scheduler)
+app.command("controller")(serve.controller)
 console = Console()
 errors = Console(stderr=True)
 

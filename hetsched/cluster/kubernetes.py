@@ -182,9 +182,13 @@ class KubeClient:
         self.api = api_client
         self.timeout = timeout
 
+    POOL = 64
+    """HTTP connections kept per server: enough for the binder's workers and every informer's watch."""
+
     @classmethod
     def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> KubeClient:
         configuration = kubernetes.client.Configuration()
+        configuration.connection_pool_maxsize = cls.POOL
         try:
             kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=path, context=context, client_configuration=configuration)
@@ -195,6 +199,7 @@ class KubeClient:
     @classmethod
     def from_token(cls, host: str, token: str, *, ca_file: str | None = None) -> KubeClient:
         configuration = kubernetes.client.Configuration()
+        configuration.connection_pool_maxsize = cls.POOL
         configuration.host = host
         configuration.api_key = {"BearerToken": token}
         configuration.api_key_prefix = {"BearerToken": "Bearer"}

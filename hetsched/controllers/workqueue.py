@@ -30,12 +30,16 @@ class WorkQueue:
 
     def drain(self, sync: Callable[[str], None]) -> int:
         """Reconcile every queued key; a key whose sync lost an optimistic-concurrency race (409) is queued
-        again and retried from fresh state. Returns how many syncs ran."""
+        again for the next drain, when the caller's view is fresh (retrying it at once would meet the same
+        stale state). Returns how many syncs ran."""
         done = 0
+        lost: list[str] = []
         while (key := self.pop()) is not None:
             try:
                 sync(key)
             except Conflict:
-                self.add(key)
+                lost.append(key)
             done += 1
+        for key in lost:
+            self.add(key)
         return done

@@ -80,15 +80,22 @@ class Scheduler:
             except TooManyRequests as exc:  # a budget changed under us: its preemptor waits for next cycle
                 result.failed_evictions.append(f"{eviction.pod}: {exc}")
                 stalled.add(eviction.preemptor)
-        for bind in decisions.binds:
-            if bind.job in stalled:
-                continue
+        binds = [b for b in decisions.binds if b.job not in stalled]
+        for bind in binds:
             self.cache.assume(bind.pod, bind.node, bind.annotations)
-            try:
-                self.binder.bind(bind.pod, bind.node, bind.annotations)
-            except (Conflict, NotFound) as exc:
-                self.cache.forget(bind.pod)
-                result.failed_binds.append(f"{bind.pod}: {exc}")
+        bind_all = getattr(self.binder, "bind_all", None)
+        failures: list[tuple[str, Exception]] = []
+        if bind_all is not None:  # a remote binder binds concurrently, within its QPS budget
+            failures = list(bind_all([(b.pod, b.node, b.annotations) for b in binds]))
+        else:
+            for bind in binds:
+                try:
+                    self.binder.bind(bind.pod, bind.node, bind.annotations)
+                except (Conflict, NotFound) as exc:
+                    failures.append((bind.pod, exc))
+        for pod, error in failures:
+            self.cache.forget(pod)
+            result.failed_binds.append(f"{pod}: {error}")
         for nomination in decisions.nominations:
             with contextlib.suppress(Conflict, NotFound):
                 self.status.nominate(nomination.pod, nomination.node)
