@@ -19,7 +19,7 @@ import yaml
 
 from hetsched.api.manifest import load_files
 from hetsched.api.objects import Job, Node, Pod, Queue
-from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock, from_api
+from hetsched.cluster.kubernetes import ApiError, KubeClient, KubeCluster, WallClock, from_api
 from hetsched.controllers.job import JobController
 from hetsched.controllers.podgroup import PodGroupController
 from hetsched.devices.inventory import pod_allocation
@@ -30,12 +30,15 @@ from tests.builders import accel_node, node
 from tests.kubeapi import ApiServer, missing, real_apiserver
 
 ROOT = Path(__file__).resolve().parents[1]
+SCHEDULER_TOKEN = "hetsched-scheduler-token"
+SCHEDULER_USER = "system:serviceaccount:hetsched:hetsched-scheduler"
+"""The scheduler's ServiceAccount, as the API server authenticates its token."""
 pytestmark = pytest.mark.skipif(bool(missing()), reason=missing() or "available")
 
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    with real_apiserver(tmp_path_factory.mktemp("apiserver")) as server:
+    with real_apiserver(tmp_path_factory.mktemp("apiserver"), users={SCHEDULER_TOKEN: SCHEDULER_USER}) as server:
         client = KubeClient.from_token(server.url, server.token, ca_file=server.ca)
         for path in sorted((ROOT / "deploy" / "crds").glob("*.yaml")):
             client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
@@ -120,12 +123,13 @@ def test_the_seed_job_runs_on_a_real_apiserver(api: ApiServer) -> None:
 # ----------------------------------------------------------------------------- the processes
 
 
-def start_process(api: ApiServer, tmp: Path, command: str, identity: str, *extra: str) -> subprocess.Popen[bytes]:
-    token = tmp / "token"
-    token.write_text(api.token)
+def start_process(api: ApiServer, tmp: Path, command: str, identity: str, *extra: str,
+                  token_text: str | None = None, lease_namespace: str = "default") -> subprocess.Popen[bytes]:
+    token = tmp / f"token-{identity}"
+    token.write_text(token_text or api.token)
     with (tmp / f"{command}-{identity}.log").open("ab") as log:  # the child keeps its own descriptor
         return subprocess.Popen([sys.executable, "-m", "hetsched.cli.main", command, "--server", api.url,
-                                 "--token-file", str(token), "--ca-file", api.ca, "--lease-namespace", "default",
+                                 "--token-file", str(token), "--ca-file", api.ca, "--lease-namespace", lease_namespace,
                                  "--id", identity, *extra], stdout=log, stderr=log)
 
 
@@ -243,3 +247,102 @@ def test_two_schedulers_one_leads_and_the_other_takes_over_within_15s(api: ApiSe
     finally:
         for process in processes.values():
             stop_process(process)
+
+
+def test_the_webhook_is_registered_and_refuses_a_bad_job_with_our_message(api: ApiServer, tmp_path: Path) -> None:
+    """The API server calls hetsched's webhook (HTTPS on loopback, our CA in the registration): a Job with a
+    misspelt policy event is refused with the message ``hetsched validate`` prints; a Job without
+    queue, maxRetry and minAvailable is stored with Volcano's defaults."""
+    import base64
+
+    from hetsched.cluster.webhook import WebhookServer
+
+    cert, key = tmp_path / "webhook.crt", tmp_path / "webhook.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
+                    "-out", str(cert)], check=True, capture_output=True)
+    server = WebhookServer(str(cert), str(key), port=0)
+    server.start()
+    client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+    bundle = base64.b64encode(cert.read_bytes()).decode()
+    rules = [{"apiGroups": ["batch.volcano.sh"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"],
+              "resources": ["jobs"]}]
+    for kind, path in (("ValidatingWebhookConfiguration", "validate"), ("MutatingWebhookConfiguration", "mutate")):
+        plural = kind.lower() + "s"
+        client.request("POST", f"/apis/admissionregistration.k8s.io/v1/{plural}", body={
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": f"hetsched-{path}"},
+            "webhooks": [{"name": f"{path}.hetsched.io", "rules": rules, "sideEffects": "None",
+                          "admissionReviewVersions": ["v1"], "failurePolicy": "Fail",
+                          "clientConfig": {"url": f"https://127.0.0.1:{server.port}/{path}", "caBundle": bundle}}]})
+    try:
+        job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "typo"},
+               "spec": {"policies": [{"event": "PodFailure", "action": "RestartJob"}],
+                        "tasks": [{"name": "w", "replicas": 2, "template": {"spec": {"containers": [
+                            {"name": "c", "image": "busybox"}]}}}]}}
+        deadline = time.monotonic() + 20
+        while True:  # the registration takes effect within a moment
+            try:
+                client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs", body=job)
+            except Exception as exc:
+                message = str(exc)
+                break
+            client.request("DELETE", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/typo")
+            assert time.monotonic() < deadline, "the webhook was never called"
+            time.sleep(0.5)
+        assert "admission: document 1 (Job/typo): spec.policies[0].event: Input should be" in message
+        assert "got 'PodFailure'" in message
+        job["spec"]["policies"] = [{"event": "PodFailed", "action": "RestartJob"}]
+        stored = client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs", body=job)
+        spec = stored["spec"]
+        assert (spec["queue"], spec["maxRetry"], spec["minAvailable"], spec["schedulerName"]) == (
+            "default", 3, 2, "volcano")
+    finally:
+        for plural, path in (("validatingwebhookconfigurations", "validate"),
+                             ("mutatingwebhookconfigurations", "mutate")):
+            client.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/hetsched-{path}")
+        server.stop()
+
+
+RBAC_PATHS = {"ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+              "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+              "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
+              "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings"}
+
+
+def test_the_scheduler_runs_under_its_own_service_account_and_nothing_more(api: ApiServer, tmp_path: Path) -> None:
+    """The chart's RBAC (templates/rbac.yaml, rendered for namespace hetsched — its only template value)
+    is applied; the scheduler process, authenticated as its ServiceAccount, schedules a gang; the same
+    identity is refused what its ClusterRole does not grant (deleting a node, creating a pod)."""
+    admin = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+    with contextlib.suppress(Conflict):
+        admin.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                         "metadata": {"name": "hetsched"}})
+    rendered = (ROOT / "deploy/helm/hetsched/templates/rbac.yaml").read_text().replace(
+        "{{ .Release.Namespace }}", "hetsched")
+    assert "{{" not in rendered
+    for document in yaml.safe_load_all(rendered):
+        namespace = document["metadata"].get("namespace", "")
+        with contextlib.suppress(Conflict):
+            admin.request("POST", RBAC_PATHS[document["kind"]].format(namespace=namespace), body=document)
+    cluster = cluster_for(api)
+    with contextlib.suppress(Conflict):
+        cluster.create(Queue.model_validate({"metadata": {"name": "default"}}))
+    add_node(cluster, node("rbac-node", cpu="8"))
+    gangs(cluster, "r", 1, 3)
+    process = start_process(api, tmp_path, "scheduler", "rbac", "--period", "0.3", token_text=SCHEDULER_TOKEN,
+                            lease_namespace="hetsched")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(p.spec.nodeName for p in bound_pods(cluster, "r")):
+            time.sleep(0.3)
+        assert all(p.spec.nodeName for p in bound_pods(cluster, "r")), (tmp_path / "scheduler-rbac.log").read_text()
+    finally:
+        stop_process(process)
+    limited = KubeClient.from_token(api.url, SCHEDULER_TOKEN, ca_file=api.ca)
+    for method, path, body in (("DELETE", "/api/v1/nodes/rbac-node", None),
+                               ("POST", "/api/v1/namespaces/default/pods", {"apiVersion": "v1", "kind": "Pod",
+                                "metadata": {"name": "sneaky"}, "spec": {"containers": [
+                                    {"name": "c", "image": "busybox"}]}})):
+        with pytest.raises(ApiError) as info:
+            limited.request(method, path, body=body)
+        assert info.value.status == 403 and SCHEDULER_USER in str(info.value)

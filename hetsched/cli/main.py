@@ -37,6 +37,7 @@ app.command("device-plugin")(agents.device_plugin)
 app.command("node-agent")(agents.node_agent)
 app.command("scheduler")(serve.scheduler)
 app.command("controller")(serve.controller)
+app.command("webhook")(serve.webhook)
 console = Console()
 errors = Console(stderr=True)
 

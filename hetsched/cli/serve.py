@@ -196,3 +196,21 @@ def controller(
 
     _run("controller", client, step, setup, period, leader_elect, lease_namespace, lease_duration, retry_period,
          identity)
+
+
+def webhook(
+    cert: Annotated[Path, typer.Option(envvar="HETSCHED_WEBHOOK_CERT", help="TLS certificate (PEM)")],
+    key: Annotated[Path, typer.Option(envvar="HETSCHED_WEBHOOK_KEY", help="TLS private key (PEM)")],
+    host: Annotated[str, typer.Option(envvar="HETSCHED_WEBHOOK_HOST", help="bind address")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="HETSCHED_WEBHOOK_PORT")] = 9443,
+) -> None:
+    """Serve the validating (/validate) and mutating (/mutate) admission webhook over HTTPS until SIGTERM."""
+    from hetsched.cluster.webhook import WebhookServer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    stop = _Stop()
+    server = WebhookServer(str(cert), str(key), host, port)
+    server.start()
+    log.info("webhook serving on https://%s:%d", host, server.port)
+    stop.event.wait()
+    server.stop()

@@ -131,6 +131,11 @@ def _walk(data: Any, convert: Callable[[Any], Any]) -> Any:
     return data
 
 
+def epoch_times(data: Mapping[str, Any]) -> dict[str, Any]:
+    """An API object with its RFC 3339 timestamps as seconds (hetsched's models' form)."""
+    return _walk(dict(data), _to_epoch)  # type: ignore[no-any-return]
+
+
 def from_api(kind: str, data: Mapping[str, Any]) -> AnyObject:
     """An API server object (JSON) as hetsched's model (timestamps as seconds); Invalid names the field."""
     converted = _walk(dict(data), _to_epoch)

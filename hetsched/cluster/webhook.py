@@ -1,0 +1,126 @@
+"""``hetsched webhook``: the validating and mutating admission webhook for Volcano's objects.
+
+Who calls it: the API server (``ValidatingWebhookConfiguration`` → ``/validate``,
+``MutatingWebhookConfiguration`` → ``/mutate``, over HTTPS with the chart's certificate), and the tests.
+
+- **Validate** (Jobs, Queues, PodGroups, Commands, PodDisruptionBudgets): the checks ``hetsched validate``
+  runs, with the same messages (``admission: document 1 (Job/train): spec.policies[0].event: …``); an
+  update of a Job may change only what Volcano's webhook lets change (``spec.minAvailable`` and task
+  replicas). A refused object gets HTTP-style code 400 and the message; the API server shows it to the user.
+- **Mutate** (Jobs): Volcano's defaults — ``schedulerName: volcano``, ``queue: default``, ``maxRetry: 3``,
+  ``minAvailable`` = the sum of the tasks' replicas, each task's ``name`` when missing (``task-<i>``) — as a
+  JSON Patch. (PodGroups for plain pods are made by the controller.)
+- The server never crashes on a malformed review: it answers 400 and logs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from hetsched.api.job_update import update_problem
+from hetsched.api.manifest import parse_document
+from hetsched.api.objects import Job
+from hetsched.cluster.kubernetes import epoch_times
+
+log = logging.getLogger("hetsched.webhook")
+SOURCE = "admission"
+
+
+def review(body: dict[str, Any], path: str) -> dict[str, Any]:
+    """The AdmissionReview answer for one request (``path``: ``/validate`` or ``/mutate``)."""
+    request = body.get("request") or {}
+    uid = request.get("uid", "")
+    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    raw = request.get("object")
+    if isinstance(raw, dict) and path.startswith("/validate"):
+        problem = validate(raw, request.get("oldObject") if request.get("operation") == "UPDATE" else None)
+        if problem:
+            response = {"uid": uid, "allowed": False, "status": {"code": 400, "reason": "Invalid", "message": problem}}
+    elif isinstance(raw, dict) and path.startswith("/mutate"):
+        patch = defaults(raw)
+        if patch:
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    return {"apiVersion": body.get("apiVersion", "admission.k8s.io/v1"), "kind": "AdmissionReview",
+            "response": response}
+
+
+def validate(raw: dict[str, Any], old: dict[str, Any] | None) -> str:
+    """"" when the object is valid, else the messages ``hetsched validate`` prints (one per line)."""
+    parsed = parse_document(epoch_times(raw), SOURCE, 1)
+    if isinstance(parsed, list):
+        return "\n".join(str(p) for p in parsed)
+    if isinstance(parsed, Job) and old is not None:
+        previous = parse_document(epoch_times(old), SOURCE, 1)
+        if isinstance(previous, Job):
+            found = update_problem(previous, parsed)
+            if found is not None:
+                return f"{SOURCE}: Job/{parsed.metadata.name}: {found[0]}: {found[1]}"
+    return ""
+
+
+def defaults(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """Volcano's Job defaults as JSON Patch operations (none for other kinds)."""
+    if raw.get("kind") != "Job" or not isinstance(raw.get("spec"), dict):
+        return []
+    spec = raw["spec"]
+    patch: list[dict[str, Any]] = []
+    for field, value in (("schedulerName", "volcano"), ("queue", "default"), ("maxRetry", 3)):
+        if field not in spec:
+            patch.append({"op": "add", "path": f"/spec/{field}", "value": value})
+    tasks = spec.get("tasks") if isinstance(spec.get("tasks"), list) else []
+    if "minAvailable" not in spec:
+        total = sum(int(t.get("replicas", 1)) for t in tasks if isinstance(t, dict))
+        patch.append({"op": "add", "path": "/spec/minAvailable", "value": total})
+    for index, task in enumerate(tasks):
+        if isinstance(task, dict) and not task.get("name"):
+            patch.append({"op": "add", "path": f"/spec/tasks/{index}/name", "value": f"task-{index}"})
+    return patch
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length))
+            answer = json.dumps(review(body, self.path)).encode()
+            code = 200
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.warning("malformed admission review: %s", exc)
+            answer, code = json.dumps({"error": f"malformed AdmissionReview: {exc}"}).encode(), 400
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path in ("/healthz", "/readyz") else 404)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug(format, *args)
+
+
+class WebhookServer:
+    def __init__(self, cert: str, key: str, host: str = "127.0.0.1", port: int = 9443) -> None:
+        self.server = ThreadingHTTPServer((host, port), _Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.port = int(self.server.server_address[1])
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="webhook")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
