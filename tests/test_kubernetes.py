@@ -346,3 +346,31 @@ def test_the_scheduler_runs_under_its_own_service_account_and_nothing_more(api: 
         with pytest.raises(ApiError) as info:
             limited.request(method, path, body=body)
         assert info.value.status == 403 and SCHEDULER_USER in str(info.value)
+
+
+def test_the_node_agent_publishes_to_a_real_apiserver(api: ApiServer, tmp_path: Path) -> None:
+    import json
+
+    from hetsched.agents.backends.fake import FakeBackend
+    from hetsched.agents.node_agent import CONDITION, TAINT, NodeAgent
+    from hetsched.devices.inventory import NODE_ANNOTATION, parse_node_devices
+
+    cluster = cluster_for(api)
+    add_node(cluster, node("agent-node", cpu="8"))
+    config = tmp_path / "chips.yaml"
+    config.write_text(json.dumps({"chips": [{"id": 0, "health": "OK"}, {"id": 1, "health": "Critical"}]}))
+    agent = NodeAgent(KubeCluster(KubeClient.from_token(api.url, api.token, ca_file=api.ca)), "agent-node",
+                      FakeBackend(config))
+    agent.sync()
+    stored = from_api("Node", cluster.client.request("GET", "/api/v1/nodes/agent-node"))
+    assert isinstance(stored, Node)
+    chips = parse_node_devices(stored.metadata.annotations[NODE_ANNOTATION], "agent-node").devices[0].chips
+    assert [c.health for c in chips] == ["Healthy", "Unhealthy"]
+    condition = next(c for c in stored.status.conditions if c.type == CONDITION)
+    assert (condition.status, condition.reason) == ("False", "ChipsUnhealthy")
+    assert stored.metadata.labels["accelerator"] == "fake-accelerator" and TAINT not in stored.spec.taints
+    config.write_text(json.dumps({"chips": [{"id": 0, "health": "Alarm"}, {"id": 1, "health": "Critical"}]}))
+    agent.sync()
+    stored = from_api("Node", cluster.client.request("GET", "/api/v1/nodes/agent-node"))
+    assert isinstance(stored, Node) and TAINT in stored.spec.taints
+    assert any(c.type == "Ready" for c in stored.status.conditions)  # the kubelet's conditions are kept

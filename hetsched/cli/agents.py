@@ -2,11 +2,12 @@
 
 Who calls it: ``cli.main`` registers both commands. Both stop cleanly on SIGTERM or SIGINT.
 
-``device-plugin`` talks to kubelet only (its Registration socket); it mounts kubelet's pick until it can
-read the scheduler's hand-off from the cluster, which comes with the Kubernetes adapter.
-``node-agent`` needs the cluster to publish to; until the Kubernetes adapter exists it runs against an
+``device-plugin`` talks to kubelet (its Registration socket) and, with ``--node`` and a cluster
+connection (kubeconfig, in-cluster account, or ``--server`` + ``--token-file``), reads the pods bound to
+its node for the scheduler's hand-off; without one it mounts kubelet's pick.
+``node-agent`` publishes to the cluster through the Kubernetes adapter; ``--dry-run`` runs it against an
 embedded cluster holding this one node and prints what it would publish (labels, taints, the
-AcceleratorHealthy condition, the chips) — ``--once`` for a single check, as an operator's dry run.
+AcceleratorHealthy condition, the chips) — with ``--once`` a single check, as an operator's check.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ from hetsched.agents.backends import make_backend
 from hetsched.agents.deviceplugin.server import DEFAULT_DIR, DevicePlugin
 from hetsched.agents.node_agent import CONDITION, NodeAgent
 from hetsched.agents.tools import ToolError
-from hetsched.api.objects import Node
+from hetsched.api.objects import Node, Pod
+from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock, from_api
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import NODE_ANNOTATION
+from hetsched.ports import ObjectStore
 
 errors = Console(stderr=True)
 Vendor = Literal["ascend", "cambricon", "nvidia", "fake"]
@@ -43,8 +46,22 @@ def _on_signals(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+def _connect(kubeconfig: str | None, server: str | None, token_file: Path | None,
+             ca_file: Path | None) -> KubeClient:
+    if server:
+        if token_file is None:
+            raise ValueError("--server needs --token-file")
+        return KubeClient.from_token(server, token_file.read_text().strip(), ca_file=str(ca_file) if ca_file else None)
+    return KubeClient.from_kubeconfig(kubeconfig)
+
+
 def device_plugin(
     vendor: Annotated[Vendor, typer.Option(help="which chips to serve")],
+    node: Annotated[str | None, typer.Option(envvar="NODE_NAME", help="this node (enables the hand-off)")] = None,
+    kubeconfig: Annotated[str | None, typer.Option(envvar="KUBECONFIG")] = None,
+    server: Annotated[str | None, typer.Option(envvar="HETSCHED_SERVER")] = None,
+    token_file: Annotated[Path | None, typer.Option(envvar="HETSCHED_TOKEN_FILE")] = None,
+    ca_file: Annotated[Path | None, typer.Option(envvar="HETSCHED_CA_FILE")] = None,
     directory: Annotated[Path, typer.Option("--dir", help="kubelet's device-plugin directory")] = DEFAULT_DIR,
     period: Annotated[float, typer.Option(help="seconds between health checks")] = 5.0,
     config: Annotated[Path | None, typer.Option(help="fake vendor: the chips file (health can be edited live)")]
@@ -61,7 +78,18 @@ def device_plugin(
     except (ValueError, ToolError) as exc:
         errors.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from None
-    plugin = DevicePlugin(backend, directory=directory, period=period)
+    pods = None
+    if node:
+        try:
+            client = _connect(kubeconfig, server, token_file, ca_file)
+        except Exception as exc:  # no cluster: kubelet's pick still works
+            errors.print(f"[yellow]warning:[/yellow] no cluster connection ({exc}); mounting kubelet's pick",
+                         highlight=False)
+        else:
+            def pods() -> list[Pod]:
+                data = client.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"})
+                return [p for p in (from_api("Pod", item) for item in data.get("items", [])) if isinstance(p, Pod)]
+    plugin = DevicePlugin(backend, directory=directory, period=period, pods=pods)
     stop = threading.Event()
     _on_signals(stop)
     try:
@@ -76,7 +104,13 @@ def device_plugin(
 
 def node_agent(
     vendor: Annotated[Vendor, typer.Option(help="which vendor tool to read")],
-    node: Annotated[str, typer.Option(help="this node's name")] = socket.gethostname(),
+    node: Annotated[str, typer.Option(envvar="NODE_NAME", help="this node's name")] = socket.gethostname(),
+    dry_run: Annotated[bool, typer.Option(help="publish to an embedded one-node cluster and print, not to "
+                                               "the cluster")] = False,
+    kubeconfig: Annotated[str | None, typer.Option(envvar="KUBECONFIG")] = None,
+    server: Annotated[str | None, typer.Option(envvar="HETSCHED_SERVER")] = None,
+    token_file: Annotated[Path | None, typer.Option(envvar="HETSCHED_TOKEN_FILE")] = None,
+    ca_file: Annotated[Path | None, typer.Option(envvar="HETSCHED_CA_FILE")] = None,
     period: Annotated[float, typer.Option(help="seconds between checks")] = 10.0,
     once: Annotated[bool, typer.Option(help="check once, print, exit (exit 1 when the node is unusable)")] = False,
     config: Annotated[Path | None, typer.Option(help="fake vendor: the chips file")] = None,
@@ -88,13 +122,29 @@ def node_agent(
     except (ValueError, ToolError) as exc:
         errors.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from None
-    cluster = MemoryCluster(clock=_WallClock())
-    cluster.create(Node.model_validate({"metadata": {"name": node}}))
-    agent = NodeAgent(cluster, node, backend)
+    store: ObjectStore
+    if dry_run:
+        memory = MemoryCluster(clock=WallClock())
+        memory.create(Node.model_validate({"metadata": {"name": node}}))
+        store = memory
+    else:
+        try:
+            store = KubeCluster(_connect(kubeconfig, server, token_file, ca_file))
+        except Exception as exc:
+            errors.print(f"[red]error:[/red] cannot connect to the cluster: {exc} (use --dry-run to check the "
+                         f"node without one)", highlight=False)
+            raise typer.Exit(2) from None
+    agent = NodeAgent(store, node, backend)
     stop = threading.Event()
     _on_signals(stop)
     while True:
-        published = agent.sync()
+        try:
+            published = agent.sync()
+        except Exception as exc:  # the API server away: say so, try again next period
+            errors.print(f"[yellow]warning:[/yellow] {exc}", highlight=False)
+            if once or stop.wait(period):
+                raise typer.Exit(1) from None
+            continue
         condition = next(c for c in published.status.conditions if c.type == CONDITION)
         print(json.dumps({
             "node": node, "labels": published.metadata.labels,
@@ -106,10 +156,3 @@ def node_agent(
             raise typer.Exit(0 if not published.spec.taints else 1)
         if stop.wait(period):
             return
-
-
-class _WallClock:
-    def now(self) -> float:
-        import time
-
-        return time.time()
