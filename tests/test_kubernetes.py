@@ -19,6 +19,7 @@ import yaml
 
 from hetsched.api.manifest import load_files
 from hetsched.api.objects import Job, Node, Pod, Queue
+from hetsched.benchmark.apiserver import ApiServer, missing, real_apiserver
 from hetsched.cluster.kubernetes import ApiError, KubeClient, KubeCluster, WallClock, from_api
 from hetsched.controllers.job import JobController
 from hetsched.controllers.podgroup import PodGroupController
@@ -27,7 +28,6 @@ from hetsched.ports import Conflict
 from hetsched.scheduler.cache import KINDS
 from hetsched.scheduler.runner import Scheduler
 from tests.builders import accel_node, node
-from tests.kubeapi import ApiServer, missing, real_apiserver
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEDULER_TOKEN = "hetsched-scheduler-token"

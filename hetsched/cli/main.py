@@ -261,6 +261,30 @@ def bench_engine(
     console.print_json(text)
 
 
+@bench_app.command("live")
+def bench_live(
+    nodes: Annotated[int, typer.Option(help="fake nodes on the API server")] = 1000,
+    pods: Annotated[int, typer.Option(help="pending pods per binder")] = 10_000,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,
+    qps: Annotated[float, typer.Option(help="client QPS for every binder")] = 1000.0,
+    burst: Annotated[int, typer.Option(help="client burst for every binder")] = 1000,
+    workers: Annotated[int, typer.Option(help="bind threads (hetsched and the raw binder)")] = 16,
+) -> None:
+    """On a real kube-apiserver (provisioned from the cached build): hetsched vs kube-scheduler v1.20.2 vs a
+    raw binder, pods bound per second."""
+    from hetsched.benchmark.live import run_live_benchmark
+
+    try:
+        figures = run_live_benchmark(nodes, pods, qps=qps, burst=burst, workers=workers)
+    except RuntimeError as exc:
+        errors.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    text = json.dumps(figures, indent=2)
+    if json_out is not None:
+        json_out.write_text(text + "\n", encoding="utf-8")
+    console.print_json(text)
+
+
 def _seeds(text: str) -> list[int]:
     """``42-51`` or ``1,2,5`` → list of ints."""
     try:

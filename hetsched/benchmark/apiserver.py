@@ -1,7 +1,9 @@
-"""A real kube-apiserver and etcd for the integration tests (not a mock): started from the binaries
-``scripts/provision-kube.sh`` builds and caches (the recipe in ../shared/reference/real-kube-apiserver.md),
-on loopback ports, stopped by PID when the tests end. Tests using it skip, saying why, when the binaries
-are not there; ``.ci/run`` provisions them so CI always runs them."""
+"""A real kube-apiserver and etcd (not a mock), for the integration tests and the live benchmark: started
+from the binaries ``scripts/provision-kube.sh`` builds and caches (the recipe in
+../shared/reference/real-kube-apiserver.md), on free loopback ports, stopped by PID when done.
+
+Who calls it: ``tests/test_kubernetes.py`` (which skips, saying why, when the binaries are not there;
+``.ci/run`` provisions them) and ``hetsched bench live``."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pathlib import Path
 
 CACHE = Path(os.environ.get("HETSCHED_KUBE_CACHE", "/var/cache/hetsched-kube"))
 APISERVER = CACHE / "bin" / "kube-apiserver"
+KUBE_SCHEDULER = CACHE / "bin" / "kube-scheduler"
 ADMIN_TOKEN = "hetsched-admin-token"
 
 

@@ -1,0 +1,209 @@
+"""``hetsched bench live``: scheduling throughput on a real kube-apiserver, in one run, for three binders:
+hetsched's scheduler process, kube-scheduler v1.20.2 built from the same source tree (same client QPS and
+burst), and a raw binder that binds pods to precomputed nodes as fast as the API allows (the ceiling).
+
+Who calls it: the CLI (``hetsched bench live --nodes N --pods M --json OUT``). It starts etcd and
+kube-apiserver itself from the cached build (``scripts/provision-kube.sh``), stops them when done, and
+never leaves a process behind.
+
+Method (the same for all three): ``nodes`` fake nodes (32 CPUs, Ready, no kubelet — as KWOK-style
+benchmarks do); for each binder its own namespace with ``pods`` pending pods (100m CPU each), created
+before the binder starts; a watch records the moment each pod is first seen bound; throughput is
+(pods − 1) / (last bind − first bind), so start-up and informer sync are not counted. hetsched's pods come
+in PodGroups of 10 (minMember 1: not gangs, as kube-scheduler knows none).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hetsched.benchmark.apiserver import KUBE_SCHEDULER, ApiServer, missing, real_apiserver
+from hetsched.cluster.kubernetes import KubeClient, KubeCluster
+
+CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+
+
+class BindWatch:
+    """Times the first sighting of each pod of a namespace bound to a node."""
+
+    def __init__(self, client: KubeClient, namespace: str, expected: int) -> None:
+        self.client, self.namespace, self.expected = client, namespace, expected
+        self.bound: dict[str, float] = {}
+        self.done = threading.Event()
+        listing = client.request("GET", f"/api/v1/namespaces/{namespace}/pods", query={"limit": 1})
+        self.version = listing["metadata"]["resourceVersion"]
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        while not self.done.is_set():
+            try:
+                for event in self.client.stream(path, {"watch": "true", "resourceVersion": self.version,
+                                                       "timeoutSeconds": 120}, 130):
+                    obj = event.get("object") or {}
+                    self.version = obj.get("metadata", {}).get("resourceVersion", self.version)
+                    name = obj.get("metadata", {}).get("name", "")
+                    if obj.get("spec", {}).get("nodeName") and name not in self.bound:
+                        self.bound[name] = time.monotonic()
+                        if len(self.bound) >= self.expected:
+                            self.done.set()
+                            return
+            except Exception:
+                time.sleep(0.2)
+
+    def rate(self, timeout: float) -> float:
+        if not self.done.wait(timeout):
+            raise RuntimeError(f"{self.namespace}: only {len(self.bound)} of {self.expected} pods bound "
+                               f"within {timeout:g}s")
+        times = sorted(self.bound.values())
+        return (len(times) - 1) / max(times[-1] - times[0], 1e-9)
+
+
+def _pod(name: str, namespace: str, scheduler: str, group: str | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if group:
+        metadata["annotations"] = {"scheduling.k8s.io/group-name": group}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "spec": {"schedulerName": scheduler, "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
+
+
+def _parallel(work: list[Any], fn: Any, workers: int = 16) -> None:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(fn, work))
+
+
+def _setup(client: KubeClient, nodes: int) -> None:
+    for path in sorted(CRDS.glob("*.yaml")):
+        client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                       body=yaml.safe_load(path.read_text()))
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            client.request("GET", "/apis/scheduling.volcano.sh/v1beta1/queues")
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    client.request("POST", "/apis/scheduling.volcano.sh/v1beta1/queues", body={
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"},
+        "spec": {"weight": 1}})
+
+    def node(index: int) -> None:
+        name = f"node-{index:05d}"
+        client.request("POST", "/api/v1/nodes", body={"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+        resources = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+        client.request("PATCH", f"/api/v1/nodes/{name}/status", content_type="application/merge-patch+json",
+                       body={"status": {"allocatable": resources, "capacity": resources,
+                                        "conditions": [{"type": "Ready", "status": "True", "reason": "Bench"}]}})
+        client.request("PATCH", f"/api/v1/nodes/{name}", content_type="application/merge-patch+json",
+                       body={"spec": {"taints": None}})
+
+    _parallel(list(range(nodes)), node)
+    for namespace in ("raw", "kube", "het"):
+        client.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                           "metadata": {"name": namespace}})
+
+
+def _raw(client: KubeClient, nodes: int, pods: int, qps: float, burst: int, workers: int) -> float:
+    _parallel(list(range(pods)), lambda i: client.request("POST", "/api/v1/namespaces/raw/pods",
+                                                          body=_pod(f"p{i:06d}", "raw", "nobody")))
+    watch = BindWatch(client, "raw", pods)
+    cluster = KubeCluster(client, qps=qps, burst=burst, bind_workers=workers)
+    failures = cluster.bind_all([(f"raw/p{i:06d}", f"node-{i % nodes:05d}", None) for i in range(pods)])
+    if failures:
+        raise RuntimeError(f"raw binder: {len(failures)} binds failed, first: {failures[0][1]}")
+    return watch.rate(60)
+
+
+def _kube_scheduler(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: int, directory: Path) -> float:
+    _parallel(list(range(pods)), lambda i: client.request("POST", "/api/v1/namespaces/kube/pods",
+                                                          body=_pod(f"p{i:06d}", "kube", "default-scheduler")))
+    kubeconfig = directory / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "bench",
+        "clusters": [{"name": "bench", "cluster": {"server": api.url, "certificate-authority": api.ca}}],
+        "users": [{"name": "admin", "user": {"token": api.token}}],
+        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "admin"}}]}))
+    watch = BindWatch(client, "kube", pods)
+    with (directory / "kube-scheduler.log").open("w") as log:
+        process = subprocess.Popen([str(KUBE_SCHEDULER), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
+                                    f"--kube-api-qps={qps:g}", f"--kube-api-burst={burst}", "--port=0",
+                                    "--secure-port=0"], stdout=log, stderr=log)
+    try:
+        return watch.rate(600)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _hetsched(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: int, workers: int,
+              directory: Path) -> float:
+    groups = (pods + 9) // 10
+
+    def submit(group: int) -> None:
+        name = f"g{group:05d}"
+        client.request("POST", "/apis/scheduling.volcano.sh/v1beta1/namespaces/het/podgroups", body={
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "het"}, "spec": {"minMember": 1, "queue": "default"}})
+        for member in range(group * 10, min(pods, group * 10 + 10)):
+            client.request("POST", "/api/v1/namespaces/het/pods", body=_pod(f"p{member:06d}", "het", "volcano", name))
+
+    _parallel(list(range(groups)), submit)
+    token = directory / "token"
+    token.write_text(api.token)
+    watch = BindWatch(client, "het", pods)
+    with (directory / "hetsched-scheduler.log").open("w") as log:
+        process = subprocess.Popen([sys.executable, "-m", "hetsched.cli.main", "scheduler", "--server", api.url,
+                                    "--token-file", str(token), "--ca-file", api.ca, "--no-leader-elect",
+                                    "--period", "0.01", "--qps", f"{qps:g}", "--burst", str(burst),
+                                    "--bind-workers", str(workers)], stdout=log, stderr=log)
+    try:
+        return watch.rate(600)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def run_live_benchmark(nodes: int, pods: int, *, qps: float = 1000.0, burst: int = 1000,
+                       workers: int = 16) -> dict[str, Any]:
+    why = missing() or ("" if KUBE_SCHEDULER.exists() else f"kube-scheduler not built at {KUBE_SCHEDULER}")
+    if why:
+        raise RuntimeError(f"bench live needs the provisioned binaries: {why}")
+    if not CRDS.is_dir():
+        raise RuntimeError(f"bench live needs the CRDs at {CRDS} (run it from a source checkout)")
+    with tempfile.TemporaryDirectory(prefix="hetsched-live-") as tmp:
+        directory = Path(tmp)
+        with real_apiserver(directory) as api:
+            client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+            started = time.monotonic()
+            _setup(client, nodes)
+            raw = _raw(client, nodes, pods, qps, burst, workers)
+            kube = _kube_scheduler(api, client, pods, qps, burst, directory)
+            het = _hetsched(api, client, pods, qps, burst, workers, directory)
+            with contextlib.suppress(Exception):
+                client.api.close()  # type: ignore[no-untyped-call]
+    return {"nodes": nodes, "pods": pods, "qps": qps, "burst": burst, "bindWorkers": workers,
+            "hetsched_pods_per_second": round(het, 1), "kube_scheduler_pods_per_second": round(kube, 1),
+            "raw_binds_per_second": round(raw, 1), "hetsched_vs_kube_scheduler": round(het / kube, 3),
+            "hetsched_vs_raw_binder": round(het / raw, 3), "seconds": round(time.monotonic() - started, 1)}
