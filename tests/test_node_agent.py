@@ -186,3 +186,38 @@ def test_model_names_become_valid_label_values() -> None:
     assert label_value("NVIDIA A100-SXM4-80GB") == "NVIDIA-A100-SXM4-80GB"
     assert label_value(" (MLU370-X4) ") == "MLU370-X4"
     assert len(label_value("x" * 100)) == 63
+
+
+def test_the_scheduler_reads_ascends_device_info_config_map_when_there_is_no_annotation() -> None:
+    """A cluster running Huawei's device plugin publishes chip health only in
+    kube-system/mindx-dl-deviceinfo-<node>: chips 0 and 1 are unhealthy there, so a 2-chip pod gets two
+    others; a ConfigMap whose CheckCode does not match is reported and gives no chips."""
+    from hetsched.devices.inventory import Chip, DeviceSet, to_ascend_device_info
+    from hetsched.scheduler.runner import Scheduler
+    from tests.builders import pod, podgroup, queue
+
+    clock = SimClock()
+    cluster = MemoryCluster(clock)
+    cluster.create(queue("default"))
+    base = node("a0", cpu="64")
+    cluster.create(base.model_copy(update={
+        "metadata": base.metadata.model_copy(update={"labels": {"node.kubernetes.io/npu.chip.name": "910B3"}}),
+        "status": base.status.model_copy(update={"allocatable": {**base.status.allocatable,
+                                                                 "huawei.com/Ascend910": 6000}})}))
+    chips = [Chip(id=i, health="Unhealthy" if i < 2 else "Healthy") for i in range(8)]
+    data = to_ascend_device_info(DeviceSet(resource="huawei.com/Ascend910", chips=chips), 1)
+    cluster.create(ConfigMap.model_validate({"metadata": {"name": "mindx-dl-deviceinfo-a0",
+                                                          "namespace": "kube-system"}, "data": data}))
+    scheduler = Scheduler(cluster, cluster, cluster, clock, evictor=cluster)
+    cluster.create(podgroup("job", 1, phase="Inqueue"))
+    cluster.create(pod("job-0", "job", cpu="1", limits={"huawei.com/Ascend910": 2}))
+    scheduler.run_once()
+    placed = cluster.get("Pod", "default/job-0")
+    assert isinstance(placed, Pod) and placed.spec.nodeName == "a0"
+    held = json.loads(placed.metadata.annotations["hetsched.io/allocation"])["huawei.com/Ascend910"]
+    assert not set(held) & {0, 1}
+    tampered = cluster.get("ConfigMap", "kube-system/mindx-dl-deviceinfo-a0")
+    assert isinstance(tampered, ConfigMap)
+    cluster.update(tampered.model_copy(update={"data": {"DeviceInfoCfg": data["DeviceInfoCfg"].replace(
+        '"CheckCode":"', '"CheckCode":"0')}}))
+    assert "CheckCode does not match" in scheduler.cache.inventory_errors["a0"]

@@ -9,8 +9,9 @@ never leaves a process behind.
 Method (the same for all three): ``nodes`` fake nodes (32 CPUs, Ready, no kubelet — as KWOK-style
 benchmarks do); for each binder its own namespace with ``pods`` pending pods (100m CPU each), created
 before the binder starts; a watch records the moment each pod is first seen bound; throughput is
-(pods − 1) / (last bind − first bind), so start-up and informer sync are not counted. hetsched's pods come
-in PodGroups of 10 (minMember 1: not gangs, as kube-scheduler knows none).
+(pods − 1) / (last bind − first bind), so start-up and informer sync are not counted. Each binder is its
+own process (the raw binder too), so the watching process never competes with it for the interpreter.
+hetsched's pods come in PodGroups of 10 (minMember 1: not gangs, as kube-scheduler knows none).
 """
 
 from __future__ import annotations
@@ -117,15 +118,28 @@ def _setup(client: KubeClient, nodes: int) -> None:
                                                            "metadata": {"name": namespace}})
 
 
-def _raw(client: KubeClient, nodes: int, pods: int, qps: float, burst: int, workers: int) -> float:
+def _raw(api: ApiServer, client: KubeClient, nodes: int, pods: int, qps: float, burst: int, workers: int,
+         directory: Path) -> float:
+    """The ceiling: a separate process binds every pod to a precomputed node from ``workers`` threads."""
     _parallel(list(range(pods)), lambda i: client.request("POST", "/api/v1/namespaces/raw/pods",
                                                           body=_pod(f"p{i:06d}", "raw", "nobody")))
     watch = BindWatch(client, "raw", pods)
-    cluster = KubeCluster(client, qps=qps, burst=burst, bind_workers=workers)
+    token = directory / "token"
+    token.write_text(api.token)
+    done = subprocess.run([sys.executable, "-m", "hetsched.benchmark.live", api.url, str(token), api.ca, str(nodes),
+                           str(pods), f"{qps:g}", str(burst), str(workers)], capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"raw binder: {done.stderr.strip()[-500:]}")
+    return watch.rate(60)
+
+
+def raw_bind(url: str, token: str, ca: str, nodes: int, pods: int, qps: float, burst: int, workers: int) -> None:
+    """Bind pods ``raw/p000000…`` round-robin to ``node-00000…`` (the raw binder's process)."""
+    cluster = KubeCluster(KubeClient.from_token(url, token, ca_file=ca), qps=qps, burst=burst, bind_workers=workers)
     failures = cluster.bind_all([(f"raw/p{i:06d}", f"node-{i % nodes:05d}", None) for i in range(pods)])
     if failures:
-        raise RuntimeError(f"raw binder: {len(failures)} binds failed, first: {failures[0][1]}")
-    return watch.rate(60)
+        raise SystemExit(f"{len(failures)} binds failed, first: {failures[0][1]}")
 
 
 def _kube_scheduler(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: int, directory: Path) -> float:
@@ -198,7 +212,7 @@ def run_live_benchmark(nodes: int, pods: int, *, qps: float = 1000.0, burst: int
             client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
             started = time.monotonic()
             _setup(client, nodes)
-            raw = _raw(client, nodes, pods, qps, burst, workers)
+            raw = _raw(api, client, nodes, pods, qps, burst, workers, directory)
             kube = _kube_scheduler(api, client, pods, qps, burst, directory)
             het = _hetsched(api, client, pods, qps, burst, workers, directory)
             with contextlib.suppress(Exception):
@@ -207,3 +221,9 @@ def run_live_benchmark(nodes: int, pods: int, *, qps: float = 1000.0, burst: int
             "hetsched_pods_per_second": round(het, 1), "kube_scheduler_pods_per_second": round(kube, 1),
             "raw_binds_per_second": round(raw, 1), "hetsched_vs_kube_scheduler": round(het / kube, 3),
             "hetsched_vs_raw_binder": round(het / raw, 3), "seconds": round(time.monotonic() - started, 1)}
+
+
+if __name__ == "__main__":  # the raw binder's process: URL TOKEN_FILE CA NODES PODS QPS BURST WORKERS
+    url, token_file, ca, node_count, pod_count, rate, bursts, threads = sys.argv[1:9]
+    raw_bind(url, Path(token_file).read_text().strip(), ca, int(node_count), int(pod_count), float(rate), int(bursts),
+             int(threads))

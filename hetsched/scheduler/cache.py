@@ -22,6 +22,7 @@ import numpy as np
 from hetsched.api.disruption import covers, disruptions_allowed
 from hetsched.api.objects import (
     NUMA_POLICY_ANNOTATION,
+    ConfigMap,
     Node,
     Pod,
     PodDisruptionBudget,
@@ -31,11 +32,14 @@ from hetsched.api.objects import (
     Taint,
     max_unavailable,
 )
+from hetsched.devices.catalog import default_topology
 from hetsched.devices.inventory import (
     MEMORY_OF,
     NODE_ANNOTATION,
     SHARE_OF,
+    DeviceSet,
     InventoryError,
+    from_ascend_device_info,
     parse_node_devices,
     pod_allocation,
 )
@@ -59,7 +63,10 @@ from hetsched.scheduler.snapshot import (
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_ANNOTATION = "volcano.sh/task-spec"
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget", "ConfigMap")
+ASCEND_INFO_PREFIX = "mindx-dl-deviceinfo-"
+"""Ascend's device-info ConfigMaps (``kube-system/mindx-dl-deviceinfo-<node>``): the chip health of a node
+whose inventory annotation is absent (a cluster running Huawei's device plugin, not hetsched's agent)."""
 CHIP_SLOTS = 16
 MAX_NUMA = 8
 
@@ -170,6 +177,8 @@ class SchedulerCache:
         self._queues: dict[str, Queue] = {}
         self._priority_classes: dict[str, PriorityClass] = {}
         self._budgets: dict[str, PodDisruptionBudget] = {}
+        self._ascend_info: dict[str, dict[str, str]] = {}
+        """Node name → the data of its Ascend device-info ConfigMap."""
         self._vectors: dict[object, IntArray] = {}
         self._static_arrays: NodeArrays | None = None
         self._devices: dict[str, _Devices] = {}
@@ -198,6 +207,8 @@ class SchedulerCache:
                 self._priority_classes.pop(obj.metadata.name, None)
             else:
                 self._priority_classes[obj.metadata.name] = obj
+        elif isinstance(obj, ConfigMap):
+            self._on_config_map(event.type, obj)
         elif isinstance(obj, PodDisruptionBudget):
             key = f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
             if event.type == "DELETED":
@@ -417,8 +428,32 @@ class SchedulerCache:
         self._ready[row] = node.status.ready
         self._exists[row] = True
 
+    def _on_config_map(self, type_: str, config_map: ConfigMap) -> None:
+        name = config_map.metadata.name
+        if config_map.metadata.namespace != "kube-system" or not name.startswith(ASCEND_INFO_PREFIX):
+            return
+        node = name[len(ASCEND_INFO_PREFIX):]
+        if type_ == "DELETED":
+            self._ascend_info.pop(node, None)
+        else:
+            self._ascend_info[node] = dict(config_map.data)
+        known = self._node_objects.get(node)
+        if known is not None and NODE_ANNOTATION not in known.metadata.annotations:
+            self._on_node("MODIFIED", known)
+
+    def _ascend_sets(self, node: Node) -> list[DeviceSet]:
+        """The node's chips from Ascend's device-info ConfigMap (CheckCode verified), topology from its
+        model label and chip count."""
+        name = node.metadata.name
+        data = self._ascend_info[name]
+        sets = from_ascend_device_info(data, name, topology="generic")
+        model = node.metadata.labels.get("node.kubernetes.io/npu.chip.name", "")
+        return [s.model_copy(update={"model": model, "topology": default_topology(
+            "ascend", f"Ascend{model}" if model else s.resource.rsplit("/", 1)[-1], len(s.chips))}) for s in sets]
+
     def _on_node_devices(self, row: int, node: Node) -> None:
-        """Read the node's chip inventory (``hetsched.io/devices``); keep chips in use across updates."""
+        """Read the node's chip inventory (``hetsched.io/devices``, else Ascend's device-info ConfigMap);
+        keep chips in use across updates."""
         name = node.metadata.name
         raw = node.metadata.annotations.get(NODE_ANNOTATION)
         self.inventory_errors.pop(name, None)
@@ -426,6 +461,11 @@ class SchedulerCache:
         if raw is not None:
             try:
                 sets = parse_node_devices(raw, name).devices
+            except InventoryError as exc:
+                self.inventory_errors[name] = str(exc)
+        elif name in self._ascend_info:
+            try:
+                sets = self._ascend_sets(node)
             except InventoryError as exc:
                 self.inventory_errors[name] = str(exc)
         for devices in self._devices.values():
