@@ -39,22 +39,25 @@ pytestmark = pytest.mark.skipif(bool(missing()), reason=missing() or "available"
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     with real_apiserver(tmp_path_factory.mktemp("apiserver"), users={SCHEDULER_TOKEN: SCHEDULER_USER}) as server:
-        client = KubeClient.from_token(server.url, server.token, ca_file=server.ca)
-        for path in sorted((ROOT / "deploy" / "crds").glob("*.yaml")):
-            client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                           body=yaml.safe_load(path.read_text()))
-        deadline = time.monotonic() + 30
-        while True:  # the CRDs are served once established
-            try:
-                for path in ("/apis/batch.volcano.sh/v1alpha1/jobs", "/apis/scheduling.volcano.sh/v1beta1/queues",
-                             "/apis/scheduling.volcano.sh/v1beta1/podgroups", "/apis/bus.volcano.sh/v1alpha1/commands"):
-                    client.request("GET", path)
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        install_crds(KubeClient.from_token(server.url, server.token, ca_file=server.ca))
         yield server
+
+
+def install_crds(client: KubeClient) -> None:
+    for path in sorted((ROOT / "deploy" / "crds").glob("*.yaml")):
+        client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                       body=yaml.safe_load(path.read_text()))
+    deadline = time.monotonic() + 30
+    while True:  # the CRDs are served once established
+        try:
+            for path in ("/apis/batch.volcano.sh/v1alpha1/jobs", "/apis/scheduling.volcano.sh/v1beta1/queues",
+                         "/apis/scheduling.volcano.sh/v1beta1/podgroups", "/apis/bus.volcano.sh/v1alpha1/commands"):
+                client.request("GET", path)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def cluster_for(api: ApiServer) -> KubeCluster:
@@ -374,3 +377,57 @@ def test_the_node_agent_publishes_to_a_real_apiserver(api: ApiServer, tmp_path: 
     stored = from_api("Node", cluster.client.request("GET", "/api/v1/nodes/agent-node"))
     assert isinstance(stored, Node) and TAINT in stored.spec.taints
     assert any(c.type == "Ready" for c in stored.status.conditions)  # the kubelet's conditions are kept
+
+
+def test_an_object_that_fails_validation_is_reported_as_an_event_not_a_crash(api: ApiServer) -> None:
+    """With no webhook in the way, a Job with a misspelt event reaches the store: the adapter leaves it out,
+    says why in a Warning Event on it, and keeps delivering everything else."""
+    client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+    client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs", body={
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "broken"},
+        "spec": {"policies": [{"event": "PodFailure", "action": "RestartJob"}],
+                 "tasks": [{"name": "w", "replicas": 1, "template": {"spec": {"containers": [
+                     {"name": "c", "image": "busybox"}]}}}]}})
+    cluster = cluster_for(api)
+    seen: list[str] = []
+    cluster.watch(("Job",), lambda event: seen.append(event.object.metadata.name))
+    assert cluster.wait_synced(30)
+    cluster.pump()
+    cluster.stop()
+    assert "broken" not in seen
+    events = client.request("GET", "/api/v1/namespaces/default/events")["items"]
+    found = [e for e in events if e["involvedObject"].get("name") == "broken" and e["reason"] == "InvalidObject"]
+    assert found and "spec.policies.0.event" in found[0]["message"] and found[0]["type"] == "Warning"
+
+
+def test_an_api_server_outage_makes_the_scheduler_wait_and_resume(tmp_path: Path) -> None:
+    """The scheduler binds a gang; kube-apiserver goes away and comes back (same etcd); the scheduler
+    process backs off instead of dying, then binds the next gang — nothing bound twice."""
+    with real_apiserver(tmp_path) as api:
+        install_crds(KubeClient.from_token(api.url, api.token, ca_file=api.ca))
+        cluster = cluster_for(api)
+        cluster.create(Queue.model_validate({"metadata": {"name": "default"}}))
+        for i in range(4):
+            add_node(cluster, node(f"o-{i}", cpu="4"))
+        process = start_process(api, tmp_path, "scheduler", "outage", "--period", "0.2", "--no-leader-elect")
+        try:
+            gangs(cluster, "before", 2, 4)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not all(p.spec.nodeName for p in bound_pods(cluster, "before")):
+                time.sleep(0.2)
+            api.restart()
+            assert process.poll() is None  # still running through the outage
+            gangs(cluster, "after", 2, 4)
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and not all(p.spec.nodeName for p in bound_pods(cluster, "after")):
+                time.sleep(0.3)
+            pods = bound_pods(cluster, "before") + bound_pods(cluster, "after")
+            log = (tmp_path / "scheduler-outage.log").read_text()
+            assert len(pods) == 16 and all(p.spec.nodeName for p in pods), log
+            per_node: dict[str, int] = {}
+            for p in pods:
+                per_node[p.spec.nodeName] = per_node.get(p.spec.nodeName, 0) + 1
+            assert max(per_node.values()) <= 4  # 4 CPUs each: nothing bound twice
+            assert process.poll() is None
+        finally:
+            stop_process(process)

@@ -14,7 +14,7 @@ import ssl
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +45,42 @@ class ApiServer:
     url: str
     token: str
     directory: Path
+    restart: Callable[[], None]
+    """Stop kube-apiserver and start it again on the same port and etcd (an API server outage)."""
 
     @property
     def ca(self) -> str:
         """The self-signed serving certificate the apiserver wrote (clients verify against it)."""
         return str(self.directory / "certs" / "apiserver.crt")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # a slow graceful shutdown: end it
+        process.kill()
+        process.wait()
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    deadline = time.monotonic() + 90
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"kube-apiserver exited: {log.read_text()[-2000:]}")
+        try:
+            request = urllib.request.Request(f"{url}/readyz", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+            with urllib.request.urlopen(request, context=context, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("kube-apiserver not ready within 90 s")
+        time.sleep(0.5)
 
 
 @contextmanager
@@ -61,47 +92,33 @@ def real_apiserver(directory: Path, users: dict[str, str] | None = None) -> Iter
     (directory / "tokens.csv").write_text("\n".join(tokens) + "\n")
     subprocess.run(["openssl", "genrsa", "-out", str(directory / "sa.key"), "2048"], check=True,
                    capture_output=True)
-    logs = (directory / "etcd.log").open("w"), (directory / "apiserver.log").open("w")
+    log_path = directory / "apiserver.log"
+    logs = (directory / "etcd.log").open("w"), log_path.open("w")
     etcd = subprocess.Popen(["etcd", "--data-dir", str(directory / "etcd"),
                              "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
                              "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
                              "--listen-peer-urls", f"http://127.0.0.1:{peer_port}"], stdout=logs[0], stderr=logs[0])
-    apiserver = subprocess.Popen([
+    command = [
         str(APISERVER), f"--etcd-servers=http://127.0.0.1:{etcd_port}", "--bind-address=127.0.0.1",
         f"--secure-port={api_port}", "--service-account-issuer=https://kubernetes.default.svc",
         f"--service-account-key-file={directory / 'sa.key'}",
         f"--service-account-signing-key-file={directory / 'sa.key'}",
         f"--token-auth-file={directory / 'tokens.csv'}", "--authorization-mode=RBAC",
         "--service-cluster-ip-range=10.0.0.0/24", f"--cert-dir={directory / 'certs'}",
-        "--disable-admission-plugins=ServiceAccount"], stdout=logs[1], stderr=logs[1])
+        "--disable-admission-plugins=ServiceAccount"]
     url = f"https://127.0.0.1:{api_port}"
+    running = [subprocess.Popen(command, stdout=logs[1], stderr=logs[1])]
+
+    def restart() -> None:
+        _stop(running[0])
+        running[0] = subprocess.Popen(command, stdout=logs[1], stderr=logs[1])
+        _wait_ready(url, running[0], log_path)
+
     try:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        deadline = time.monotonic() + 90
-        while True:
-            if apiserver.poll() is not None:
-                raise RuntimeError(f"kube-apiserver exited: {(directory / 'apiserver.log').read_text()[-2000:]}")
-            try:
-                request = urllib.request.Request(f"{url}/readyz", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-                with urllib.request.urlopen(request, context=context, timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("kube-apiserver not ready within 90 s")
-            time.sleep(0.5)
-        yield ApiServer(url, ADMIN_TOKEN, directory)
+        _wait_ready(url, running[0], log_path)
+        yield ApiServer(url, ADMIN_TOKEN, directory, restart)
     finally:
-        for process in (apiserver, etcd):
-            process.terminate()
-        for process in (apiserver, etcd):
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:  # a slow graceful shutdown: end it
-                process.kill()
-                process.wait()
+        _stop(running[0])
+        _stop(etcd)
         for log in logs:
             log.close()

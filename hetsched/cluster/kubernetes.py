@@ -307,6 +307,7 @@ class KubeCluster:
         self._versions: dict[str, str] = {}
         self.relists = 0
         self.version = 0
+        self._reported: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------------------------ informers
 
@@ -390,8 +391,8 @@ class KubeCluster:
                 continue
             try:
                 obj = from_api(kind, raw or {})
-            except Invalid as exc:
-                log.error("ignoring %s", exc)  # the webhook refuses such objects; never crash on one
+            except Invalid as exc:  # the webhook refuses such objects; one that got in is reported, not fatal
+                self._report_invalid(kind, raw or {}, exc)
                 continue
             key = object_key(obj)
             cache = self._cache[kind]
@@ -414,7 +415,7 @@ class KubeCluster:
             try:
                 obj = from_api(kind, raw)
             except Invalid as exc:
-                log.error("ignoring %s", exc)
+                self._report_invalid(kind, raw, exc)
                 continue
             fresh[object_key(obj)] = obj
         cache = self._cache[kind]
@@ -431,6 +432,28 @@ class KubeCluster:
                 self._deliver(WatchEvent("MODIFIED" if previous is not None else "ADDED", obj, previous))
                 changes += 1
         return changes
+
+    def _report_invalid(self, kind: str, raw: Mapping[str, Any], exc: Exception) -> None:
+        """A Warning Event ``InvalidObject`` on an object hetsched cannot read (once per version); the object
+        is left out of the cache, every component keeps running."""
+        metadata = raw.get("metadata") or {}
+        seen = (metadata.get("uid", ""), metadata.get("resourceVersion", ""))
+        if seen in self._reported:
+            return
+        self._reported.add(seen)
+        log.error("ignoring %s", exc)
+        resource = self._resource(kind)
+        namespace = metadata.get("namespace") or "default"
+        now = _to_rfc3339(time.time())
+        body = {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{metadata.get('name', 'object')}.", "namespace": namespace},
+                "involvedObject": {"apiVersion": resource.api_version, "kind": kind, "name": metadata.get("name"),
+                                   "namespace": metadata.get("namespace"), "uid": metadata.get("uid"),
+                                   "resourceVersion": metadata.get("resourceVersion")},
+                "reason": "InvalidObject", "message": str(exc)[:1024], "type": "Warning",
+                "source": {"component": "hetsched"}, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
+        with contextlib.suppress(ApiError, Invalid, NotFound, Conflict, TooManyRequests):
+            self.client.request("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
 
     def _deliver(self, event: WatchEvent) -> None:
         self.version += 1
