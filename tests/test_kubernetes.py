@@ -381,7 +381,7 @@ def test_the_node_agent_publishes_to_a_real_apiserver(api: ApiServer, tmp_path: 
 
 def test_an_object_that_fails_validation_is_reported_as_an_event_not_a_crash(api: ApiServer) -> None:
     """With no webhook in the way, a Job with a misspelt event reaches the store: the adapter leaves it out,
-    says why in a Warning Event on it, and keeps delivering everything else."""
+    says why in a Warning Event and an ``Invalid`` condition on it, and keeps delivering everything else."""
     client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
     client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs", body={
         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "broken"},
@@ -397,7 +397,10 @@ def test_an_object_that_fails_validation_is_reported_as_an_event_not_a_crash(api
     assert "broken" not in seen
     events = client.request("GET", "/api/v1/namespaces/default/events")["items"]
     found = [e for e in events if e["involvedObject"].get("name") == "broken" and e["reason"] == "InvalidObject"]
-    assert found and "spec.policies.0.event" in found[0]["message"] and found[0]["type"] == "Warning"
+    assert found and "spec.policies[0].event" in found[0]["message"] and found[0]["type"] == "Warning"
+    job = client.request("GET", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/broken")
+    (condition,) = [c for c in job["status"]["conditions"] if c["type"] == "Invalid"]
+    assert condition["reason"] == "ValidationFailed" and "PodFailure" in condition["message"]
 
 
 def test_an_api_server_outage_makes_the_scheduler_wait_and_resume(tmp_path: Path) -> None:
@@ -431,3 +434,36 @@ def test_an_api_server_outage_makes_the_scheduler_wait_and_resume(tmp_path: Path
             assert process.poll() is None
         finally:
             stop_process(process)
+
+
+def test_evictions_go_through_the_eviction_api_and_respect_disruption_budgets(api: ApiServer) -> None:
+    """Kubernetes 1.20 has no policy/v1 Eviction: the adapter falls back to policy/v1beta1. A budget that
+    allows nothing makes the API server answer 429, which is TooManyRequests; without it the pod goes; a pod
+    that does not exist is NotFound."""
+    from hetsched.ports import NotFound, TooManyRequests
+
+    cluster = cluster_for(api)
+    with contextlib.suppress(Conflict):
+        cluster.create(Queue.model_validate({"metadata": {"name": "default"}}))
+    add_node(cluster, node("evict-node", cpu="8"))
+    gangs(cluster, "e", 1, 2)
+    for name in ("e0-0", "e0-1"):
+        cluster.client.request("PATCH", f"/api/v1/namespaces/default/pods/{name}",
+                               content_type="application/merge-patch+json", body={"metadata": {"labels": {"app": "e"}}})
+        cluster.bind(f"default/{name}", "evict-node")
+        cluster.client.request("PATCH", f"/api/v1/namespaces/default/pods/{name}/status",
+                               content_type="application/merge-patch+json",
+                               body={"status": {"phase": "Running", "conditions": [
+                                   {"type": "Ready", "status": "True"}]}})
+    cluster.client.request("POST", "/apis/policy/v1beta1/namespaces/default/poddisruptionbudgets", body={
+        "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget", "metadata": {"name": "e0"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "e"}}}})
+    with pytest.raises(TooManyRequests):  # no disruption controller here: the budget allows nothing → 429
+        cluster.evict("default/e0-0", "test")
+    cluster.client.request("GET", "/api/v1/namespaces/default/pods/e0-0")  # still there
+    cluster.client.request("DELETE", "/apis/policy/v1beta1/namespaces/default/poddisruptionbudgets/e0")
+    cluster.evict("default/e0-0", "test")
+    # no kubelet here to confirm: the evicted pod is terminating (its deletion stamped), not yet gone
+    assert cluster.client.request("GET", "/api/v1/namespaces/default/pods/e0-0")["metadata"]["deletionTimestamp"]
+    with pytest.raises(NotFound):
+        cluster.evict("default/nope", "test")

@@ -44,6 +44,7 @@ import kubernetes.client
 import kubernetes.config
 from pydantic import ValidationError
 
+from hetsched.api.manifest import parse_document
 from hetsched.api.objects import KINDS, AnyObject, Condition, object_key
 from hetsched.ports import Conflict, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
 
@@ -143,11 +144,12 @@ def from_api(kind: str, data: Mapping[str, Any]) -> AnyObject:
     converted["apiVersion"] = RESOURCES[kind].api_version if kind != "PodDisruptionBudget" else "policy/v1"
     try:
         return _MODELS[kind].model_validate(converted)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
+    except ValidationError:
+        parsed = parse_document(converted, kind, 1)  # the messages `hetsched validate` prints
         name = (data.get("metadata") or {}).get("name", "?")
-        raise Invalid(f"{kind} {name}: {where}: {first['msg']}") from None
+        problems = parsed if isinstance(parsed, list) else []
+        text = "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems) or "invalid"
+        raise Invalid(f"{kind} {name}: {text}") from None
 
 
 MAPS = frozenset({"labels", "annotations", "data", "nodeSelector", "matchLabels", "envs"})
@@ -434,11 +436,12 @@ class KubeCluster:
         return changes
 
     def _report_invalid(self, kind: str, raw: Mapping[str, Any], exc: Exception) -> None:
-        """A Warning Event ``InvalidObject`` on an object hetsched cannot read (once per version); the object
-        is left out of the cache, every component keeps running."""
+        """A Warning Event ``InvalidObject`` and, for Jobs, PodGroups and Queues, a status condition ``Invalid``
+        on an object hetsched cannot read (once per problem); the object is left out of the cache and every
+        component keeps running."""
         metadata = raw.get("metadata") or {}
-        seen = (metadata.get("uid", ""), metadata.get("resourceVersion", ""))
-        if seen in self._reported:
+        seen = (metadata.get("uid", ""), str(exc))
+        if seen in self._reported:  # by message: the condition written below makes a new version
             return
         self._reported.add(seen)
         log.error("ignoring %s", exc)
@@ -454,6 +457,13 @@ class KubeCluster:
                 "source": {"component": "hetsched"}, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
         with contextlib.suppress(ApiError, Invalid, NotFound, Conflict, TooManyRequests):
             self.client.request("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
+        if kind in ("Job", "PodGroup", "Queue") and metadata.get("name"):  # and a condition on the object itself
+            condition = {"type": "Invalid", "status": "True", "reason": "ValidationFailed",
+                         "message": str(exc)[:1024], "lastTransitionTime": now}
+            path = resource.path(metadata.get("namespace"), metadata["name"], "status")
+            with contextlib.suppress(ApiError, Invalid, NotFound, Conflict, TooManyRequests):
+                self.client.request("PATCH", path, body={"status": {"conditions": [condition]}},
+                                    content_type="application/merge-patch+json")
 
     def _deliver(self, event: WatchEvent) -> None:
         self.version += 1
