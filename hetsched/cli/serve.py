@@ -110,8 +110,10 @@ def _run(name: str, client: KubeClient, step: Any, setup: Any, period: float, le
             except typer.Exit:
                 raise
             except Exception as exc:  # an API server away: wait, then resume from fresh state
-                log.warning("%s: %s; retrying in %.1fs", name, exc, backoff)
-                stop.event.wait(backoff)
+                # a standby keeps its Lease rounds regular, so it can take over on time
+                wait = backoff if state is not None else min(backoff, retry_period)
+                log.warning("%s: %s; retrying in %.1fs", name, exc, wait)
+                stop.event.wait(wait)
                 backoff = min(backoff * 2, 30.0)
     finally:
         if elector is not None:
