@@ -48,11 +48,8 @@ def _on_signals(stop: threading.Event) -> None:
 
 def _connect(kubeconfig: str | None, server: str | None, token_file: Path | None,
              ca_file: Path | None) -> KubeClient:
-    if server:
-        if token_file is None:
-            raise ValueError("--server needs --token-file")
-        return KubeClient.from_token(server, token_file.read_text().strip(), ca_file=str(ca_file) if ca_file else None)
-    return KubeClient.from_kubeconfig(kubeconfig)
+    return KubeClient.connect(kubeconfig, server, str(token_file) if token_file else None,
+                              str(ca_file) if ca_file else None)
 
 
 def device_plugin(

@@ -61,12 +61,11 @@ Identity = Annotated[str | None, typer.Option("--id", envvar="HETSCHED_ID", help
 
 
 def _client(kubeconfig: str | None, server: str | None, token_file: Path | None, ca_file: Path | None) -> KubeClient:
-    if server:
-        if token_file is None:
-            raise typer.BadParameter("--server needs --token-file")
-        return KubeClient.from_token(server, token_file.read_text().strip(),
-                                     ca_file=str(ca_file) if ca_file else None)
-    return KubeClient.from_kubeconfig(kubeconfig)
+    try:
+        return KubeClient.connect(kubeconfig, server, str(token_file) if token_file else None,
+                                  str(ca_file) if ca_file else None)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 class _Stop:

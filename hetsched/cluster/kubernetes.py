@@ -204,6 +204,18 @@ class KubeClient:
         return cls(kubernetes.client.ApiClient(configuration))
 
     @classmethod
+    def connect(cls, kubeconfig: str | None = None, server: str | None = None, token_file: str | None = None,
+                ca_file: str | None = None) -> KubeClient:
+        """What the processes' connection flags say: ``server`` + ``token_file`` (+ ``ca_file``), else a
+        kubeconfig, else the in-cluster ServiceAccount. A ValueError names a missing flag."""
+        if server:
+            if token_file is None:
+                raise ValueError("--server needs --token-file")
+            with open(token_file, encoding="utf-8") as token:
+                return cls.from_token(server, token.read().strip(), ca_file=ca_file)
+        return cls.from_kubeconfig(kubeconfig)
+
+    @classmethod
     def from_token(cls, host: str, token: str, *, ca_file: str | None = None) -> KubeClient:
         configuration = kubernetes.client.Configuration()
         configuration.connection_pool_maxsize = cls.POOL
