@@ -54,7 +54,8 @@ class ApiServer:
         return str(self.directory / "certs" / "apiserver.crt")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 5 s of graceful shutdown; always reaped."""
     process.terminate()
     try:
         process.wait(timeout=5)
@@ -110,7 +111,7 @@ def real_apiserver(directory: Path, users: dict[str, str] | None = None) -> Iter
     running = [subprocess.Popen(command, stdout=logs[1], stderr=logs[1])]
 
     def restart() -> None:
-        _stop(running[0])
+        stop_process(running[0])
         running[0] = subprocess.Popen(command, stdout=logs[1], stderr=logs[1])
         _wait_ready(url, running[0], log_path)
 
@@ -118,7 +119,7 @@ def real_apiserver(directory: Path, users: dict[str, str] | None = None) -> Iter
         _wait_ready(url, running[0], log_path)
         yield ApiServer(url, ADMIN_TOKEN, directory, restart)
     finally:
-        _stop(running[0])
-        _stop(etcd)
+        stop_process(running[0])
+        stop_process(etcd)
         for log in logs:
             log.close()

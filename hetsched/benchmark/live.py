@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from hetsched.benchmark.apiserver import KUBE_SCHEDULER, ApiServer, missing, real_apiserver
+from hetsched.benchmark.apiserver import KUBE_SCHEDULER, ApiServer, missing, real_apiserver, stop_process
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
@@ -159,12 +159,7 @@ def _kube_scheduler(api: ApiServer, client: KubeClient, pods: int, qps: float, b
     try:
         return watch.rate(600)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 def _hetsched(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: int, workers: int,
@@ -191,12 +186,7 @@ def _hetsched(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: 
     try:
         return watch.rate(600)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 def run_live_benchmark(nodes: int, pods: int, *, qps: float = 1000.0, burst: int = 1000,

@@ -457,22 +457,11 @@ class KubeCluster:
             return
         self._reported.add(seen)
         log.error("ignoring %s", exc)
-        resource = self._resource(kind)
-        namespace = metadata.get("namespace") or "default"
-        now = _to_rfc3339(time.time())
-        body = {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"generateName": f"{metadata.get('name', 'object')}.", "namespace": namespace},
-                "involvedObject": {"apiVersion": resource.api_version, "kind": kind, "name": metadata.get("name"),
-                                   "namespace": metadata.get("namespace"), "uid": metadata.get("uid"),
-                                   "resourceVersion": metadata.get("resourceVersion")},
-                "reason": "InvalidObject", "message": str(exc)[:1024], "type": "Warning",
-                "source": {"component": "hetsched"}, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
-        with contextlib.suppress(ApiError, Invalid, NotFound, Conflict, TooManyRequests):
-            self.client.request("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
+        self._post_event(kind, metadata, "InvalidObject", str(exc), "Warning")
         if kind in ("Job", "PodGroup", "Queue") and metadata.get("name"):  # and a condition on the object itself
             condition = {"type": "Invalid", "status": "True", "reason": "ValidationFailed",
-                         "message": str(exc)[:1024], "lastTransitionTime": now}
-            path = resource.path(metadata.get("namespace"), metadata["name"], "status")
+                         "message": str(exc)[:1024], "lastTransitionTime": _to_rfc3339(time.time())}
+            path = self._resource(kind).path(metadata.get("namespace"), metadata["name"], "status")
             with contextlib.suppress(ApiError, Invalid, NotFound, Conflict, TooManyRequests):
                 self.client.request("PATCH", path, body={"status": {"conditions": [condition]}},
                                     content_type="application/merge-patch+json")
@@ -622,17 +611,22 @@ class KubeCluster:
                             content_type="application/merge-patch+json")
 
     def record_event(self, obj: AnyObject, reason: str, message: str, type_: str = "Normal") -> None:
-        resource = self._resource(obj.kind)
-        namespace = obj.metadata.namespace or "default"
+        self._post_event(obj.kind, obj.metadata.model_dump(), reason, message, type_)
+
+    def _post_event(self, kind: str, metadata: Mapping[str, Any], reason: str, message: str, type_: str) -> None:
+        """A ``core/v1`` Event about the object ``metadata`` describes; an Event is never worth failing a cycle."""
+        resource = self._resource(kind)
+        namespace = metadata.get("namespace") or "default"
         now = _to_rfc3339(time.time())
         body = {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"generateName": f"{obj.metadata.name}.", "namespace": namespace},
-                "involvedObject": {"apiVersion": resource.api_version, "kind": obj.kind, "name": obj.metadata.name,
+                "metadata": {"generateName": f"{metadata.get('name') or 'object'}.", "namespace": namespace},
+                "involvedObject": {"apiVersion": resource.api_version, "kind": kind, "name": metadata.get("name"),
                                    "namespace": namespace if resource.namespaced else None,
-                                   "uid": obj.metadata.uid or None},
+                                   "uid": metadata.get("uid") or None,
+                                   "resourceVersion": metadata.get("resourceVersion") or None},
                 "reason": reason, "message": message[:1024], "type": type_, "source": {"component": "hetsched"},
                 "firstTimestamp": now, "lastTimestamp": now, "count": 1}
         try:
             self.client.request("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
-        except (ApiError, Invalid, NotFound, Conflict) as exc:  # an Event is never worth failing a cycle
-            log.warning("event %s on %s not recorded: %s", reason, obj.metadata.name, exc)
+        except (ApiError, Invalid, NotFound, Conflict, TooManyRequests) as exc:
+            log.warning("event %s on %s not recorded: %s", reason, metadata.get("name"), exc)

@@ -30,6 +30,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hetsched.api.disruption import owner_job
 from hetsched.api.objects import Condition, Job, Node, Pod, max_unavailable
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, DeviceSet, parse_node_devices
@@ -142,13 +143,17 @@ def drain_step(cluster: MemoryCluster, node: str) -> tuple[list[tuple[str, str]]
     (``hetsched.io/max-unavailable``) minus the pods it is already missing, and only what the Eviction API
     accepts (PodDisruptionBudgets, ``api.disruption``). Returns the evicted (pod, job) pairs and whether the
     node is empty of live pods."""
-    live = [p for p in cluster.list("Pod") if isinstance(p, Pod) and p.status.phase in ("Pending", "Running")]
+    pods_now = [p for p in cluster.list("Pod") if isinstance(p, Pod)]
+    live = [p for p in pods_now if p.status.phase in ("Pending", "Running")]
+    up: dict[str, int] = {}  # per job: pods running or done (finished work is not missing)
+    for pod in pods_now:
+        if pod.status.phase in ("Running", "Succeeded") and (key := owner_job(pod)):
+            up[key] = up.get(key, 0) + 1
     here = [p for p in live if p.spec.nodeName == node]
     evicted: list[tuple[str, str]] = []
     by_job: dict[str, list[Pod]] = {}
     for pod in here:
-        owner = next((r.name for r in pod.metadata.ownerReferences if r.kind == "Job"), None)
-        by_job.setdefault(f"{pod.metadata.namespace}/{owner}" if owner else "", []).append(pod)
+        by_job.setdefault(owner_job(pod), []).append(pod)
     for job_key, pods in by_job.items():
         allowed = len(pods)
         if job_key:
@@ -157,12 +162,7 @@ def drain_step(cluster: MemoryCluster, node: str) -> tuple[list[tuple[str, str]]
                 assert isinstance(job, Job)
                 budget = max_unavailable(job.metadata.annotations, job.spec.total_replicas, f"Job {job_key}")
                 if budget is not None:
-                    up = sum(1 for p in cluster.list("Pod") if isinstance(p, Pod)  # done work is not missing
-                             and p.status.phase in ("Running", "Succeeded")
-                             and p.metadata.namespace == job.metadata.namespace
-                             and any(r.kind == "Job" and r.name == job.metadata.name
-                                     for r in p.metadata.ownerReferences))
-                    allowed = max(0, budget - (job.spec.total_replicas - up))
+                    allowed = max(0, budget - (job.spec.total_replicas - up.get(job_key, 0)))
         for pod in pods[:allowed]:
             key = f"{pod.metadata.namespace}/{pod.metadata.name}"
             try:
