@@ -37,6 +37,11 @@ class Clock(Protocol):
     def now(self) -> float: ...
 
 
+Stopwatch = Callable[[], float]
+"""A monotonic reading in seconds for measuring how long work takes (``time.perf_counter`` when live).
+Separate from :class:`Clock`: a simulation measures real compute time while its clock is simulated."""
+
+
 class NotFound(LookupError):
     """The object does not exist (HTTP 404)."""
 

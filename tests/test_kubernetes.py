@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -133,7 +134,7 @@ def start_process(api: ApiServer, tmp: Path, command: str, identity: str, *extra
     with (tmp / f"{command}-{identity}.log").open("ab") as log:  # the child keeps its own descriptor
         return subprocess.Popen([sys.executable, "-m", "hetsched.cli.main", command, "--server", api.url,
                                  "--token-file", str(token), "--ca-file", api.ca, "--lease-namespace", lease_namespace,
-                                 "--id", identity, *extra], stdout=log, stderr=log)
+                                 "--id", identity, "--metrics-address", "127.0.0.1:0", *extra], stdout=log, stderr=log)
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
@@ -256,27 +257,7 @@ def test_the_webhook_is_registered_and_refuses_a_bad_job_with_our_message(api: A
     """The API server calls hetsched's webhook (HTTPS on loopback, our CA in the registration): a Job with a
     misspelt policy event is refused with the message ``hetsched validate`` prints; a Job without
     queue, maxRetry and minAvailable is stored with Volcano's defaults."""
-    import base64
-
-    from hetsched.cluster.webhook import WebhookServer
-
-    cert, key = tmp_path / "webhook.crt", tmp_path / "webhook.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
-                    "-out", str(cert)], check=True, capture_output=True)
-    server = WebhookServer(str(cert), str(key), port=0)
-    server.start()
-    client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
-    bundle = base64.b64encode(cert.read_bytes()).decode()
-    rules = [{"apiGroups": ["batch.volcano.sh"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"],
-              "resources": ["jobs"]}]
-    for kind, path in (("ValidatingWebhookConfiguration", "validate"), ("MutatingWebhookConfiguration", "mutate")):
-        plural = kind.lower() + "s"
-        client.request("POST", f"/apis/admissionregistration.k8s.io/v1/{plural}", body={
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": f"hetsched-{path}"},
-            "webhooks": [{"name": f"{path}.hetsched.io", "rules": rules, "sideEffects": "None",
-                          "admissionReviewVersions": ["v1"], "failurePolicy": "Fail",
-                          "clientConfig": {"url": f"https://127.0.0.1:{server.port}/{path}", "caBundle": bundle}}]})
+    server, client = register_webhook(api, tmp_path)
     try:
         job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "typo"},
                "spec": {"policies": [{"event": "PodFailure", "action": "RestartJob"}],
@@ -300,10 +281,39 @@ def test_the_webhook_is_registered_and_refuses_a_bad_job_with_our_message(api: A
         assert (spec["queue"], spec["maxRetry"], spec["minAvailable"], spec["schedulerName"]) == (
             "default", 3, 2, "volcano")
     finally:
-        for plural, path in (("validatingwebhookconfigurations", "validate"),
-                             ("mutatingwebhookconfigurations", "mutate")):
-            client.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/hetsched-{path}")
-        server.stop()
+        unregister_webhook(client, server)
+
+
+def register_webhook(api: ApiServer, tmp_path: Path) -> tuple[Any, KubeClient]:
+    """hetsched's webhook on loopback (a fresh self-signed certificate), registered for Volcano Jobs."""
+    import base64
+
+    from hetsched.cluster.webhook import WebhookServer
+
+    cert, key = tmp_path / "webhook.crt", tmp_path / "webhook.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
+                    "-out", str(cert)], check=True, capture_output=True)
+    server = WebhookServer(str(cert), str(key), port=0)
+    server.start()
+    client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+    bundle = base64.b64encode(cert.read_bytes()).decode()
+    rules = [{"apiGroups": ["batch.volcano.sh"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"],
+              "resources": ["jobs"]}]
+    for kind, path in (("ValidatingWebhookConfiguration", "validate"), ("MutatingWebhookConfiguration", "mutate")):
+        plural = kind.lower() + "s"
+        client.request("POST", f"/apis/admissionregistration.k8s.io/v1/{plural}", body={
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": f"hetsched-{path}"},
+            "webhooks": [{"name": f"{path}.hetsched.io", "rules": rules, "sideEffects": "None",
+                          "admissionReviewVersions": ["v1"], "failurePolicy": "Fail",
+                          "clientConfig": {"url": f"https://127.0.0.1:{server.port}/{path}", "caBundle": bundle}}]})
+    return server, client
+
+
+def unregister_webhook(client: KubeClient, server: Any) -> None:
+    for plural, path in (("validatingwebhookconfigurations", "validate"), ("mutatingwebhookconfigurations", "mutate")):
+        client.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/hetsched-{path}")
+    server.stop()
 
 
 RBAC_PATHS = {"ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
@@ -467,3 +477,119 @@ def test_evictions_go_through_the_eviction_api_and_respect_disruption_budgets(ap
     assert cluster.client.request("GET", "/api/v1/namespaces/default/pods/e0-0")["metadata"]["deletionTimestamp"]
     with pytest.raises(NotFound):
         cluster.evict("default/nope", "test")
+
+
+# ----------------------------------------------------------------------------- doctor and explain
+
+
+def doctor_findings(api: ApiServer, conf: Any = None, stuck_after: float = 300.0) -> dict[str, dict[str, str]]:
+    """check → {object: severity} of ``hetsched doctor``'s cluster checks on the real API server."""
+    from hetsched.cluster.facts import kube_facts
+    from hetsched.diagnose.checks import run_checks
+
+    facts = kube_facts(KubeClient.from_token(api.url, api.token, ca_file=api.ca), lease_namespace="kube-system")
+    facts.conf, facts.stuck_after = conf, stuck_after
+    result: dict[str, dict[str, str]] = {}
+    for finding in run_checks(facts):
+        result.setdefault(finding.check, {})[finding.object] = finding.severity
+    return result
+
+
+def test_doctor_checks_on_a_real_apiserver(api: ApiServer, tmp_path: Path) -> None:
+    """Each cluster check flags what it must (and passes what it must) on the real API server: components by
+    their Leases and a webhook dry run, nodes as a device plugin leaves them, Job templates stored while no
+    webhook guarded them, queues, stuck gangs, numaaware without a topology manager policy."""
+    from hetsched.api.objects import PodGroup
+    from hetsched.devices.inventory import TOPOLOGY_ANNOTATION
+    from hetsched.scheduler.conf import DEFAULT_CONF_YAML, parse_conf
+    from tests.builders import pod, podgroup, queue
+
+    cluster = cluster_for(api)
+    client = cluster.client
+    good = accel_node("doc-good", labels={"accelerator": "huawei-ascend"})
+    good.metadata.annotations[TOPOLOGY_ANNOTATION] = "single-numa-node/static"
+    add_node(cluster, good)
+    add_node(cluster, accel_node("doc-fake", unhealthy=(2,), advertise=8))  # "fake resources"
+    add_node(cluster, accel_node("doc-degraded", unhealthy=(3,)))
+    add_node(cluster, accel_node("doc-silent", advertise=0))  # inventory, but the plugin advertises nothing
+    add_node(cluster, node("doc-label", labels={"accelerator": "huawei-ascend"}))
+    cluster.create(queue("doc-q", capability={"huawei.com/Ascend910": "4"}))
+    cluster.create(podgroup("doc-never", 1, queue="doc-q", phase="Pending",
+                            min_resources={"huawei.com/Ascend910": "16"}))
+    cluster.create(podgroup("doc-fits", 1, queue="doc-q", phase="Pending",
+                            min_resources={"huawei.com/Ascend910": "2"}))
+    cluster.create(podgroup("doc-stuck", 2, phase="Inqueue"))
+    for i in range(2):
+        made = pod(f"doc-stuck-{i}", "doc-stuck", cpu="1", limits={"huawei.com/Ascend910": 8},
+                   scheduler="nobody-serves-this" if i else "volcano")
+        containers = [c.model_copy(update={"image": "busybox"}) for c in made.spec.containers]
+        cluster.create(made.model_copy(update={"spec": made.spec.model_copy(update={"containers": containers})}))
+    jobs = "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs"
+    container = {"name": "c", "image": "x"}
+    for name, resources in (("doc-requests", {"requests": {"huawei.com/Ascend910": "1"}}),
+                            ("doc-limits", {"limits": {"huawei.com/Ascend910": "1"}})):
+        client.request("POST", jobs, body={"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                                           "metadata": {"name": name}, "spec": {"minAvailable": 1, "tasks": [
+                                               {"name": "w", "replicas": 1, "template": {"spec": {"containers": [
+                                                   {**container, "resources": resources}]}}}]}})
+    numa = parse_conf(DEFAULT_CONF_YAML + "  - name: numaaware\n")
+    found = doctor_findings(api, numa)
+
+    def mine(check: str) -> dict[str, str]:
+        return {o: s for o, s in found[check].items() if "doc-" in o or o.startswith(("component/", "schedulerName/"))}
+
+    # nothing runs yet: no Lease, no webhook (an invalid Job passes a dry run)
+    assert mine("components-running") == {"component/scheduler": "error", "component/controller": "error",
+                                          "component/webhook": "error", "schedulerName/nobody-serves-this": "error"}
+    assert mine("device-plugin-registered") == {"Node/doc-silent": "error", "Node/doc-label": "error"}
+    assert mine("allocatable-matches-chips") == {"Node/doc-fake": "error"}
+    assert mine("chip-health") == {"Node/doc-fake": "warning", "Node/doc-degraded": "warning"}
+    assert mine("accelerator-limits") == {"Job/doc-requests": "error"}
+    assert mine("queue-capability") == {"PodGroup/default/doc-never": "error"}
+    assert mine("stuck-gangs") == {}  # created a moment ago
+    assert doctor_findings(api, numa, stuck_after=0)["stuck-gangs"].get("PodGroup/default/doc-stuck") == "warning"
+    numa_nodes = mine("numaaware-topology-policy")
+    assert "Node/doc-good" not in numa_nodes and numa_nodes.get("Node/doc-fake") == "warning"
+    assert "Node/doc-good" not in found.get("numaaware-topology-policy", {})
+    assert not {o for c in found.values() for o in c if "doc-good" in o}  # the healthy node passes everything
+
+    # start the components: the scheduler and controller take their Leases, the webhook answers
+    server, admin = register_webhook(api, tmp_path)
+    processes = [start_process(api, tmp_path, "scheduler", "doc-s", lease_namespace="kube-system"),
+                 start_process(api, tmp_path, "controller", "doc-c", lease_namespace="kube-system")]
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            components = mine_components = {o: s for o, s in doctor_findings(api)["components-running"].items()
+                                            if o.startswith("component/")}
+            if all(s == "ok" for s in mine_components.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert components == {"component/scheduler": "ok", "component/controller": "ok", "component/webhook": "ok"}
+        # the CLI on the same cluster: JSON, and exit code 2 for the errors above
+        token = tmp_path / "doctor-token"
+        token.write_text(api.token)
+        run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "doctor", "--server", api.url, "--token-file",
+                              str(token), "--ca-file", api.ca, "--lease-namespace", "kube-system", "--json"],
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert run.returncode == 2, run.stderr
+        report = {(f["check"], f["object"]): f for f in __import__("json").loads(run.stdout)["findings"]}
+        fake = report[("allocatable-matches-chips", "Node/doc-fake")]
+        assert "allocatable 8 but 7 healthy of 8" in fake["evidence"] and fake["fix"]
+        # explain on the real API server
+        explained = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "explain", "doc-never", "--server",
+                                    api.url, "--token-file", str(token), "--ca-file", api.ca, "--json"],
+                                   capture_output=True, text=True, timeout=120, check=False)
+        assert explained.returncode == 0, explained.stderr
+        data = __import__("json").loads(explained.stdout)
+        assert data["queueStatus"]["capability"] == {"huawei.com/Ascend910": "4"}
+        assert any("capability" in hint for hint in data["unblock"]), data
+        stored = cluster.get("PodGroup", "default/doc-never")
+        assert isinstance(stored, PodGroup)
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=15)
+            stop_process(process)
+        unregister_webhook(admin, server)

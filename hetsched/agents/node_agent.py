@@ -17,7 +17,9 @@ Each sync:
   chip, or the tool fails) and removes it on recovery — a node with some bad chips stays schedulable,
   the scheduler just never picks those chips;
 - labels the node ``accelerator=huawei-ascend|cambricon-mlu|nvidia-gpu`` (seed 004 §3) and
-  ``hetsched.io/accelerator-model=<model>``.
+  ``hetsched.io/accelerator-model=<model>``;
+- with a kubelet configuration file, annotates ``hetsched.io/topology-manager-policy=<topology>/<cpu>`` so
+  ``hetsched doctor`` can tell where the ``numaaware`` plugin is a silent no-op.
 Writes are optimistic: on a conflict the node is read again and the change re-applied.
 """
 
@@ -28,15 +30,18 @@ import json
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from hetsched.agents.backends import Backend
 from hetsched.agents.chips import ToolChip
+from hetsched.agents.kubelet_config import read_policies
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Condition, ConfigMap, Node, Taint
 from hetsched.devices.catalog import MODEL_LABEL
 from hetsched.devices.inventory import (
     NODE_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
     Chip,
     DeviceSet,
     InventoryError,
@@ -61,18 +66,22 @@ def label_value(text: str) -> str:
 
 class NodeAgent:
     def __init__(self, store: ObjectStore, node: str, backend: Backend,
-                 now: Callable[[], float] = time.time) -> None:
+                 now: Callable[[], float] = time.time, kubelet_config: Path | None = None) -> None:
         self.store = store
+        self.kubelet_config = kubelet_config
         self.node = node
         self.backend = backend
         self.now = now
         self.last_error = ""
+        self.last_chips: list[ToolChip] | None = None
+        """What the tool reported at the last sync (None when it failed)."""
 
     def sync(self) -> Node:
         """One check: read the chips, publish health, condition, taint and labels; returns the node."""
         device_set: DeviceSet | None
         try:
             chips = self.backend.chips()
+            self.last_chips = chips
             self.last_error = ""
             device_set = self._device_set(chips)
             unhealthy = [c for c in chips if not c.healthy]
@@ -87,6 +96,7 @@ class NodeAgent:
                                       message=f"unhealthy chip(s): {why}")
         except (ToolError, ToolOutputError) as exc:
             self.last_error = str(exc)
+            self.last_chips = None
             device_set = self._last_known()
             usable = False
             condition = Condition(type=CONDITION, status="False", reason="ToolFailed", message=str(exc))
@@ -130,6 +140,13 @@ class NodeAgent:
     def _apply(self, node: Node, device_set: DeviceSet | None, condition: Condition, usable: bool) -> Node:
         annotations = dict(node.metadata.annotations)
         labels = {**node.metadata.labels, ACCELERATOR_LABEL: self.backend.label}
+        if self.kubelet_config is not None:
+            with contextlib.suppress(ValueError):  # an unreadable file: leave the last published value
+                policies = read_policies(self.kubelet_config)
+                if policies is None:
+                    annotations.pop(TOPOLOGY_ANNOTATION, None)
+                else:
+                    annotations[TOPOLOGY_ANNOTATION] = "/".join(policies)
         if device_set is not None:
             others: list[DeviceSet] = []
             with contextlib.suppress(InventoryError):

@@ -17,21 +17,26 @@ import logging
 import signal
 import socket
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Literal
 
 import typer
+from prometheus_client import CollectorRegistry
 from rich.console import Console
 
 from hetsched.agents.backends import make_backend
 from hetsched.agents.deviceplugin.server import DEFAULT_DIR, DevicePlugin
+from hetsched.agents.kubelet_config import DEFAULT_PATH as DEFAULT_KUBELET_CONFIG
 from hetsched.agents.node_agent import CONDITION, NodeAgent
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Node, Pod
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock, from_api
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import NODE_ANNOTATION
+from hetsched.metrics.agents import DevicePluginMetrics, NodeAgentMetrics
+from hetsched.metrics.serve import PORTS, MetricsServer
 from hetsched.ports import ObjectStore
 
 errors = Console(stderr=True)
@@ -44,6 +49,17 @@ def _on_signals(stop: threading.Event) -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+def _serve_metrics(registry: CollectorRegistry, address: str) -> MetricsServer | None:
+    if not address:
+        return None
+    try:
+        return MetricsServer(registry, address)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    except OSError as exc:
+        raise typer.BadParameter(f"--metrics-address {address}: cannot listen: {exc.strerror or exc}") from None
 
 
 def _connect(kubeconfig: str | None, server: str | None, token_file: Path | None,
@@ -67,6 +83,9 @@ def device_plugin(
     ascend_runtime: Annotated[bool, typer.Option(help="Ascend: hand chips over as ASCEND_VISIBLE_DEVICES for "
                                                       "the Ascend container runtime, not as device nodes")]
     = False,
+    metrics_address: Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
+                                                 help="serve Prometheus /metrics on HOST:PORT (empty: off)")]
+    = f"127.0.0.1:{PORTS['device-plugin']}",
 ) -> None:
     """Serve one vendor's chips to kubelet (Device Plugin API v1beta1) until SIGTERM."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -86,7 +105,9 @@ def device_plugin(
             def pods() -> list[Pod]:
                 data = client.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"})
                 return [p for p in (from_api("Pod", item) for item in data.get("items", [])) if isinstance(p, Pod)]
-    plugin = DevicePlugin(backend, directory=directory, period=period, pods=pods)
+    metrics = DevicePluginMetrics()
+    endpoint = _serve_metrics(metrics.registry, metrics_address)
+    plugin = DevicePlugin(backend, directory=directory, period=period, pods=pods, metrics=metrics)
     stop = threading.Event()
     _on_signals(stop)
     try:
@@ -97,6 +118,8 @@ def device_plugin(
         raise typer.Exit(1) from None
     stop.wait()
     plugin.stop()
+    if endpoint is not None:
+        endpoint.stop()
 
 
 def node_agent(
@@ -112,6 +135,12 @@ def node_agent(
     once: Annotated[bool, typer.Option(help="check once, print, exit (exit 1 when the node is unusable)")] = False,
     config: Annotated[Path | None, typer.Option(help="fake vendor: the chips file")] = None,
     resource: Annotated[str | None, typer.Option(help="extended resource name (default: the vendor's)")] = None,
+    kubelet_config: Annotated[Path, typer.Option(help="the kubelet's configuration (its topology manager "
+                                                      "policy is published for hetsched doctor)")]
+    = DEFAULT_KUBELET_CONFIG,
+    metrics_address: Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
+                                                 help="serve Prometheus /metrics on HOST:PORT (empty: off)")]
+    = f"127.0.0.1:{PORTS['node-agent']}",
 ) -> None:
     """Check the chips every PERIOD and publish health, the AcceleratorHealthy condition, the taint and labels."""
     try:
@@ -131,12 +160,17 @@ def node_agent(
             errors.print(f"[red]error:[/red] cannot connect to the cluster: {exc} (use --dry-run to check the "
                          f"node without one)", highlight=False)
             raise typer.Exit(2) from None
-    agent = NodeAgent(store, node, backend)
+    agent = NodeAgent(store, node, backend, kubelet_config=kubelet_config)
+    metrics = NodeAgentMetrics()
+    if not once and not dry_run:
+        _serve_metrics(metrics.registry, metrics_address)
     stop = threading.Event()
     _on_signals(stop)
     while True:
         try:
+            started = time.perf_counter()
             published = agent.sync()
+            metrics.observe(backend, agent.last_chips, agent.last_error or None, time.perf_counter() - started)
         except Exception as exc:  # the API server away: say so, try again next period
             errors.print(f"[yellow]warning:[/yellow] {exc}", highlight=False)
             if once or stop.wait(period):

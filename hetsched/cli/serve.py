@@ -27,9 +27,11 @@ from typing import Annotated, Any
 import click
 import typer
 import yaml
+from prometheus_client import CollectorRegistry
 
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock
 from hetsched.cluster.leader import LeaderElector
+from hetsched.metrics.serve import PORTS, MetricsServer, leader_gauge
 
 log = logging.getLogger("hetsched")
 
@@ -60,6 +62,24 @@ RetryPeriod = Annotated[float, typer.Option(envvar="HETSCHED_RETRY_PERIOD", help
 Identity = Annotated[str | None, typer.Option("--id", envvar="HETSCHED_ID", help="this replica's name")]
 
 
+MetricsAddress = Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
+                                             help="serve Prometheus /metrics on HOST:PORT (empty: off)")]
+
+
+def _serve_metrics(registry: CollectorRegistry, address: str) -> MetricsServer | None:
+    """Start /metrics (a daemon thread) before anything else, so a standby replica is scraped too."""
+    if not address:
+        return None
+    try:
+        server = MetricsServer(registry, address)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    except OSError as exc:
+        raise typer.BadParameter(f"--metrics-address {address}: cannot listen: {exc.strerror or exc}") from None
+    log.info("metrics on http://%s:%d/metrics", server.host, server.port)
+    return server
+
+
 def _client(kubeconfig: str | None, server: str | None, token_file: Path | None, ca_file: Path | None) -> KubeClient:
     try:
         return KubeClient.connect(kubeconfig, server, str(token_file) if token_file else None,
@@ -79,10 +99,11 @@ class _Stop:
 
 
 def _run(name: str, client: KubeClient, step: Any, setup: Any, period: float, leader_elect: bool,
-         lease_namespace: str, lease_duration: float, retry_period: float, identity: str | None) -> None:
+         lease_namespace: str, lease_duration: float, retry_period: float, identity: str | None,
+         registry: CollectorRegistry | None = None) -> None:
     """The shared loop: hold the Lease (when electing), set up once leading, then ``step`` every period."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     stop = _Stop()
+    leading = leader_gauge(registry) if registry is not None else None
     me = identity or f"{socket.gethostname()}_{os.getpid()}"
     elector = LeaderElector(client, lease_namespace, f"hetsched-{name}", me, duration=lease_duration) \
         if leader_elect else None
@@ -103,6 +124,8 @@ def _run(name: str, client: KubeClient, step: Any, setup: Any, period: float, le
                 if state is None:
                     log.info("%s leading %s", me, name)
                     state = setup()
+                    if leading is not None:
+                        leading.set(1)
                 step(state)
                 backoff = 0.5
                 stop.event.wait(period)
@@ -115,6 +138,8 @@ def _run(name: str, client: KubeClient, step: Any, setup: Any, period: float, le
                 stop.event.wait(wait)
                 backoff = min(backoff * 2, 30.0)
     finally:
+        if leading is not None:
+            leading.set(0)
         if elector is not None:
             elector.release()
         if state is not None:
@@ -133,18 +158,25 @@ def scheduler(
     bind_workers: Annotated[int, typer.Option(envvar="HETSCHED_BIND_WORKERS")] = 16,
     leader_elect: LeaderElect = True, lease_namespace: LeaseNamespace = "kube-system",
     lease_duration: LeaseDuration = 10.0, retry_period: RetryPeriod = 2.0, identity: Identity = None,
+    metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['scheduler']}",
 ) -> None:
     """Run the batch scheduler against a Kubernetes API server (one active replica per Lease)."""
+    from hetsched.metrics.scheduler import SchedulerMetrics
     from hetsched.scheduler.cache import KINDS
     from hetsched.scheduler.conf import default_conf, load_conf
     from hetsched.scheduler.runner import Scheduler
+    from hetsched.scheduler.why import settings_of
 
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     client = _client(kubeconfig, server, token_file, ca_file)
     conf = load_conf(scheduler_conf) if scheduler_conf else default_conf()
+    metrics = SchedulerMetrics(settings=settings_of(conf))
+    _serve_metrics(metrics.registry, metrics_address)
 
     def setup() -> tuple[KubeCluster, Scheduler]:
         cluster = KubeCluster(client, qps=qps, burst=burst, bind_workers=bind_workers)
-        engine = Scheduler(cluster, cluster, cluster, WallClock(), conf, evictor=cluster)
+        engine = Scheduler(cluster, cluster, cluster, WallClock(), conf, evictor=cluster, stopwatch=time.perf_counter)
+        engine.observers.append(metrics)
         cluster.start(KINDS)
         if not cluster.wait_synced(60):
             raise RuntimeError("informers did not sync within 60 s")
@@ -158,7 +190,7 @@ def scheduler(
             log.warning("%d bind(s) failed, first: %s", len(result.failed_binds), result.failed_binds[0])
 
     _run("scheduler", client, step, setup, period, leader_elect, lease_namespace, lease_duration, retry_period,
-         identity)
+         identity, metrics.registry)
 
 
 def controller(
@@ -167,13 +199,18 @@ def controller(
     period: Annotated[float, typer.Option(envvar="HETSCHED_PERIOD", help="seconds between rounds")] = 0.2,
     leader_elect: LeaderElect = True, lease_namespace: LeaseNamespace = "kube-system",
     lease_duration: LeaseDuration = 10.0, retry_period: RetryPeriod = 2.0, identity: Identity = None,
+    metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['controller']}",
 ) -> None:
     """Run the Job, PodGroup and fault controllers against a Kubernetes API server."""
     from hetsched.controllers.fault import FaultController
     from hetsched.controllers.job import JobController
     from hetsched.controllers.podgroup import PodGroupController
+    from hetsched.metrics.controller import ControllerMetrics
 
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     client = _client(kubeconfig, server, token_file, ca_file)
+    metrics = ControllerMetrics()
+    _serve_metrics(metrics.registry, metrics_address)
 
     def setup() -> tuple[KubeCluster, JobController, PodGroupController, FaultController]:
         cluster = KubeCluster(client)
@@ -187,16 +224,24 @@ def controller(
 
     def step(state: tuple[KubeCluster, JobController, PodGroupController, FaultController]) -> None:
         cluster, jobs, groups, faults = state
+        started = time.perf_counter()
         cluster.pump()
         for clocked in (jobs, faults):
             due = clocked.next_deadline()
             if due is not None and due <= time.time():
                 clocked.wake()
-        while jobs.process() + groups.process() + faults.process() > 0:
+        items = {"job": 0, "podgroup": 0, "fault": 0}
+        while True:
+            done = {"job": jobs.process(), "podgroup": groups.process(), "fault": faults.process()}
+            for key, count in done.items():
+                items[key] += count
+            if not any(done.values()):
+                break
             cluster.pump()
+        metrics.observe_round(cluster, time.perf_counter() - started, items, faults)
 
     _run("controller", client, step, setup, period, leader_elect, lease_namespace, lease_duration, retry_period,
-         identity)
+         identity, metrics.registry)
 
 
 def webhook(
@@ -204,13 +249,17 @@ def webhook(
     key: Annotated[Path, typer.Option(envvar="HETSCHED_WEBHOOK_KEY", help="TLS private key (PEM)")],
     host: Annotated[str, typer.Option(envvar="HETSCHED_WEBHOOK_HOST", help="bind address")] = "127.0.0.1",
     port: Annotated[int, typer.Option(envvar="HETSCHED_WEBHOOK_PORT")] = 9443,
+    metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['webhook']}",
 ) -> None:
     """Serve the validating (/validate) and mutating (/mutate) admission webhook over HTTPS until SIGTERM."""
     from hetsched.cluster.webhook import WebhookServer
+    from hetsched.metrics.agents import WebhookMetrics
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     stop = _Stop()
-    server = WebhookServer(str(cert), str(key), host, port)
+    metrics = WebhookMetrics()
+    _serve_metrics(metrics.registry, metrics_address)
+    server = WebhookServer(str(cert), str(key), host, port, metrics=metrics)
     server.start()
     log.info("webhook serving on https://%s:%d", host, server.port)
     stop.event.wait()

@@ -20,6 +20,7 @@ import json
 import logging
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -27,6 +28,7 @@ from hetsched.api.job_update import update_problem
 from hetsched.api.manifest import parse_document
 from hetsched.api.objects import Job
 from hetsched.cluster.kubernetes import epoch_times
+from hetsched.metrics.agents import WebhookMetrics
 
 log = logging.getLogger("hetsched.webhook")
 SOURCE = "admission"
@@ -86,11 +88,19 @@ def defaults(raw: dict[str, Any]) -> list[dict[str, Any]]:
 
 class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
+        metrics: WebhookMetrics | None = getattr(self.server, "metrics", None)
+        started = time.perf_counter()
         try:
             length = int(self.headers.get("Content-Length", "0"))
             body = json.loads(self.rfile.read(length))
-            answer = json.dumps(review(body, self.path)).encode()
+            result = review(body, self.path)
+            answer = json.dumps(result).encode()
             code = 200
+            if metrics is not None:
+                kind = str(((body.get("request") or {}).get("kind") or {}).get("kind", ""))
+                allowed = str(bool((result.get("response") or {}).get("allowed"))).lower()
+                metrics.reviews.labels(self.path, kind, allowed).inc()
+                metrics.duration.labels(self.path).observe(time.perf_counter() - started)
         except (ValueError, TypeError, AttributeError) as exc:
             log.warning("malformed admission review: %s", exc)
             answer, code = json.dumps({"error": f"malformed AdmissionReview: {exc}"}).encode(), 400
@@ -109,8 +119,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class WebhookServer:
-    def __init__(self, cert: str, key: str, host: str = "127.0.0.1", port: int = 9443) -> None:
+    def __init__(self, cert: str, key: str, host: str = "127.0.0.1", port: int = 9443,
+                 metrics: WebhookMetrics | None = None) -> None:
         self.server = ThreadingHTTPServer((host, port), _Handler)
+        self.server.metrics = metrics  # type: ignore[attr-defined]  # read by the handler
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True)

@@ -15,8 +15,11 @@ from hetsched.devices.policy import TopologyPolicy, popcount
 class Ascend310PDuo(TopologyPolicy):
     NAME = "ascend310p-duo"
 
+    LINK_NAME = "card"
+
     def __init__(self, chips: int = 8) -> None:
         self.CHIPS = chips
+        self.LINK_GROUPS = tuple(0b11 << (2 * card) for card in range(chips // 2))
 
     def _key(self) -> tuple[object, ...]:
         return (self.CHIPS,)

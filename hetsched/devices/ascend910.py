@@ -43,6 +43,8 @@ def _ring_choice(free: int, n: int, order: tuple[int, ...]) -> int:
 
 class Ascend910Compat(TopologyPolicy):
     NAME = "ascend-volcano-compat"
+    LINK_GROUPS = (LEFT, RIGHT)
+    LINK_NAME = "HCCS ring"
     CHIPS = 8
     LOCALITY_BONUS = 0.0  # Ascend-for-Volcano scores each pod on its own
 
@@ -90,6 +92,8 @@ def potential(free: int) -> float:
 
 class Ascend910Hccs(TopologyPolicy):
     NAME = "ascend-hccs"
+    LINK_GROUPS = (LEFT, RIGHT)
+    LINK_NAME = "HCCS ring"
     CHIPS = 8
 
     def legal(self, n: int, multi_pod: bool) -> bool:

@@ -40,6 +40,8 @@ class Ascend910B8(TopologyPolicy):
 
 class Ascend910B16(TopologyPolicy):
     NAME = "ascend910b-16"
+    LINK_GROUPS = (HALF0, HALF1)
+    LINK_NAME = "HCCS half"
     CHIPS = 16
 
     def legal(self, n: int, multi_pod: bool) -> bool:

@@ -30,6 +30,8 @@ def _ring_value(free: int) -> float:
 
 class MLULink(TopologyPolicy):
     NAME = "mlu370-mlulink"
+    LINK_GROUPS = (0x0F, 0xF0)
+    LINK_NAME = "MLU-Link group"
     CHIPS = 8
 
     def __init__(self, mode: str = "best-effort") -> None:

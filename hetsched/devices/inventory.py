@@ -30,6 +30,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 NODE_ANNOTATION = "hetsched.io/devices"
+TOPOLOGY_ANNOTATION = "hetsched.io/topology-manager-policy"
+"""Node annotation the node agent publishes from the kubelet's configuration: ``<topologyManagerPolicy>/
+<cpuManagerPolicy>`` (``single-numa-node/static``); read by ``hetsched doctor``'s numaaware check."""
 SHARE_RESOURCES = {
     "hetsched.io/gpu-milli": "nvidia.com/gpu",
     "hetsched.io/npu-milli": "huawei.com/Ascend910",

@@ -54,6 +54,11 @@ class NvidiaLinks(TopologyPolicy):
     def __init__(self, shape: str = "pcie-8") -> None:
         self.shape = shape
         self.links = link_matrix(shape)
+        self.LINK_GROUPS, self.LINK_NAME = {
+            "cube-mesh-8": ((0x0F, 0xF0), "NVLink quad"),
+            "nvlink-pairs-8": ((0x03, 0x0C, 0x30, 0xC0), "NVLink pair"),
+            "pcie-8": ((0x0F, 0xF0), "CPU socket"),
+        }.get(shape, ((), "NVSwitch domain"))
 
     def _key(self) -> tuple[object, ...]:
         return (self.shape,)

@@ -80,6 +80,10 @@ class TopologyPolicy:
     LOCALITY_BONUS = 200.0
     """Added when the node can still take every remaining pod of the group: a gang lands on as few nodes as
     the cluster allows (the seed's 8 × 1-chip Job on one node's 8 chips when one is free)."""
+    LINK_GROUPS: tuple[int, ...] = ()
+    """Chip masks of the link domains a set must stay inside (HCCS rings, MLU-Link groups …); empty when
+    the family has none. Used to explain fragmentation, never to decide."""
+    LINK_NAME = "link domain"
     FAULTY_PENALTY = 1000.0
     """Subtracted from the score of a node with any unhealthy chip, so it ranks below every healthy node
     (Ascend's fault-compatible rule: a degraded server is a later choice, never a first one)."""
@@ -130,6 +134,21 @@ class TopologyPolicy:
 
     def illegal_reason(self, n: int, multi_pod: bool) -> str:
         return f"{n} chip(s) per pod is not a legal request for {self.NAME}"
+
+    def largest(self, free: int) -> int:
+        """The largest legal single-pod request that still fits on free mask ``free`` (0: none)."""
+        for n in range(popcount(free), 0, -1):
+            if self.legal(n, False) and self.tables(n).choice[free]:
+                return n
+        return 0
+
+    def split(self, free: int) -> str:
+        """How the free chips lie across link domains: ``"2 free chips split 1+1 across HCCS rings"``."""
+        count = popcount(free)
+        if not self.LINK_GROUPS:
+            return f"{count} free chip(s) ({self.NAME} accepts none of the sets they form)"
+        parts = "+".join(str(popcount(free & group)) for group in self.LINK_GROUPS)
+        return f"{count} free chip(s) split {parts} across {self.LINK_NAME}s"
 
     def tables(self, n: int) -> Tables:
         """Lookup tables for requests of ``n`` chips, built once per policy class, parameters and size."""

@@ -10,14 +10,30 @@ changed since the snapshot — its preemptor's binds are skipped, as its room wa
 each assumed in the cache before the bind call and forgotten if the bind fails — then nominations of
 pipelined pods, then PodGroup conditions. A failed bind (the pod vanished or was bound elsewhere) is
 reported in the cycle's result; the next cycle decides again from fresh state.
+
+Observation: given a stopwatch (``ports.Stopwatch``; the process passes ``time.perf_counter``), a cycle
+measures its snapshot, each action, each plugin's session open/close, the apply phase and the whole cycle
+into :class:`CycleTimings`; every observer (``metrics.scheduler`` for Prometheus) then sees the finished
+:class:`CycleResult`. Observers only read; they never change the cycle's outcome.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hetsched.ports import Binder, Clock, Conflict, Evictor, NotFound, ObjectStore, StatusUpdater, TooManyRequests
+from hetsched.ports import (
+    Binder,
+    Clock,
+    Conflict,
+    Evictor,
+    NotFound,
+    ObjectStore,
+    StatusUpdater,
+    Stopwatch,
+    TooManyRequests,
+)
 from hetsched.scheduler.actions.registry import ACTIONS
 from hetsched.scheduler.cache import KINDS, SchedulerCache
 from hetsched.scheduler.conf import SchedulerConf, default_conf
@@ -27,17 +43,41 @@ from hetsched.scheduler.snapshot import Snapshot
 
 
 @dataclass
+class CycleTimings:
+    """Seconds spent in one cycle, by phase (all zero without a stopwatch)."""
+
+    snapshot: float = 0.0
+    actions: dict[str, float] = field(default_factory=dict)
+    plugins: dict[tuple[str, str], float] = field(default_factory=dict)
+    apply: float = 0.0
+    total: float = 0.0
+
+    @property
+    def session(self) -> float:
+        """Session open, actions and close: the decision, without snapshot and apply."""
+        return sum(self.actions.values()) + sum(self.plugins.values())
+
+
+@dataclass
 class CycleResult:
     decisions: Decisions
     snapshot: Snapshot
     failed_binds: list[str] = field(default_factory=list)
     failed_evictions: list[str] = field(default_factory=list)
+    now: float = 0.0
+    """The injected clock's reading at the start of the cycle."""
+    timings: CycleTimings = field(default_factory=CycleTimings)
+
+
+CycleObserver = Callable[[SchedulerCache, CycleResult], None]
+"""Called after every cycle with the cache (for state read-outs) and the cycle's result."""
 
 
 class Scheduler:
     def __init__(self, store: ObjectStore, binder: Binder, status: StatusUpdater, clock: Clock,
                  conf: SchedulerConf | None = None, *, scheduler_names: tuple[str, ...] = ("hetsched", "volcano"),
-                 default_queue: str = "default", evictor: Evictor | None = None) -> None:
+                 default_queue: str = "default", evictor: Evictor | None = None,
+                 stopwatch: Stopwatch | None = None) -> None:
         self.store = store
         self.binder = binder
         self.evictor = evictor
@@ -49,22 +89,38 @@ class Scheduler:
         self.cycles = 0
         self._reported: dict[str, str] = {}
         self._reported_at = -1
+        self.stopwatch = stopwatch
+        self.observers: list[CycleObserver] = []
 
     def close(self) -> None:
         self._unwatch()
 
-    def decide(self) -> tuple[Snapshot, Decisions]:
+    def _tick(self) -> float:
+        return self.stopwatch() if self.stopwatch is not None else 0.0
+
+    def decide(self, timings: CycleTimings | None = None) -> tuple[Snapshot, Decisions]:
         """One cycle without side effects: the pure part (used directly by the benchmark)."""
+        timings = timings if timings is not None else CycleTimings()
+        started = self._tick()
         snapshot = self.cache.snapshot()
-        session = Session(snapshot, self.conf, now=self.clock.now())
+        timings.snapshot = self._tick() - started
+        session = Session(snapshot, self.conf, now=self.clock.now(), stopwatch=self.stopwatch)
         for action in self.conf.action_names:
+            began = self._tick()
             ACTIONS[action](session)
-        return snapshot, session.close()
+            timings.actions[action] = timings.actions.get(action, 0.0) + self._tick() - began
+        decisions = session.close()
+        timings.plugins = session.plugin_seconds
+        return snapshot, decisions
 
     def run_once(self) -> CycleResult:
-        snapshot, decisions = self.decide()
+        started = self._tick()
+        timings = CycleTimings()
+        now = self.clock.now()
+        snapshot, decisions = self.decide(timings)
+        applying = self._tick()
         self.cycles += 1
-        result = CycleResult(decisions, snapshot)
+        result = CycleResult(decisions, snapshot, now=now, timings=timings)
         for key, update in decisions.podgroups.items():
             if update.phase is not None:
                 self._update_podgroup(key, update.phase, None)
@@ -103,6 +159,10 @@ class Scheduler:
             if update.conditions is not None:
                 self._update_podgroup(key, None, update.conditions)
         self._report_mismatches()
+        ended = self._tick()
+        timings.apply, timings.total = ended - applying, ended - started
+        for observe in self.observers:
+            observe(self.cache, result)
         return result
 
     def _report_mismatches(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from hetsched.api.objects import Condition
+from hetsched.ports import Stopwatch
 from hetsched.scheduler.conf import SchedulerConf
 from hetsched.scheduler.decisions import Decisions, PodGroupUpdate
 from hetsched.scheduler.framework import (
@@ -32,7 +33,8 @@ from hetsched.scheduler.snapshot import JobInfo, QueueInfo, RunningPod, Snapshot
 
 
 class Session:
-    def __init__(self, snapshot: Snapshot, conf: SchedulerConf, now: float = 0.0) -> None:
+    def __init__(self, snapshot: Snapshot, conf: SchedulerConf, now: float = 0.0,
+                 stopwatch: Stopwatch | None = None) -> None:
         self.snapshot = snapshot
         self.nodes = snapshot.nodes
         self.conf = conf
@@ -50,8 +52,23 @@ class Session:
                     if implements(plugin, point) and option.enabled(switch):
                         self._points[point].append(plugin)
         self._static: dict[tuple[int, object, bool, str], tuple[BoolArray, list[tuple[str, BoolArray]]]] = {}
+        self.stopwatch = stopwatch
+        self.plugin_seconds: dict[tuple[str, str], float] = {}
+        """(plugin, ``OnSessionOpen``/``OnSessionClose``) → seconds, when a stopwatch is given (Volcano's
+        plugin latency metric measures the same two points; the per-node extension points are vectorised
+        calls inside actions and are covered by the action's duration)."""
+        self._each_plugin("OnSessionOpen", lambda plugin: plugin.on_session_open(self))
+
+    def _each_plugin(self, point: str, call: Any) -> None:
+        watch = self.stopwatch
         for plugin in self.plugins:
-            plugin.on_session_open(self)
+            if watch is None:
+                call(plugin)
+                continue
+            started = watch()
+            call(plugin)
+            key = (plugin.NAME, point)
+            self.plugin_seconds[key] = self.plugin_seconds.get(key, 0.0) + watch() - started
 
     # ------------------------------------------------------------------------------ ordering
 
@@ -165,8 +182,7 @@ class Session:
         PodGroup phase (Volcano's ``jobStatus``): Running once bound plus succeeded pods reach minMember;
         otherwise Inqueue stays Inqueue and anything else Pending. Only changes are emitted.
         """
-        for plugin in self.plugins:
-            plugin.on_session_close(self)
+        self._each_plugin("OnSessionClose", lambda plugin: plugin.on_session_close(self))
         for job in self.snapshot.jobs.values():
             update = self.decisions.podgroups.get(job.key)
             phase = job.phase

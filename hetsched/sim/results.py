@@ -22,6 +22,7 @@ from hetsched.api.accelerators import accelerator_kind
 from hetsched.api.objects import Job, Node, Pod, PodGroup
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.runner import CycleResult
+from hetsched.sim.timeline import Timeline
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 MAX_REASONS = 10
@@ -110,6 +111,8 @@ class Recorder:
         """Pod key → its workload's key."""
         self.lost: dict[tuple[str, float], float] = {}
         """(pod key, deletion time) → chip-seconds lost (the simulated kubelet's ledger, set by the simulator)."""
+        self.timeline = Timeline()
+        """Chip occupancy per node over time (for the report)."""
 
     def on_fault(self, time: float, target: str, kind: str, jobs: list[str]) -> None:
         """A fault was applied at ``time``; ``jobs`` are the workloads it restarted."""
@@ -200,6 +203,7 @@ class Recorder:
             self.evictions.append({"time": now, "pod": eviction.pod, "job": eviction.job, "action": eviction.action,
                                    "reason": eviction.reason, "for": eviction.preemptor})
         self._queue_shares(result, now)
+        self.timeline.sample(result.snapshot, now)
         for key, status in result.decisions.unschedulable.items():
             workload = self.workloads.get(key)
             if workload is not None and status.message not in workload.reasons and len(workload.reasons) < MAX_REASONS:
@@ -263,6 +267,8 @@ class Results:
     """Per queue: allocated vs deserved dominant share over time."""
     faults: list[dict[str, Any]] = field(default_factory=list)
     evictions: list[dict[str, Any]] = field(default_factory=list)
+    timeline: Timeline | None = None
+    """Chip occupancy over time (for ``--report``; not part of results.json)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "jobs": self.jobs, "summary": self.summary, "queues": self.queues,
@@ -349,4 +355,4 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
     faults = _fault_report(recorder)
     return Results(jobs=sorted(jobs, key=lambda j: (j["submit"], j["namespace"], j["name"])),
                    summary=summary, cluster=cluster, queues=queues, evictions=list(recorder.evictions),
-                   faults=faults)
+                   faults=faults, timeline=recorder.timeline)

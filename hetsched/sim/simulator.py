@@ -16,6 +16,7 @@ This changes no outcome and keeps long, quiet stretches cheap. Runs are determin
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -27,6 +28,8 @@ from hetsched.cluster.memory import MemoryCluster
 from hetsched.controllers.fault import FAULT_RETRIES, FaultController
 from hetsched.controllers.job import JobController
 from hetsched.controllers.podgroup import QUEUE_ANNOTATION, PodGroupController
+from hetsched.metrics.controller import ControllerMetrics
+from hetsched.metrics.scheduler import SchedulerMetrics
 from hetsched.ports import NotFound, WatchEvent
 from hetsched.scheduler.cache import KINDS
 from hetsched.scheduler.conf import SchedulerConf
@@ -137,7 +140,8 @@ class Progress:
 class Simulation:
     def __init__(self, nodes: Sequence[Node], objects: Sequence[AnyObject], conf: SchedulerConf | None = None, *,
                  period: float = 1.0, until: float | None = None,
-                 scheduler_names: tuple[str, ...] = ("hetsched", "volcano"), faults: Sequence[Fault] = ()) -> None:
+                 scheduler_names: tuple[str, ...] = ("hetsched", "volcano"), faults: Sequence[Fault] = (),
+                 metrics: tuple[SchedulerMetrics, ControllerMetrics] | None = None) -> None:
         if period <= 0:
             raise ValueError("period must be > 0")
         self.period = period
@@ -156,8 +160,12 @@ class Simulation:
         self.fault_controller = FaultController(self.cluster, self.clock, events=self.cluster)
         self.podgroup_controller = PodGroupController(self.cluster, scheduler_names)
         self.kubelet = SimKubelet(self.cluster, self.loop)
+        self.metrics = metrics
         self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf, evictor=self.cluster,
-                                   scheduler_names=scheduler_names)
+                                   scheduler_names=scheduler_names,
+                                   stopwatch=time.perf_counter if metrics is not None else None)
+        if metrics is not None:  # durations are real compute time; latencies and waits are simulated time
+            self.scheduler.observers.append(metrics[0])
         check_queues(objects)
         check_updates(objects)
         self.total_workloads = len({(o.kind, object_key(o)) for o in objects if o.kind in ("Job", "Pod", "PodGroup")})
@@ -224,9 +232,18 @@ class Simulation:
             self._schedule_tick(self.clock.now() + self.period)
 
     def _settle(self) -> None:
-        while (self.fault_controller.process() + self.job_controller.process() + self.podgroup_controller.process()
-               + self.kubelet.process() + self._drain()) > 0:
-            pass
+        started = time.perf_counter()
+        items = {"fault": 0, "job": 0, "podgroup": 0}
+        while True:
+            done = {"fault": self.fault_controller.process(), "job": self.job_controller.process(),
+                    "podgroup": self.podgroup_controller.process()}
+            for name, count in done.items():
+                items[name] += count
+            if sum(done.values()) + self.kubelet.process() + self._drain() == 0:
+                break
+        if self.metrics is not None and any(items.values()):
+            self.metrics[1].observe_round(self.cluster, time.perf_counter() - started, items, self.fault_controller,
+                                          list_jobs=False)
         for due in (self.job_controller.next_deadline(), self.fault_controller.next_deadline()):
             if due is not None and due not in self._timers:  # ttlSecondsAfterFinished, fault grace periods
                 self._timers.add(due)
@@ -276,6 +293,8 @@ class Simulation:
         self.recorder.restarts = [(r.time, r.job, r.pods, r.counted, r.level)
                                   for r in self.fault_controller.rescheduled]
         self.recorder.lost = dict(self.kubelet.lost)
+        if self.metrics is not None:
+            self.metrics[1].observe_jobs(self.cluster.list("Job"))
         return build_results(self.recorder, self.nodes, end, {
             "periodSeconds": self.period,
             "deviceMismatches": self.scheduler.cache.mismatches(),

@@ -44,6 +44,7 @@ from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Pod
 from hetsched.devices.catalog import PolicySettings, policy_for
 from hetsched.devices.inventory import pod_allocation
+from hetsched.metrics.agents import DevicePluginMetrics
 
 API_VERSION = "v1beta1"
 DEFAULT_DIR = Path("/var/lib/kubelet/device-plugins")
@@ -53,8 +54,9 @@ log = logging.getLogger("hetsched.device-plugin")
 
 class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
     def __init__(self, backend: Backend, *, directory: Path = DEFAULT_DIR, period: float = 5.0,
-                 pods: Callable[[], list[Pod]] | None = None) -> None:
+                 pods: Callable[[], list[Pod]] | None = None, metrics: DevicePluginMetrics | None = None) -> None:
         self.backend = backend
+        self.metrics = metrics
         self.directory = directory
         self.period = period
         self.pods = pods
@@ -91,8 +93,13 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             self.last_error = str(exc)
             found = dict(self._chips)
             health = dict.fromkeys(found, "Unhealthy")
+            if self.metrics is not None:
+                self.metrics.tool_failures.labels(self.backend.resource).inc()
         with self._changed:
-            if health == self._health and found.keys() == self._chips.keys():
+            changed = health != self._health or found.keys() != self._chips.keys()
+            if self.metrics is not None:
+                self.metrics.health(self.backend.resource, health, changed)
+            if not changed:
                 return False
             self._chips, self._health = found, health
             self._version += 1
@@ -162,7 +169,10 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                               f"{self.backend.resource}: device(s) {', '.join(unknown)} are not this plugin's "
                               f"(it serves {', '.join(sorted(self._chips))})")
-            chosen = self._handoff(len(ids)) or ids
+            handed = self._handoff(len(ids))
+            chosen = handed or ids
+            if self.metrics is not None:
+                self.metrics.allocations.labels(self.backend.resource, "scheduler" if handed else "kubelet").inc()
             found = self.backend.container_devices([self._chips[k] for k in chosen])
             responses.append(api_pb2.ContainerAllocateResponse(
                 envs=found.envs,
@@ -229,6 +239,8 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
                 options=api_pb2.DevicePluginOptions(pre_start_required=False,
                                                     get_preferred_allocation_available=True)), timeout=5)
         self.registrations += 1
+        if self.metrics is not None:
+            self.metrics.registrations.labels(self.backend.resource).inc()
         log.info("registered %s with kubelet (%s)", self.backend.resource, self.socket)
 
     def _kubelet_identity(self) -> tuple[int, int] | None:

@@ -1,0 +1,31 @@
+"""Reading the kubelet's configuration file for the policies that decide whether NUMA placement is real.
+
+Who calls it: the node agent (publishes ``hetsched.io/topology-manager-policy``) and ``hetsched doctor
+--node``. Kubelet defaults apply to absent keys (``topologyManagerPolicy: none``, ``cpuManagerPolicy:
+none``). A missing file is None (not known); an unreadable one is a ValueError naming the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+DEFAULT_PATH = Path("/var/lib/kubelet/config.yaml")
+
+
+def read_policies(path: Path) -> tuple[str, str] | None:
+    """(topologyManagerPolicy, cpuManagerPolicy) from a KubeletConfiguration file, None when absent."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the kubelet configuration: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: malformed kubelet configuration: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a KubeletConfiguration mapping, got {type(data).__name__}")
+    return str(data.get("topologyManagerPolicy") or "none"), str(data.get("cpuManagerPolicy") or "none")

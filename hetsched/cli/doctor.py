@@ -1,0 +1,341 @@
+"""``hetsched doctor`` and ``hetsched explain``: the operator's checklist and "why is my job pending".
+
+Who calls it: ``cli.main`` registers both; the ``kubectl-hetsched`` console script is the same app, so
+``kubectl hetsched doctor`` / ``kubectl hetsched explain JOB`` work once it is on PATH.
+
+Where the facts come from:
+- ``--cluster SPEC WORKLOAD…``: an embedded cluster; the workloads run in the simulator (to ``--until``, or
+  until nothing more happens) and the checks read the end state;
+- otherwise a real API server (``--kubeconfig``/``KUBECONFIG``, the in-cluster account, or ``--server`` +
+  ``--token-file``);
+- ``doctor --node``: this machine — vendor tools, device files, kubelet's device-plugin directory and
+  configuration (and the node's object when the API server is reachable).
+
+Output is a table, or ``--json`` (findings with check, severity, object, evidence, fix). ``doctor`` exits
+0 when nothing is worse than ``info``, 1 on a warning, 2 on an error (bad flags or input: also 2, with a
+message on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+
+from hetsched.api.manifest import ManifestError, Problem, parse_document
+from hetsched.api.objects import AnyObject, Node
+from hetsched.diagnose.checks import ClusterFacts, ComponentStatus, run_checks
+from hetsched.diagnose.findings import Finding, exit_code
+from hetsched.scheduler.conf import SchedulerConf, default_conf, load_conf
+
+console = Console()
+errors = Console(stderr=True)
+SEVERITY_STYLE = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "red"}
+
+Cluster = Annotated[Path | None, typer.Option("--cluster", "-c", help="embedded cluster spec (with WORKLOADS)")]
+Workloads = Annotated[list[Path] | None, typer.Argument(help="workload YAML files for the embedded cluster")]
+Kubeconfig = Annotated[str | None, typer.Option(envvar="KUBECONFIG", help="kubeconfig file")]
+Server = Annotated[str | None, typer.Option(envvar="HETSCHED_SERVER", help="API server URL (with --token-file)")]
+TokenFile = Annotated[Path | None, typer.Option(envvar="HETSCHED_TOKEN_FILE", help="bearer token file")]
+CaFile = Annotated[Path | None, typer.Option(envvar="HETSCHED_CA_FILE", help="CA of the API server")]
+SchedulerConfOpt = Annotated[Path | None, typer.Option(
+    envvar="HETSCHED_SCHEDULER_CONF", help="the scheduler's configuration (default: hetsched's built-in one)")]
+Until = Annotated[float | None, typer.Option(help="embedded: stop the simulation at this simulated time")]
+Faults = Annotated[Path | None, typer.Option(help="embedded: fault file")]
+JsonOut = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+
+
+def _fail(message: str) -> typer.Exit:
+    errors.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+def _conf(path: Path | None) -> SchedulerConf:
+    try:
+        return load_conf(path) if path is not None else default_conf()
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _raw_documents(paths: list[Path]) -> list[tuple[str, int, Any]]:
+    documents = []
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise _fail(f"{path}: cannot read: {str(exc).splitlines()[0]}") from None
+        documents += [(str(path), i, doc) for i, doc in enumerate(docs, start=1)]
+    return documents
+
+
+def embedded_facts(cluster: Path, workloads: list[Path], conf: SchedulerConf, until: float | None,
+                   faults: Path | None) -> tuple[ClusterFacts, list[Finding]]:
+    """Run the workloads on the embedded cluster; the facts of its end state, and a finding per manifest
+    that failed validation for another reason than what ``accelerator-limits`` reports."""
+    from hetsched.cluster.spec import load_cluster_spec
+    from hetsched.sim.faults import load_faults
+    from hetsched.sim.simulator import Simulation
+
+    documents = _raw_documents(workloads)
+    objects: list[AnyObject] = []
+    invalid: list[Finding] = []
+    raw: list[tuple[str, dict[str, Any]]] = []
+    for source, index, doc in documents:
+        if isinstance(doc, dict) and doc.get("kind") in ("Job", "Pod"):
+            raw.append((f"{source} document {index}", doc))
+        parsed = parse_document(doc, source, index)
+        if isinstance(parsed, list):
+            if not any("only in requests" in p.message or "requests must equal limits" in p.message for p in parsed):
+                invalid += [Finding("manifests", "error", f"{p.kind or '?'}/{p.name or '?'}", str(p),
+                                    "fix the manifest (hetsched validate prints every problem)") for p in parsed]
+            continue
+        objects.append(parsed)
+    try:
+        nodes = load_cluster_spec(cluster).nodes()
+        simulation = Simulation(nodes, objects, conf, until=until,
+                                faults=load_faults(faults) if faults is not None else ())
+    except (ManifestError, ValueError) as exc:
+        problems: list[Problem | str] = list(exc.problems) if isinstance(exc, ManifestError) else [str(exc)]
+        raise _fail("; ".join(str(p) for p in problems)) from None
+    simulation.run()
+    cycles = simulation.scheduler.cycles
+    components = [
+        ComponentStatus("scheduler", True, f"embedded: ran {cycles} cycle(s), claims schedulerName "
+                        f"{', '.join(simulation.scheduler.cache.scheduler_names)}"),
+        ComponentStatus("controller", True, "embedded: the Job, PodGroup and fault controllers run in process"),
+        ComponentStatus("webhook", True, "embedded: every manifest is validated on load, as the webhook would"),
+    ]
+    stored = [obj for kind in ("Node", "Pod", "PodGroup", "Queue", "Job", "ConfigMap", "PriorityClass",
+                               "PodDisruptionBudget") for obj in simulation.cluster.list(kind)]
+    now = max(simulation.clock.now(), until) if until is not None else simulation.clock.now()
+    facts = ClusterFacts(objects=stored, raw=raw, components=components, conf=conf, now=now,
+                         final=until is None,
+                         scheduler_names=tuple(sorted(simulation.scheduler.cache.scheduler_names)))
+    return facts, invalid
+
+
+def _kube_facts(kubeconfig: str | None, server: str | None, token_file: Path | None, ca_file: Path | None,
+                lease_namespace: str, probe: bool = True) -> ClusterFacts:
+    from hetsched.cluster.facts import kube_facts
+    from hetsched.cluster.kubernetes import KubeClient
+
+    try:
+        client = KubeClient.connect(kubeconfig, server, str(token_file) if token_file else None,
+                                    str(ca_file) if ca_file else None)
+        return kube_facts(client, lease_namespace=lease_namespace, probe=probe)
+    except Exception as exc:  # no cluster to read: the doctor cannot run, say why
+        raise _fail(f"cannot read the cluster: {exc}") from None
+
+
+def _print(findings: list[Finding], as_json: bool, title: str) -> None:
+    code = exit_code(findings)
+    if as_json:
+        print(json.dumps({"mode": title, "exitCode": code, "findings": [f.to_json() for f in findings]}, indent=2))
+        return
+    console.print(f"hetsched doctor — {title}", style="bold", markup=False)
+    marks = {"ok": "✓", "info": "i", "warning": "!", "error": "✗"}
+    for finding in findings:
+        style = SEVERITY_STYLE[finding.severity]
+        console.print(f"{marks[finding.severity]} {finding.severity:<7} {finding.check:<27} {finding.object}",
+                      style=style, markup=False, highlight=False)
+        if finding.severity != "ok" or finding.evidence:
+            console.print(f"    {finding.evidence}", markup=False, highlight=False, soft_wrap=True)
+        if finding.fix:
+            console.print(f"    fix: {finding.fix}", markup=False, highlight=False, soft_wrap=True)
+    counts = {s: sum(1 for f in findings if f.severity == s) for s in ("error", "warning", "info", "ok")}
+    console.print(", ".join(f"{n} {s}" for s, n in counts.items()))
+
+
+def doctor(
+    workloads: Workloads = None,
+    cluster: Cluster = None,
+    node: Annotated[bool, typer.Option("--node", help="check this machine (vendor tools, kubelet) instead")] = False,
+    kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
+    scheduler_conf: SchedulerConfOpt = None, until: Until = None, faults: Faults = None,
+    check: Annotated[list[str] | None, typer.Option(help="run only this check (repeatable)")] = None,
+    stuck_after: Annotated[float, typer.Option(help="seconds Pending/Inqueue before a gang counts as stuck")]
+    = 300.0,
+    lease_namespace: Annotated[str, typer.Option(help="namespace of the components' Leases")] = "kube-system",
+    scheduler_name: Annotated[list[str] | None, typer.Option(
+        help="schedulerName values hetsched serves (repeatable; default hetsched, volcano)")] = None,
+    vendor: Annotated[list[str] | None, typer.Option(help="--node: vendor(s) to check (default: those whose "
+                                                          "tool is found)")] = None,
+    config: Annotated[Path | None, typer.Option(help="--node with --vendor fake: the chips file")] = None,
+    plugin_dir: Annotated[Path, typer.Option(help="--node: kubelet's device-plugin directory")]
+    = Path("/var/lib/kubelet/device-plugins"),
+    kubelet_config: Annotated[Path, typer.Option(help="--node: kubelet's configuration file")]
+    = Path("/var/lib/kubelet/config.yaml"),
+    dev_root: Annotated[Path, typer.Option(help="--node: root under which /dev is looked up")] = Path("/"),
+    node_name: Annotated[str | None, typer.Option(envvar="NODE_NAME", help="--node: this node's name, to compare "
+                                                                            "with its allocatable")] = None,
+    as_json: JsonOut = False,
+) -> None:
+    """Run the troubleshooting checklist on a cluster (embedded or real) or on a node; exit 0/1/2 for
+    ok/warning/error."""
+    conf = _conf(scheduler_conf)
+    if node:
+        findings, title = _node_findings(vendor, config, plugin_dir, kubelet_config, dev_root, node_name, check,
+                                         kubeconfig, server, token_file, ca_file, scheduler_conf is not None, conf)
+    else:
+        extra: list[Finding] = []
+        if cluster is not None:
+            facts, extra = embedded_facts(cluster, workloads or [], conf, until, faults)
+            title = f"embedded cluster {cluster.name}"
+        else:
+            if workloads:
+                raise _fail("WORKLOADS are for the embedded cluster: add --cluster SPEC")
+            facts = _kube_facts(kubeconfig, server, token_file, ca_file, lease_namespace)
+            facts.conf = conf
+            title = "Kubernetes cluster"
+        if scheduler_name:
+            facts.scheduler_names = tuple(scheduler_name)
+        facts.stuck_after = stuck_after
+        try:
+            findings = extra + run_checks(facts, check)
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+    _print(findings, as_json, title)
+    raise typer.Exit(exit_code(findings))
+
+
+def _node_findings(vendors: list[str] | None, config: Path | None, plugin_dir: Path, kubelet_config: Path,
+                   dev_root: Path, node_name: str | None, only: list[str] | None, kubeconfig: str | None,
+                   server: str | None, token_file: Path | None, ca_file: Path | None, conf_given: bool,
+                   conf: SchedulerConf) -> tuple[list[Finding], str]:
+    from hetsched.agents.backends import Backend, make_backend
+    from hetsched.agents.doctor import NodeFacts, run_node_checks
+
+    if not vendors:
+        vendors = [v for v, tool in (("ascend", "npu-smi"), ("cambricon", "cnmon")) if shutil.which(tool)]
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            pynvml.nvmlShutdown()
+            vendors.append("nvidia")
+        except Exception:  # no NVIDIA driver: not an NVIDIA node
+            pass
+    backends: list[Backend] = []
+    for vendor in vendors:
+        try:
+            backends.append(make_backend(vendor, config=config))
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+    node_object = None
+    if node_name:
+        try:
+            from hetsched.cluster.kubernetes import KubeClient, from_api
+
+            client = KubeClient.connect(kubeconfig, server, str(token_file) if token_file else None,
+                                        str(ca_file) if ca_file else None)
+            fetched = from_api("Node", client.request("GET", f"/api/v1/nodes/{node_name}"))
+            node_object = fetched if isinstance(fetched, Node) else None
+        except Exception as exc:  # no API access on this node: the comparison is skipped, and says so
+            errors.print(f"[yellow]warning:[/yellow] cannot read Node {node_name}: {exc}", highlight=False)
+    numaaware = None
+    if conf_given:
+        numaaware = any(o.name == "numaaware" for tier in conf.tiers for o in tier.plugins)
+    facts = NodeFacts(backends=backends, plugin_dir=plugin_dir, kubelet_config=kubelet_config, dev_root=dev_root,
+                      node=node_object, numaaware=numaaware)
+    try:
+        findings = run_node_checks(facts, only)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    return findings, f"node {node_name or '(this machine)'}"
+
+
+def _job_key(snapshot_jobs: dict[str, Any], job: str) -> str:
+    """``NAME`` or ``NAMESPACE/NAME`` of a Job, PodGroup or plain pod → the PodGroup's key."""
+    if job in snapshot_jobs:
+        return job
+    name = job.split("/")[-1]
+    namespace = job.split("/")[0] if "/" in job else "default"
+    for key, info in snapshot_jobs.items():
+        owners = [r.name for r in info.podgroup.metadata.ownerReferences]
+        if info.podgroup.metadata.namespace == namespace and (name in owners or info.podgroup.metadata.name in (
+                name, f"podgroup-{name}")):
+            return str(key)
+    known = ", ".join(sorted(snapshot_jobs)[:10]) or "none"
+    raise _fail(f"job {job!r}: no such Job or PodGroup waiting or running (known: {known})")
+
+
+def explain(
+    job: Annotated[str, typer.Argument(help="Job or PodGroup: NAME or NAMESPACE/NAME")],
+    workloads: Workloads = None,
+    cluster: Cluster = None,
+    kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
+    scheduler_conf: SchedulerConfOpt = None, until: Until = None, faults: Faults = None,
+    node: Annotated[list[str] | None, typer.Option("--node", help="also show this node's chip map (repeatable)")]
+    = None,
+    as_json: JsonOut = False,
+) -> None:
+    """Why JOB is pending: per-node reasons aggregated, its queue's status, what would unblock it, and chip
+    maps of nodes."""
+    from hetsched.scheduler.chips import ChipAccounts, chip_map
+    from hetsched.scheduler.why import explain_job, settings_of
+
+    conf = _conf(scheduler_conf)
+    if cluster is not None:
+        facts, _ = embedded_facts(cluster, workloads or [], conf, until, faults)
+    else:
+        facts = _kube_facts(kubeconfig, server, token_file, ca_file, "kube-system", probe=False)
+    snapshot = facts.snapshot()
+    key = _job_key(snapshot.jobs, job)
+    explanation = explain_job(snapshot, conf, key, facts.now)
+    accounts = ChipAccounts(settings_of(conf))
+    maps = {name: chip_map(snapshot, name, accounts) for name in node or []}
+    missing = [name for name in node or [] if name not in snapshot.nodes.index]
+    if missing:
+        raise _fail(f"--node: no node named {', '.join(missing)}")
+    if as_json:
+        print(json.dumps({
+            "job": explanation.job, "phase": explanation.phase, "queue": explanation.queue,
+            "minMember": explanation.min_member, "ready": explanation.ready, "pending": explanation.pending,
+            "schedulerSays": explanation.scheduler_says,
+            "tasks": [{"task": g.task, "pending": g.pending, "request": g.request,
+                       "nodes": [{"count": n, "reason": r} for n, r in g.nodes]} for g in explanation.groups],
+            "queueStatus": explanation.queue_status, "unblock": explanation.unblock,
+            "chipMaps": {name: [{"resource": r, "chips": c, "summary": s} for r, c, s in rows]
+                         for name, rows in maps.items()},
+        }, indent=2))
+        return
+    console.print(f"{explanation.job}: {explanation.phase}, {explanation.ready}/{explanation.min_member} "
+                  f"pods of the gang placed, {explanation.pending} pending, queue {explanation.queue}",
+                  highlight=False, markup=False)
+    for said in explanation.scheduler_says:
+        console.print(f"  scheduler: {said}", highlight=False, markup=False, soft_wrap=True)
+    for group in explanation.groups:
+        request = ", ".join(f"{k}: {v}" for k, v in group.request.items())
+        console.print(f"  task {group.task} ({group.pending} pending, each {request}):", highlight=False, markup=False)
+        for count, reason in group.nodes:
+            shown = "can take a pod now" if reason == "fits" else reason
+            console.print(f"    {count:>6} node(s): {shown}", highlight=False, markup=False, soft_wrap=True)
+    status = explanation.queue_status
+
+    def amounts(key: str, empty: str) -> str:
+        found = status.get(key)
+        if not isinstance(found, dict):
+            return empty
+        return ", ".join(f"{resource} {amount}" for resource, amount in found.items()) or empty
+
+    console.print(f"  queue {status['name']}: {status['state']}, weight {status['weight']:g}"
+                  f"{', OVERUSED' if status['overused'] else ''}; allocated {amounts('allocated', 'nothing')}; "
+                  f"deserved {amounts('deserved', '–')}; capability {amounts('capability', 'unlimited')}; "
+                  f"{status['pendingJobs']} job(s) waiting, {status['runningJobs']} running",
+                  highlight=False, markup=False, soft_wrap=True)
+    for hint in explanation.unblock:
+        console.print(f"  → {hint}", highlight=False, markup=False, soft_wrap=True)
+    for name, rows in maps.items():
+        for resource, chips, summary in rows:
+            console.print(f"  {name} {resource}: [{chips}]  {summary}", highlight=False, markup=False, soft_wrap=True)
+        if not rows:
+            console.print(f"  {name}: no accelerator chips", highlight=False, markup=False)
+    if maps:
+        console.print("  legend: # held, % shared, . free, X unhealthy, N network-unhealthy, | link domain",
+                      highlight=False, markup=False, soft_wrap=True)

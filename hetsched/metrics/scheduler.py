@@ -1,0 +1,267 @@
+"""The scheduler's metrics: cycle, action and plugin durations, placement counters, queue and chip state.
+
+Who calls it: ``hetsched scheduler`` (served on ``/metrics``) and the simulator (``--metrics FILE``) register
+a :class:`SchedulerMetrics` as an observer of :class:`~hetsched.scheduler.runner.Scheduler`; it sees every
+finished cycle. Counters and histograms are updated per cycle (O(binds + unschedulable jobs)); state gauges
+(queues, pending work, per-node chips) are computed from the last cycle's snapshot when scraped, so a cycle
+pays nothing for them. A snapshot is never changed once its cycle is over, so a scrape from the HTTP
+thread reads a consistent cycle.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from hetsched.api.accelerators import accelerator_kind
+from hetsched.devices.catalog import PolicySettings
+from hetsched.scheduler.cache import SchedulerCache
+from hetsched.scheduler.chips import ChipAccounts, ChipTable
+from hetsched.scheduler.runner import CycleResult
+from hetsched.scheduler.snapshot import Snapshot
+from hetsched.scheduler.why import reason_label
+
+DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+WAIT_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800, 86400, 259200)
+"""Queue waits span seconds (an idle cluster) to days (a busy one)."""
+
+
+def unit_of(resource: str) -> tuple[str, float]:
+    """(unit label, divisor from milli-units) for a resource column."""
+    if resource == "cpu":
+        return "core", 1000.0
+    if resource == "memory" or resource.endswith("storage"):
+        return "byte", 1000.0
+    if resource == "pods":
+        return "pod", 1000.0
+    if accelerator_kind(resource) is not None:
+        return "chip", 1000.0
+    return "unit", 1000.0
+
+
+class SchedulerMetrics:
+    """Call it with ``(cache, result)`` after every cycle (``Scheduler.observers``)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, settings: PolicySettings | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.e2e = Histogram("hetsched_e2e_scheduling_duration_seconds",
+                             "One scheduling cycle end to end: snapshot, session, binds and status writes",
+                             registry=r, buckets=DURATION_BUCKETS)
+        self.snapshot_seconds = Histogram("hetsched_snapshot_duration_seconds", "Building the cycle's snapshot",
+                                          registry=r, buckets=DURATION_BUCKETS)
+        self.session = Histogram("hetsched_session_duration_seconds",
+                                 "Session open, actions and close (the decision, without snapshot and apply)",
+                                 registry=r, buckets=DURATION_BUCKETS)
+        self.action = Histogram("hetsched_action_duration_seconds", "One action in one cycle", ["action"],
+                                registry=r, buckets=DURATION_BUCKETS)
+        self.plugin = Histogram("hetsched_plugin_duration_seconds", "One plugin at session open or close",
+                                ["plugin", "point"], registry=r, buckets=DURATION_BUCKETS)
+        self.apply = Histogram("hetsched_apply_duration_seconds", "Applying decisions: evictions, binds, status",
+                               registry=r, buckets=DURATION_BUCKETS)
+        self.pod_latency = Histogram(
+            "hetsched_pod_scheduling_duration_seconds",
+            "From pod creation to its bind, on the scheduler's clock (simulated time in a simulation)",
+            ["kind"], registry=r, buckets=WAIT_BUCKETS)
+        self.queue_wait = Histogram("hetsched_job_queue_wait_seconds",
+                                    "From PodGroup creation to Running (its gang placed)", ["queue"],
+                                    registry=r, buckets=WAIT_BUCKETS)
+        self.cycles = Counter("hetsched_scheduling_cycles", "Scheduling cycles run", registry=r)
+        self.scheduled = Counter("hetsched_pods_scheduled", "Pods bound, by accelerator kind and model",
+                                 ["kind", "model"], registry=r)
+        self.unschedulable = Counter(
+            "hetsched_pods_unschedulable",
+            "Pending pods left unplaced by a cycle, by first reason (one count per pod per cycle)",
+            ["reason"], registry=r)
+        self.bind_failures = Counter("hetsched_bind_failures", "Binds the API refused", registry=r)
+        self.evictions = Counter("hetsched_evictions", "Evictions requested", ["action"], registry=r)
+        self.eviction_failures = Counter("hetsched_eviction_failures", "Evictions refused or moot", registry=r)
+        self.accounts = ChipAccounts(settings)
+        self._lock = threading.Lock()
+        self._last: tuple[Snapshot, dict[str, str]] | None = None
+        self._tables: tuple[int, list[ChipTable]] | None = None
+        r.register(_StateCollector(self))
+
+    def __call__(self, cache: SchedulerCache, result: CycleResult) -> None:
+        timings = result.timings
+        self.cycles.inc()
+        self.e2e.observe(timings.total)
+        self.snapshot_seconds.observe(timings.snapshot)
+        self.session.observe(timings.session)
+        self.apply.observe(timings.apply)
+        for action, seconds in timings.actions.items():
+            self.action.labels(action).observe(seconds)
+        for (plugin, point), seconds in timings.plugins.items():
+            self.plugin.labels(plugin, point).observe(seconds)
+        snapshot, decisions = result.snapshot, result.decisions
+        failed = {entry.split(":", 1)[0] for entry in result.failed_binds}
+        for bind in decisions.binds:
+            if bind.pod in failed:
+                continue
+            pod = cache.pod(bind.pod)
+            if pod is None:
+                continue
+            kind, model = "cpu", ""
+            for resource in pod.spec.requests:
+                found = accelerator_kind(resource)
+                devices = snapshot.devices.get(resource)
+                if found is not None:
+                    kind = found
+                    row = snapshot.nodes.index.get(bind.node)
+                    model = devices.models[row] if devices is not None and row is not None else ""
+                    break
+            self.scheduled.labels(kind, model).inc()
+            created = pod.metadata.creationTimestamp
+            if created is not None:
+                self.pod_latency.labels(kind).observe(max(result.now - created, 0.0))
+        self.bind_failures.inc(len(result.failed_binds))
+        for eviction in decisions.evictions:
+            self.evictions.labels(eviction.action).inc()
+        self.eviction_failures.inc(len(result.failed_evictions))
+        for key, status in decisions.unschedulable.items():
+            job = snapshot.jobs.get(key)
+            pods = sum(len(g.pending) for g in job.groups) if job is not None else 0
+            if pods:
+                self.unschedulable.labels(reason_label(status.message)).inc(pods)
+        for key, update in decisions.podgroups.items():
+            job = snapshot.jobs.get(key)
+            if update.phase == "Running" and job is not None and job.podgroup.status.phase in ("Pending", "Inqueue"):
+                self.queue_wait.labels(job.queue).observe(max(result.now - job.created, 0.0))
+        phases = {key: update.phase for key, update in decisions.podgroups.items() if update.phase is not None}
+        with self._lock:
+            self._last = (snapshot, phases)
+
+    def chip_tables(self) -> list[ChipTable]:
+        """Chip accounting of the last cycle's snapshot (computed once per snapshot)."""
+        with self._lock:
+            last = self._last
+            cached = self._tables
+        if last is None:
+            return []
+        if cached is not None and cached[0] == id(last[0]):
+            return cached[1]
+        tables = self.accounts.tables(last[0])
+        with self._lock:
+            self._tables = (id(last[0]), tables)
+        return tables
+
+    def last(self) -> tuple[Snapshot, dict[str, str]] | None:
+        with self._lock:
+            return self._last
+
+
+class _StateCollector(Collector):
+    """Gauges computed at scrape time from the last cycle."""
+
+    def __init__(self, metrics: SchedulerMetrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # state series come and go with queues and nodes
+
+    def collect(self) -> Iterator[Metric]:
+        last = self.metrics.last()
+        if last is None:
+            return
+        snapshot, phases = last
+        yield from _queue_families(snapshot, phases)
+        yield from _chip_families(self.metrics.chip_tables())
+
+
+def _queue_families(snapshot: Snapshot, phases: dict[str, str]) -> Iterator[Metric]:
+    pending = GaugeMetricFamily("hetsched_pending_pods", "Pods waiting for a node, by queue", labels=["queue"])
+    groups = GaugeMetricFamily("hetsched_podgroups", "PodGroups by queue and phase", labels=["queue", "phase"])
+    by_queue: dict[str, int] = {name: 0 for name in snapshot.queues}
+    by_phase: dict[tuple[str, str], int] = {}
+    for key, job in snapshot.jobs.items():
+        by_queue[job.queue] = by_queue.get(job.queue, 0) + sum(len(g.pending) for g in job.groups)
+        phase = phases.get(key, job.phase)
+        by_phase[(job.queue, phase)] = by_phase.get((job.queue, phase), 0) + 1
+    for name, count in sorted(by_queue.items()):
+        pending.add_metric([name], count)
+    for (name, phase), count in sorted(by_phase.items()):
+        groups.add_metric([name, phase], count)
+    yield pending
+    yield groups
+    families: dict[str, GaugeMetricFamily] = {
+        name: GaugeMetricFamily(f"hetsched_queue_{name}", text, labels=["queue", "resource", "unit"])
+        for name, text in (("allocated", "Resources held by the queue's pods"),
+                           ("deserved", "The queue's deserved resources (proportion plugin)"),
+                           ("capability", "The queue's capability (limit); absent where unlimited"),
+                           ("request", "Held plus still requested by the queue's jobs"))}
+    state = GaugeMetricFamily("hetsched_queue_state", "1 for the queue's current state", labels=["queue", "state"])
+    names = snapshot.resources.names
+    for queue in snapshot.queues.values():
+        state.add_metric([queue.name, queue.state], 1)
+        vectors: dict[str, Any] = {"allocated": queue.allocated, "capability": queue.capability,
+                                   "request": queue.request, "deserved": queue.deserved}
+        for name, vector in vectors.items():
+            if vector is None:
+                continue
+            for column, value in enumerate(vector.tolist()):
+                if not math.isfinite(value) or (value == 0 and name != "capability"):
+                    continue
+                unit, divisor = unit_of(names[column])
+                families[name].add_metric([queue.name, names[column], unit], value / divisor)
+    yield state
+    yield from families.values()
+
+
+def _chip_families(tables: list[ChipTable]) -> Iterator[Metric]:
+    labels = ["node", "kind", "model"]
+    node_families = {
+        "physical": GaugeMetricFamily("hetsched_node_chips_physical", "Chips in the node's inventory", labels=labels),
+        "advertised": GaugeMetricFamily("hetsched_node_chips_allocatable",
+                                        "Chips the node advertises (its allocatable, from the device plugin)",
+                                        labels=labels),
+        "accounted": GaugeMetricFamily("hetsched_node_chips_accounted",
+                                       "Chips the scheduler places on: healthy and advertised", labels=labels),
+        "mismatch": GaugeMetricFamily("hetsched_node_chips_mismatch",
+                                      "Allocatable minus healthy physical chips (non-zero: the device plugin and "
+                                      "the hardware disagree)", labels=labels),
+        "held": GaugeMetricFamily("hetsched_node_chips_allocated", "Chips held by bound pods", labels=labels),
+        "fragmentation": GaugeMetricFamily(
+            "hetsched_node_chip_fragmentation_ratio",
+            "Share of free chips that cannot serve a request of the node's largest legal size", labels=labels),
+    }
+    health = GaugeMetricFamily("hetsched_node_chips_health", "Chips by health state", labels=[*labels, "state"])
+    cluster = GaugeMetricFamily("hetsched_chips", "Chips in the cluster by state (allocated, free, unhealthy)",
+                                labels=["kind", "model", "state"])
+    fragmentation = GaugeMetricFamily("hetsched_chip_fragmentation_ratio",
+                                      "Cluster-wide share of free chips stranded by topology fragmentation",
+                                      labels=["kind", "model"])
+    for table in tables:
+        totals: dict[str, dict[str, float]] = {}
+        for i, node in enumerate(table.nodes):
+            values = [node, table.kind, table.models[i]]
+            physical, healthy = int(table.physical[i]), int(table.healthy[i])
+            free, stranded = int(table.free[i]), int(table.stranded[i])
+            node_families["physical"].add_metric(values, physical)
+            node_families["advertised"].add_metric(values, int(table.advertised[i]))
+            node_families["accounted"].add_metric(values, int(table.accounted[i]))
+            node_families["mismatch"].add_metric(values, int(table.mismatch[i]))
+            node_families["held"].add_metric(values, int(table.held[i]))
+            node_families["fragmentation"].add_metric(values, stranded / free if free else 0.0)
+            network = int(table.network_unhealthy[i])
+            health.add_metric([*values, "Healthy"], healthy - network)
+            health.add_metric([*values, "NetworkUnhealthy"], network)
+            health.add_metric([*values, "Unhealthy"], physical - healthy)
+            total = totals.setdefault(table.models[i], {"allocated": 0, "free": 0, "unhealthy": 0, "stranded": 0})
+            total["allocated"] += int(table.held[i])
+            total["free"] += free
+            total["unhealthy"] += physical - healthy
+            total["stranded"] += stranded
+        for model, total in sorted(totals.items()):
+            for state in ("allocated", "free", "unhealthy"):
+                cluster.add_metric([table.kind, model, state], total[state])
+            fragmentation.add_metric([table.kind, model], total["stranded"] / total["free"] if total["free"] else 0.0)
+    yield from node_families.values()
+    yield health
+    yield cluster
+    yield fragmentation

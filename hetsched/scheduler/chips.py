@@ -1,0 +1,171 @@
+"""Chip accounting per node, read off a snapshot: physical, healthy, advertised, held, free and stranded.
+
+Who calls it: the scheduler's metrics (``metrics.scheduler``), ``hetsched explain`` (chip maps, topology
+fragmentation), ``hetsched doctor`` (allocatable vs healthy chips) and the simulation report (occupancy).
+It only reads; vectorised over nodes except for the per-topology policy lookups.
+
+Definitions (per accelerator resource and node):
+- *physical*: chips in the node's inventory; *healthy*: not Unhealthy (a NetworkUnhealthy chip is healthy
+  for single-node work); *advertised*: the node's allocatable, what the kubelet's device plugin reports;
+- *accounted*: what the scheduler places on: healthy chips (never more than advertised);
+- *held*: chips held whole by bound pods, plus chips partly held by fractional pods;
+- *free*: healthy, not held; *largest*: the largest legal one-pod request the node's topology policy can
+  still place on its free chips; *stranded*: free chips that cannot serve a request of the largest size the
+  node's topology allows when empty (fragmentation: ``free − size × pods of that size that still fit``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetsched.api.accelerators import accelerator_kind
+from hetsched.devices.catalog import PolicySettings, policy_for
+from hetsched.devices.policy import TopologyPolicy
+from hetsched.scheduler.framework import IntArray
+from hetsched.scheduler.snapshot import DeviceArrays, Snapshot
+
+_BYTE_COUNTS = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+
+
+def popcounts(masks: IntArray) -> IntArray:
+    """Set bits per element (chip masks fit in 16 bits)."""
+    masks = masks.astype(np.int64)
+    counts: IntArray = _BYTE_COUNTS[masks & 0xFF] + _BYTE_COUNTS[(masks >> 8) & 0xFF]
+    return counts
+
+
+@dataclass
+class ChipTable:
+    """One accelerator resource over the snapshot's nodes (rows with no chips and no allocatable dropped)."""
+
+    resource: str
+    kind: str
+    rows: IntArray
+    nodes: list[str]
+    models: list[str]
+    topologies: list[str]
+    physical: IntArray
+    healthy: IntArray
+    network_unhealthy: IntArray
+    advertised: IntArray
+    held: IntArray
+    free: IntArray
+    free_masks: IntArray
+    largest: IntArray
+    stranded: IntArray
+
+    @property
+    def accounted(self) -> IntArray:
+        accounted: IntArray = np.minimum(self.healthy, self.advertised)
+        return accounted
+
+    @property
+    def mismatch(self) -> IntArray:
+        """Advertised minus healthy physical chips: > 0 is the seed's "fake resources", < 0 chips the device
+        plugin does not report (not registered, or a stale count)."""
+        mismatch: IntArray = self.advertised - self.healthy
+        return mismatch
+
+
+class ChipAccounts:
+    """Policies per server shape, cached across calls (their lookup tables are built once per process)."""
+
+    def __init__(self, settings: PolicySettings | None = None) -> None:
+        self.settings = settings or PolicySettings()
+        self._policies: dict[tuple[str, int], TopologyPolicy] = {}
+
+    def policy(self, topology: str, chips: int) -> TopologyPolicy:
+        key = (topology, chips)
+        policy = self._policies.get(key)
+        if policy is None:
+            policy = self._policies[key] = policy_for(topology or "generic", max(chips, 1), self.settings)
+        return policy
+
+    def tables(self, snapshot: Snapshot) -> list[ChipTable]:
+        return [table for resource, devices in sorted(snapshot.devices.items())
+                if (table := self.table(snapshot, resource, devices)) is not None]
+
+    def table(self, snapshot: Snapshot, resource: str, devices: DeviceArrays) -> ChipTable | None:
+        nodes = snapshot.nodes
+        column = snapshot.resources.columns.get(resource)
+        advertised_all = (nodes.alloc[column] // 1000 if column is not None
+                          else np.zeros(len(nodes), dtype=np.int64))
+        present = nodes.exists & ((devices.chips != 0) | (advertised_all > 0))
+        rows = np.flatnonzero(present).astype(np.int64)
+        if not len(rows):
+            return None
+        chips = devices.chips[rows]
+        unhealthy = devices.unhealthy[rows]
+        sharing = devices.sharing()[rows]
+        held_masks = (devices.used[rows] | sharing) & chips
+        free_masks = chips & ~unhealthy & ~held_masks
+        largest = np.zeros(len(rows), dtype=np.int64)
+        stranded = np.zeros(len(rows), dtype=np.int64)
+        for position, row in enumerate(rows.tolist()):
+            topology = devices.topology[row]
+            mask = int(chips[position])
+            if not mask:
+                continue
+            policy = self.policy(topology, mask.bit_length())
+            free = int(free_masks[position])
+            largest[position] = policy.largest(free)
+            whole = policy.largest(mask)
+            if whole:
+                fits = int(policy.tables(whole).capacity(np.array([free], dtype=np.int64))[0])
+                stranded[position] = free.bit_count() - whole * fits
+        kind = accelerator_kind(resource) or "other"
+        return ChipTable(
+            resource=resource, kind=kind, rows=rows, nodes=[nodes.names[r] for r in rows.tolist()],
+            models=[devices.models[r] or resource.rsplit("/", 1)[-1] for r in rows.tolist()],
+            topologies=[devices.topology[r] for r in rows.tolist()],
+            physical=popcounts(chips), healthy=popcounts(chips & ~unhealthy),
+            network_unhealthy=popcounts(devices.network[rows] & chips), advertised=advertised_all[rows],
+            held=popcounts(held_masks), free=popcounts(free_masks), free_masks=free_masks, largest=largest,
+            stranded=stranded)
+
+
+def chip_map(snapshot: Snapshot, node: str, accounts: ChipAccounts | None = None) -> list[tuple[str, str, str]]:
+    """Per accelerator resource on ``node``: (resource, one character per chip, legend-free summary).
+
+    Characters: ``#`` held whole, ``%`` shared by fractional pods, ``.`` free, ``X`` unhealthy, ``N`` network
+    unhealthy (usable inside the node), `` `` no chip in that slot; link domains separated by ``|``.
+    """
+    accounts = accounts or ChipAccounts()
+    row = snapshot.nodes.index.get(node)
+    if row is None:
+        return []
+    result = []
+    for resource, devices in sorted(snapshot.devices.items()):
+        mask = int(devices.chips[row])
+        if not mask:
+            continue
+        policy = accounts.policy(devices.topology[row], mask.bit_length())
+        used, unhealthy, network = int(devices.used[row]), int(devices.unhealthy[row]), int(devices.network[row])
+        sharing = int(devices.sharing()[row])
+        cells = []
+        for chip in range(mask.bit_length()):
+            bit = 1 << chip
+            if not mask & bit:
+                cells.append(" ")
+            elif unhealthy & bit:
+                cells.append("X")
+            elif used & bit:
+                cells.append("#")
+            elif sharing & bit:
+                cells.append("%")
+            elif network & bit:
+                cells.append("N")
+            else:
+                cells.append(".")
+        groups = [g for g in policy.LINK_GROUPS if g & mask]
+        if groups:
+            text = "|".join("".join(cells[c] for c in range(len(cells)) if g >> c & 1) for g in groups)
+        else:
+            text = "".join(cells)
+        free = mask & ~unhealthy & ~used & ~sharing
+        summary = (f"{devices.models[row] or resource} ({devices.topology[row] or 'generic'}): "
+                   f"{policy.split(free)}; largest request that fits: {policy.largest(free)}")
+        result.append((resource, text, summary))
+    return result

@@ -1,0 +1,249 @@
+"""Why a job is pending: per-node reasons aggregated, the queue's state, and what would unblock it.
+
+Who calls it: ``hetsched explain`` (and its kubectl plugin), ``hetsched doctor``'s stuck-gang check and the
+``hetsched_pods_unschedulable_total`` reason labels (:func:`reason_label`). It opens a read-only session
+on a snapshot — the same plugins and predicates as the scheduling cycle — and never changes anything.
+
+Node reasons are counted like kube-scheduler's ``0/120 nodes are available`` message, one reason per node
+(the first that rules it out, static predicates first, then resources, then device topology), and nodes
+blocked by device topology are split further by how their free chips lie ("HCCS ring fragmentation, 2
+free chip(s) split 1+1 across HCCS rings").
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hetsched.api.quantity import format_quantity
+from hetsched.devices.catalog import PolicySettings
+from hetsched.scheduler.chips import ChipAccounts
+from hetsched.scheduler.conf import SchedulerConf
+from hetsched.scheduler.framework import BoolArray, FloatArray
+from hetsched.scheduler.placement import capacity
+from hetsched.scheduler.session import Session
+from hetsched.scheduler.snapshot import JobInfo, QueueInfo, Snapshot, TaskGroup
+
+
+@dataclass
+class GroupExplanation:
+    task: str
+    pending: int
+    request: dict[str, str]
+    nodes: list[tuple[int, str]]
+    """(node count, reason), most nodes first; a reason of ``fits`` counts nodes that can take a pod now."""
+    room: int = 0
+    """How many of these pods the nodes could take now, in all."""
+
+
+@dataclass
+class Explanation:
+    job: str
+    phase: str
+    queue: str
+    min_member: int
+    ready: int
+    pending: int
+    scheduler_says: list[str] = field(default_factory=list)
+    """The PodGroup's Unschedulable condition (the last cycle's verdict), and the admission gate's reason."""
+    groups: list[GroupExplanation] = field(default_factory=list)
+    queue_status: dict[str, object] = field(default_factory=dict)
+    unblock: list[str] = field(default_factory=list)
+    """What would let the job run, derived from the reasons."""
+
+
+def settings_of(conf: SchedulerConf) -> PolicySettings:
+    """The device-topology settings the configuration gives the ``devicetopology`` plugin."""
+    for tier in conf.tiers:
+        for option in tier.plugins:
+            if option.name == "devicetopology":
+                return PolicySettings(ascend910=str(option.arguments.get("ascend910.policy", "ascend-hccs")),
+                                      mlulink=str(option.arguments.get("cambricon.mluLinkPolicy", "best-effort")))
+    return PolicySettings()
+
+
+def _node_reasons(session: Session, group: TaskGroup, accounts: ChipAccounts) -> list[tuple[int, str]]:
+    nodes = session.nodes
+    _, failures = session.static_checks(group)
+    remaining: BoolArray = nodes.exists.copy()
+    counts: Counter[str] = Counter()
+    for reason, failing in failures:
+        hit = remaining & failing
+        if hit.any():
+            counts[reason] += int(hit.sum())
+            remaining &= ~failing
+    if not nodes.ready.all():
+        down = remaining & ~nodes.ready
+        counts["node(s) were not Ready"] += int(down.sum())
+        remaining &= ~down
+    cordoned = remaining & nodes.cordoned
+    if cordoned.any():
+        counts["node(s) were cordoned (unschedulable)"] += int(cordoned.sum())
+        remaining &= ~cordoned
+    names = session.snapshot.resources.names
+    for column in group.columns.tolist():
+        short = remaining & (nodes.alloc[column] - nodes.used[column] < group.request[column])
+        if short.any():
+            label = "Too many pods" if names[column] == "pods" else f"insufficient {names[column]}"
+            counts[label] += int(short.sum())
+            remaining &= ~short
+    limit = session.capacity_limit(group)
+    if limit is not None:
+        blocked = remaining & (limit <= 0)
+        for row in np.flatnonzero(blocked).tolist():
+            counts[_device_reason(session, group, row, accounts)] += 1
+        remaining &= ~blocked
+    if remaining.any():
+        counts["fits"] += int(remaining.sum())
+    return sorted(((n, reason) for reason, n in counts.items()), key=lambda item: (item[1] == "fits", -item[0],
+                                                                                    item[1]))
+
+
+def _device_reason(session: Session, group: TaskGroup, row: int, accounts: ChipAccounts) -> str:
+    """Why a node with enough advertised chips has no legal set: unhealthy chips or topology fragmentation."""
+    names = session.snapshot.resources.names
+    for column in group.columns.tolist():
+        devices = session.snapshot.devices.get(names[column])
+        if devices is None:
+            continue
+        want = int(group.request[column]) // 1000
+        mask = int(devices.chips[row])
+        if not mask:
+            continue
+        policy = accounts.policy(devices.topology[row], mask.bit_length())
+        unhealthy = int(devices.unhealthy[row])
+        held = int(devices.used[row]) | int(devices.sharing()[row])
+        free = mask & ~unhealthy & ~held
+        if free.bit_count() < want:
+            bad = (mask & unhealthy).bit_count()
+            return (f"{names[column]}: {free.bit_count()} free healthy chip(s) for {want}"
+                    + (f" ({bad} unhealthy)" if bad else ""))
+        if policy.legal(want, group.job.total_pods > 1) and not policy.tables(want).choice[free]:
+            return f"{policy.LINK_NAME} fragmentation, {policy.split(free)}"
+    return "no free chip set that meets the device topology"
+
+
+def _quantities(snapshot: Snapshot, vector: FloatArray) -> dict[str, str]:
+    names = snapshot.resources.names
+    return {names[i]: format_quantity(int(v), names[i]) for i, v in enumerate(vector.tolist())
+            if v and np.isfinite(v) and names[i] != "pods"}
+
+
+def queue_status(snapshot: Snapshot, queue: QueueInfo, overused: bool) -> dict[str, object]:
+    status: dict[str, object] = {"name": queue.name, "state": queue.state, "weight": queue.weight,
+                                 "allocated": _quantities(snapshot, queue.allocated),
+                                 "capability": _quantities(snapshot, queue.capability), "overused": overused}
+    if queue.deserved is not None:
+        status["deserved"] = _quantities(snapshot, queue.deserved)
+    jobs = [j for j in snapshot.jobs.values() if j.queue == queue.name]
+    status["pendingJobs"] = sum(1 for j in jobs if j.phase in ("Pending", "Inqueue") and j.ready < j.min_member)
+    status["runningJobs"] = sum(1 for j in jobs if j.phase == "Running")
+    return status
+
+
+def explain_job(snapshot: Snapshot, conf: SchedulerConf, job_key: str, now: float = 0.0) -> Explanation:
+    """Explain ``job_key`` (``namespace/podgroup``) against ``snapshot``; KeyError when the snapshot has no
+    such PodGroup."""
+    job = snapshot.jobs[job_key]
+    session = Session(snapshot, conf, now=now)
+    accounts = ChipAccounts(settings_of(conf))
+    explanation = Explanation(job=job_key, phase=job.phase, queue=job.queue, min_member=job.min_member,
+                              ready=job.ready, pending=job.pending_count)
+    for condition in job.podgroup.status.conditions:
+        if condition.type == "Unschedulable" and condition.message:
+            explanation.scheduler_says.append(condition.message)
+    queue = snapshot.queues[job.queue]
+    overused = bool(queue.allocated.any()) and session.overused(queue)  # an idle queue is not "over" anything
+    explanation.queue_status = queue_status(snapshot, queue, overused)
+    if job.phase == "Pending":
+        if queue.state != "Open":
+            explanation.scheduler_says.append(
+                f"queue {job.queue} does not exist" if queue.state == "NotFound" else f"queue {job.queue} is "
+                f"{queue.state}")
+        else:
+            admitted = session.job_enqueueable(job)
+            if not admitted.ok:
+                explanation.scheduler_says.append(admitted.message)
+    if job.phase != "Pending":  # a Pending job has no pods yet by design: they come once it is Inqueue
+        valid = session.job_valid(job)
+        if not valid.ok:
+            explanation.scheduler_says.append(valid.message)
+    said = [_NODES_PREFIX.sub("", s) for s in explanation.scheduler_says]
+    explanation.scheduler_says = [s for i, s in enumerate(explanation.scheduler_says) if said[i] not in said[:i]]
+    for group in job.groups:
+        names = snapshot.resources.names
+        request = {names[c]: format_quantity(int(group.request[c]), names[c]) for c in group.columns.tolist()
+                   if names[c] != "pods"}
+        room = int(capacity(session, group).sum())
+        explanation.groups.append(GroupExplanation(group.task, len(group.pending), request,
+                                                   _node_reasons(session, group, accounts), room))
+    explanation.unblock = _unblock(explanation, job, overused)
+    return explanation
+
+
+def _unblock(explanation: Explanation, job: JobInfo, overused: bool) -> list[str]:
+    hints: list[str] = []
+    said = " ".join(explanation.scheduler_says)
+    if "does not exist" in said:
+        hints.append(f"create queue {job.queue} or submit the job to an existing queue")
+    if re.search(r"queue \S+ is (Closed|Closing)", said):
+        hints.append(f"open queue {job.queue} (vcctl queue operate --action open --name {job.queue})")
+    if "capability" in said:
+        hints.append(f"raise queue {job.queue}'s capability, or wait for its running jobs to finish")
+    if "headroom" in said:
+        hints.append("free or add the resources named above, or lower the job's minAvailable/minResources")
+    if "pods exist" in said:
+        hints.append("the job has fewer pods than minAvailable: check the job controller and the pod template")
+    if overused:
+        hints.append(f"queue {job.queue} is over its deserved share: jobs of other queues go first; reclaim "
+                     "applies if the queue is under its guarantee")
+    for group in explanation.groups:
+        fits = sum(n for n, reason in group.nodes if reason == "fits")
+        for n, reason in group.nodes:
+            if reason.startswith("insufficient "):
+                hints.append(f"{reason.removeprefix('insufficient ')}: free capacity on {n} node(s) is short; "
+                             "wait for running pods, preempt lower-priority work, or add nodes")
+            elif "fragmentation" in reason:
+                hints.append(f"{n} node(s) have enough free chips but split across link domains: a smaller "
+                             "per-pod chip count, or jobs finishing on those nodes, would unblock it")
+            elif "unhealthy" in reason:
+                hints.append(f"{n} node(s) have unhealthy chips: repair them (see hetsched doctor)")
+            elif "taint" in reason:
+                hints.append(f"{n} node(s) are tainted: add a toleration, or clear the taint if it is stale")
+            elif "selector" in reason or "affinity" in reason:
+                hints.append(f"{n} node(s) do not match the pod's node selector/affinity: check the labels")
+        if fits and group.room < group.pending:
+            hints.append(f"only {group.room} of the {group.pending} pending {group.task} pod(s) fit now (on {fits} "
+                         f"node(s)), and the gang needs minMember={job.min_member} placed at once: wait for running "
+                         "pods, preempt lower-priority work, or add nodes")
+    return list(dict.fromkeys(hints))
+
+
+_NODES_PREFIX = re.compile(r"^\d+/\d+ tasks in gang unschedulable: ")
+_AVAILABLE = re.compile(r"^0/\d+ nodes are available: ")
+_LABELS = (
+    ("Insufficient ", None), ("Too many pods", "too many pods"),
+    ("device topology", "device topology"), ("node selector", "node selector"),
+    ("node affinity", "node affinity"), ("untolerated taint", "taint"), ("accelerator model", "accelerator model"),
+    ("rejected the request", "device request rejected"), ("node group", "node group"),
+    ("capability", "queue capability"), ("overused", "queue overused"), ("deserved share", "queue deserved"),
+    ("headroom", "cluster headroom"), ("pods exist", "gang incomplete"), ("does not exist", "queue missing"),
+    ("pipelined", "pipelined"), ("Closed", "queue closed"), ("Closing", "queue closed"),
+)
+
+
+def reason_label(message: str) -> str:
+    """A short, bounded label for an unschedulable message (a metric label value): the first node-level
+    reason of ``0/N nodes are available: …`` (``insufficient huawei.com/Ascend910``), else the gate's."""
+    text = _NODES_PREFIX.sub("", message)
+    first = _AVAILABLE.sub("", text).split(", ")[0]
+    first = re.sub(r"^\d+ ", "", first)
+    for needle, label in _LABELS:
+        if needle in first:
+            if label is None:
+                return "insufficient " + first.split(needle, 1)[1].split()[0].rstrip(",;")
+            return label
+    return "other"

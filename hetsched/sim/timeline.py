@@ -1,0 +1,73 @@
+"""Chip occupancy over simulated time, per node and per accelerator kind, for the simulation report.
+
+Who calls it: the simulator's :class:`~hetsched.sim.results.Recorder` after every scheduling cycle; the
+report (``sim.report``) draws allocation curves and per-pool heatmaps from it.
+
+A sample is taken at the first cycle of each time bucket (chips held whole or shared, per node, from the
+cycle's snapshot after its placements). Memory is bounded: past :data:`MAX_SAMPLES` samples, every other
+one is dropped and the bucket doubles, so a week-long replay costs no more than a minute-long one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetsched.api.accelerators import accelerator_kind
+from hetsched.scheduler.chips import popcounts
+from hetsched.scheduler.framework import IntArray
+from hetsched.scheduler.snapshot import Snapshot
+
+MAX_SAMPLES = 1000
+POOL_LABEL = "hetsched.io/pool"
+
+
+class Timeline:
+    def __init__(self, bucket: float = 1.0) -> None:
+        self.bucket = bucket
+        self.times: list[float] = []
+        self.held: list[IntArray] = []
+        """Per sample: chips held per node (all accelerator kinds together)."""
+        self.kind_held: list[dict[str, int]] = []
+        self.nodes: list[str] = []
+        self.pools: list[str] = []
+        self.physical: IntArray = np.zeros(0, dtype=np.int64)
+        self.kind_physical: dict[str, int] = {}
+        self._next = 0.0
+
+    def sample(self, snapshot: Snapshot, now: float) -> None:
+        if now < self._next and self.times:
+            return
+        self._next = (np.floor(now / self.bucket) + 1) * self.bucket
+        nodes = snapshot.nodes
+        if len(nodes.names) != len(self.nodes):
+            self.nodes = list(nodes.names)
+            self.pools = [labels.get(POOL_LABEL, "") for labels in nodes.labels]
+        held = np.zeros(len(self.nodes), dtype=np.int64)
+        physical = np.zeros(len(self.nodes), dtype=np.int64)
+        kinds: dict[str, int] = {}
+        kind_physical: dict[str, int] = {}
+        for resource, devices in snapshot.devices.items():
+            kind = accelerator_kind(resource) or resource
+            chips = devices.chips
+            taken = popcounts((devices.used | devices.sharing()) & chips)
+            held[: len(taken)] += taken
+            count = popcounts(chips)
+            physical[: len(count)] += count
+            kinds[kind] = kinds.get(kind, 0) + int(taken.sum())
+            kind_physical[kind] = kind_physical.get(kind, 0) + int(count.sum())
+        self.physical = physical
+        self.kind_physical = kind_physical
+        self.times.append(now)
+        self.held.append(held)
+        self.kind_held.append(kinds)
+        if len(self.times) > MAX_SAMPLES:
+            self.times, self.held, self.kind_held = self.times[::2], self.held[::2], self.kind_held[::2]
+            self.bucket *= 2
+
+    def matrix(self) -> IntArray:
+        """samples × nodes of chips held (nodes that appeared later are 0 before they did)."""
+        width = len(self.nodes)
+        out = np.zeros((len(self.held), width), dtype=np.int64)
+        for i, row in enumerate(self.held):
+            out[i, : len(row)] = row
+        return out

@@ -1,0 +1,72 @@
+"""``hetsched simulate --report``: one self-contained HTML file whose charts render in a real browser —
+opened in headless Chromium (Debian's package, installed by ``scripts/provision-browser.sh``), which must
+show every section's title and paint the plots (a screenshot that is far from blank)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib import image
+from typer.testing import CliRunner
+
+from hetsched.cli.main import app
+from hetsched.sim.report import TITLES
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+
+
+def simulate_report(tmp_path: Path) -> Path:
+    report = tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["simulate", "--cluster", str(EXAMPLES / "scenarios/ascend-4.yaml"),
+                                      str(EXAMPLES / "scenarios/fault-jobs.yaml"), "--faults",
+                                      str(EXAMPLES / "scenarios/faults.yaml"), "--report", str(report), "-q"])
+    assert result.exit_code == 0, result.output
+    return report
+
+
+def test_the_report_is_one_self_contained_file_with_every_section(tmp_path: Path) -> None:
+    text = simulate_report(tmp_path).read_text()
+    assert not re.search(r'(src|href)="(https?:|//|/)', text)  # nothing fetched from anywhere
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)
+    assert len(images) == 5  # allocation, waits, shares, one pool heatmap, faults
+    headings = re.findall(r"<h2>([^<]+)</h2>", text)
+    assert headings == [TITLES[0], TITLES[1], TITLES[2], f"{TITLES[3]}: ascend", TITLES[4]]
+
+
+def chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={cwd / 'profile'}", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/provision-browser.sh installs it)")
+def test_the_charts_render_in_headless_chromium(tmp_path: Path) -> None:
+    report = simulate_report(tmp_path)
+    dom = chromium("--dump-dom", report.as_uri(), cwd=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    for title in TITLES:
+        assert title in dom.stdout, title
+    # the same page with its images taken out: what text and layout alone paint
+    bare = tmp_path / "bare.html"
+    bare.write_text(re.sub(r'src="data:image/png;base64,[^"]+"', 'src=""', report.read_text()))
+    shots = {}
+    for name, page in (("report", report), ("bare", bare)):
+        shot = tmp_path / f"{name}.png"
+        run = chromium("--window-size=1200,3200", f"--screenshot={shot}", page.as_uri(), cwd=tmp_path)
+        assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
+        shots[name] = image.imread(str(shot))[..., :3]
+    painted = {name: float((pixels < 0.95).any(axis=2).mean()) for name, pixels in shots.items()}
+    assert painted["report"] > 3 * painted["bare"], painted  # the charts, not the text, fill the page
+    pixels = shots["report"]
+    colours = {tuple(c) for c in (pixels[::4, ::4].reshape(-1, 3) * 255).astype(np.uint8).tolist()}
+    assert len(colours) > 200  # a heatmap's gradient and coloured lines, not a blank or monochrome page
+    viridis = (pixels[..., 0] < 0.4) & (pixels[..., 1] > 0.3) & (pixels[..., 2] > 0.4)
+    assert viridis.sum() > 2000  # the chip-occupancy heatmap is drawn
