@@ -24,6 +24,7 @@ from hetsched.agents.backends.fake import FakeBackend
 from hetsched.agents.deviceplugin import api_pb2, api_pb2_grpc
 from hetsched.agents.deviceplugin.server import DevicePlugin
 from hetsched.api.objects import Pod
+from hetsched.metrics.agents import DevicePluginMetrics
 from tests.builders import pod
 
 PERIOD = 0.2
@@ -60,11 +61,13 @@ def world(tmp_path: Path) -> Iterator[SimpleNamespace]:
     write_chips(config)
     kubelet = FakeKubelet(directory)
     bound: list[Pod] = []
-    plugin = DevicePlugin(FakeBackend(config), directory=directory, period=PERIOD, pods=lambda: list(bound))
+    metrics = DevicePluginMetrics()
+    plugin = DevicePlugin(FakeBackend(config), directory=directory, period=PERIOD, pods=lambda: list(bound),
+                          metrics=metrics)
     plugin.start()
     channel = grpc.insecure_channel(f"unix://{plugin.socket}")
     yield SimpleNamespace(directory=directory, config=config, kubelet=kubelet, plugin=plugin, bound=bound,
-                          stub=api_pb2_grpc.DevicePluginStub(channel))
+                          stub=api_pb2_grpc.DevicePluginStub(channel), metrics=metrics)
     channel.close()
     plugin.stop()
     kubelet.stop()
@@ -107,6 +110,12 @@ def test_a_failing_tool_reports_every_chip_unhealthy_not_an_empty_list(world: Si
     update = next(stream)
     assert [d.health for d in update.devices] == ["Unhealthy"] * 4
     assert "fake device config" in world.plugin.last_error
+    sample = world.metrics.registry.get_sample_value
+    fake = {"resource": "hetsched.io/fake"}
+    assert sample("hetsched_device_plugin_devices", {**fake, "health": "Unhealthy"}) == 4
+    assert sample("hetsched_device_plugin_devices", {**fake, "health": "Healthy"}) == 0
+    assert (sample("hetsched_device_plugin_tool_failures_total", fake) or 0) >= 1
+    assert sample("hetsched_device_plugin_registrations_total", fake) == 1
     stream.cancel()
 
 
@@ -125,6 +134,10 @@ def test_allocate_mounts_the_schedulers_chips_and_refuses_foreign_ids(world: Sim
     assert allocate(["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "1,3"}
     assert allocate(["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "0,2"}
     assert allocate(["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "0,1"}  # no hand-off left: kubelet's pick
+    sample = world.metrics.registry.get_sample_value
+    name = "hetsched_device_plugin_allocations_total"
+    assert sample(name, {"resource": "hetsched.io/fake", "source": "scheduler"}) == 2
+    assert sample(name, {"resource": "hetsched.io/fake", "source": "kubelet"}) == 1
     with pytest.raises(grpc.RpcError) as info:
         allocate(["fake-0", "Ascend910-9"])
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "Ascend910-9" in str(info.value.details())

@@ -495,6 +495,23 @@ def doctor_findings(api: ApiServer, conf: Any = None, stuck_after: float = 300.0
     return result
 
 
+def scrape_process_metrics(log: Path) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Scrape the /metrics a process announced in its log: (sample name, sorted labels) → value."""
+    import re
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    deadline = time.monotonic() + 20
+    while not (found := re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", log.read_text())):
+        assert time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.2)
+    with urllib.request.urlopen(f"http://127.0.0.1:{found.group(1)}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
 def test_doctor_checks_on_a_real_apiserver(api: ApiServer, tmp_path: Path) -> None:
     """Each cluster check flags what it must (and passes what it must) on the real API server: components by
     their Leases and a webhook dry run, nodes as a device plugin leaves them, Job templates stored while no
@@ -566,6 +583,16 @@ def test_doctor_checks_on_a_real_apiserver(api: ApiServer, tmp_path: Path) -> No
                 break
             time.sleep(1)
         assert components == {"component/scheduler": "ok", "component/controller": "ok", "component/webhook": "ok"}
+        # both processes serve /metrics: the leader says so, and the scheduler sees doc-fake's broken chip
+        scraped = {name: scrape_process_metrics(tmp_path / f"{name}-doc-{name[0]}.log")
+                   for name in ("scheduler", "controller")}
+        assert scraped["scheduler"][("hetsched_leader", ())] == 1
+        assert scraped["controller"][("hetsched_leader", ())] == 1
+        assert scraped["scheduler"][("hetsched_scheduling_cycles_total", ())] > 0
+        labels = (("kind", "ascend"), ("model", "ascend910-8"), ("node", "doc-fake"))
+        mismatch = ("hetsched_node_chips_mismatch", labels)
+        assert scraped["scheduler"][mismatch] == 1
+        assert any(name == "hetsched_jobs" for name, _ in scraped["controller"])
         # the CLI on the same cluster: JSON, and exit code 2 for the errors above
         token = tmp_path / "doctor-token"
         token.write_text(api.token)

@@ -251,15 +251,15 @@ def _node_findings(vendors: list[str] | None, config: Path | None, plugin_dir: P
 
 
 def _job_key(snapshot_jobs: dict[str, Any], job: str) -> str:
-    """``NAME`` or ``NAMESPACE/NAME`` of a Job, PodGroup or plain pod → the PodGroup's key."""
+    """``NAME`` or ``NAMESPACE/NAME`` of a Job, PodGroup or plain pod → the PodGroup's key (a Job's or a
+    plain pod's PodGroup names it as its owner)."""
     if job in snapshot_jobs:
         return job
     name = job.split("/")[-1]
     namespace = job.split("/")[0] if "/" in job else "default"
     for key, info in snapshot_jobs.items():
         owners = [r.name for r in info.podgroup.metadata.ownerReferences]
-        if info.podgroup.metadata.namespace == namespace and (name in owners or info.podgroup.metadata.name in (
-                name, f"podgroup-{name}")):
+        if info.podgroup.metadata.namespace == namespace and (name in owners or info.podgroup.metadata.name == name):
             return str(key)
     known = ", ".join(sorted(snapshot_jobs)[:10]) or "none"
     raise _fail(f"job {job!r}: no such Job or PodGroup waiting or running (known: {known})")

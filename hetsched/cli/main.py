@@ -114,7 +114,8 @@ def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None
         registry = CollectorRegistry()
         observers = (SchedulerMetrics(registry, settings_of(conf) if conf else None), ControllerMetrics(registry))
     simulation = Simulation(nodes, objects, conf, period=period, until=until, scheduler_names=scheduler_names,
-                            faults=load_faults(faults) if faults is not None else (), metrics=observers)
+                            faults=load_faults(faults) if faults is not None else (), metrics=observers,
+                            timeline=report is not None)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("jobs done · sim t={task.fields[now]:.0f}s"), TimeElapsedColumn(),
                   console=errors, disable=quiet, transient=False) as bar:

@@ -10,6 +10,7 @@ thread reads a consistent cycle.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from hetsched.scheduler.runner import CycleResult
 from hetsched.scheduler.snapshot import Snapshot
 from hetsched.scheduler.why import reason_label
 
+log = logging.getLogger("hetsched.metrics")
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 WAIT_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800, 86400, 259200)
 """Queue waits span seconds (an idle cluster) to days (a busy one)."""
@@ -83,12 +85,25 @@ class SchedulerMetrics:
         self.evictions = Counter("hetsched_evictions", "Evictions requested", ["action"], registry=r)
         self.eviction_failures = Counter("hetsched_eviction_failures", "Evictions refused or moot", registry=r)
         self.accounts = ChipAccounts(settings)
+        self._errors: set[str] = set()
+        self._kind_of: dict[str, str] = {}
+        """Resource name → accelerator kind ("" for none), memoised: binds come by the thousand."""
         self._lock = threading.Lock()
         self._last: tuple[Snapshot, dict[str, str]] | None = None
         self._tables: tuple[int, list[ChipTable]] | None = None
         r.register(_StateCollector(self))
 
     def __call__(self, cache: SchedulerCache, result: CycleResult) -> None:
+        """Account one cycle. Never raises: a metrics bug must not stop scheduling (it is logged once per
+        distinct error, and the cycle's series are skipped)."""
+        try:
+            self._observe(cache, result)
+        except Exception as exc:
+            if str(exc) not in self._errors:
+                self._errors.add(str(exc))
+                log.exception("metrics: cannot account a cycle")
+
+    def _observe(self, cache: SchedulerCache, result: CycleResult) -> None:
         timings = result.timings
         self.cycles.inc()
         self.e2e.observe(timings.total)
@@ -101,25 +116,33 @@ class SchedulerMetrics:
             self.plugin.labels(plugin, point).observe(seconds)
         snapshot, decisions = result.snapshot, result.decisions
         failed = {entry.split(":", 1)[0] for entry in result.failed_binds}
+        scheduled: dict[tuple[str, str], int] = {}
+        latencies: dict[str, list[float]] = {}
+        kind_of = self._kind_of
         for bind in decisions.binds:
-            if bind.pod in failed:
-                continue
-            pod = cache.pod(bind.pod)
+            pod = cache.pod(bind.pod) if bind.pod not in failed else None
             if pod is None:
                 continue
             kind, model = "cpu", ""
             for resource in pod.spec.requests:
-                found = accelerator_kind(resource)
-                devices = snapshot.devices.get(resource)
-                if found is not None:
-                    kind = found
+                found = kind_of.get(resource)
+                if found is None:
+                    found = kind_of[resource] = accelerator_kind(resource) or ""
+                if found:
+                    devices = snapshot.devices.get(resource)
                     row = snapshot.nodes.index.get(bind.node)
-                    model = devices.models[row] if devices is not None and row is not None else ""
+                    kind, model = found, devices.models[row] if devices is not None and row is not None else ""
                     break
-            self.scheduled.labels(kind, model).inc()
+            scheduled[(kind, model)] = scheduled.get((kind, model), 0) + 1
             created = pod.metadata.creationTimestamp
             if created is not None:
-                self.pod_latency.labels(kind).observe(max(result.now - created, 0.0))
+                latencies.setdefault(kind, []).append(max(result.now - created, 0.0))
+        for (kind, model), count in scheduled.items():  # one labelled update per kind, not per pod
+            self.scheduled.labels(kind, model).inc(count)
+        for kind, values in latencies.items():
+            child = self.pod_latency.labels(kind)
+            for value in values:
+                child.observe(value)
         self.bind_failures.inc(len(result.failed_binds))
         for eviction in decisions.evictions:
             self.evictions.labels(eviction.action).inc()

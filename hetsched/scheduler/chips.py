@@ -103,18 +103,25 @@ class ChipAccounts:
         free_masks = chips & ~unhealthy & ~held_masks
         largest = np.zeros(len(rows), dtype=np.int64)
         stranded = np.zeros(len(rows), dtype=np.int64)
+        shapes: dict[tuple[str, int], list[int]] = {}
         for position, row in enumerate(rows.tolist()):
-            topology = devices.topology[row]
             mask = int(chips[position])
-            if not mask:
-                continue
-            policy = self.policy(topology, mask.bit_length())
-            free = int(free_masks[position])
-            largest[position] = policy.largest(free)
+            if mask:
+                shapes.setdefault((devices.topology[row], mask), []).append(position)
+        for (topology, mask), positions in shapes.items():  # one vectorised lookup per server shape
+            slots = mask.bit_length()
+            policy = self.policy(topology, slots)
+            at = np.asarray(positions, dtype=np.int64)
+            free = free_masks[at]
+            best = np.zeros(len(at), dtype=np.int64)
+            for n in range(slots, 0, -1):
+                if policy.legal(n, False):
+                    fits = (best == 0) & (policy.tables(n).choice[free] != 0)
+                    best[fits] = n
+            largest[at] = best
             whole = policy.largest(mask)
             if whole:
-                fits = int(policy.tables(whole).capacity(np.array([free], dtype=np.int64))[0])
-                stranded[position] = free.bit_count() - whole * fits
+                stranded[at] = popcounts(free) - whole * policy.tables(whole).capacity(free)
         kind = accelerator_kind(resource) or "other"
         return ChipTable(
             resource=resource, kind=kind, rows=rows, nodes=[nodes.names[r] for r in rows.tolist()],

@@ -88,7 +88,7 @@ FloatArray = npt.NDArray[np.float64]
 class Recorder:
     """Builds workload records from watch events (Jobs, PodGroups, Pods) and scheduler cycles."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeline: bool = False) -> None:
         self.workloads: dict[str, WorkloadRecord] = {}
         self.job_phase: dict[str, str] = {}
         self._pod_group: dict[str, str] = {}
@@ -111,8 +111,8 @@ class Recorder:
         """Pod key → its workload's key."""
         self.lost: dict[tuple[str, float], float] = {}
         """(pod key, deletion time) → chip-seconds lost (the simulated kubelet's ledger, set by the simulator)."""
-        self.timeline = Timeline()
-        """Chip occupancy per node over time (for the report)."""
+        self.timeline = Timeline() if timeline else None
+        """Chip occupancy per node over time (for the report; None unless asked for)."""
 
     def on_fault(self, time: float, target: str, kind: str, jobs: list[str]) -> None:
         """A fault was applied at ``time``; ``jobs`` are the workloads it restarted."""
@@ -203,7 +203,8 @@ class Recorder:
             self.evictions.append({"time": now, "pod": eviction.pod, "job": eviction.job, "action": eviction.action,
                                    "reason": eviction.reason, "for": eviction.preemptor})
         self._queue_shares(result, now)
-        self.timeline.sample(result.snapshot, now)
+        if self.timeline is not None:
+            self.timeline.sample(result.snapshot, now)
         for key, status in result.decisions.unschedulable.items():
             workload = self.workloads.get(key)
             if workload is not None and status.message not in workload.reasons and len(workload.reasons) < MAX_REASONS:

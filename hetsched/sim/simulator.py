@@ -141,7 +141,7 @@ class Simulation:
     def __init__(self, nodes: Sequence[Node], objects: Sequence[AnyObject], conf: SchedulerConf | None = None, *,
                  period: float = 1.0, until: float | None = None,
                  scheduler_names: tuple[str, ...] = ("hetsched", "volcano"), faults: Sequence[Fault] = (),
-                 metrics: tuple[SchedulerMetrics, ControllerMetrics] | None = None) -> None:
+                 metrics: tuple[SchedulerMetrics, ControllerMetrics] | None = None, timeline: bool = False) -> None:
         if period <= 0:
             raise ValueError("period must be > 0")
         self.period = period
@@ -149,7 +149,7 @@ class Simulation:
         self.clock = SimClock()
         self.loop = EventLoop(self.clock)
         self.cluster = MemoryCluster(self.clock)
-        self.recorder = Recorder()
+        self.recorder = Recorder(timeline)
         self.nodes = list(nodes)
         self.cluster.watch(("Job", "PodGroup", "Pod"), self._record, replay=False)
         for node in self.nodes:

@@ -3,7 +3,8 @@
 Who calls it: the simulator's :class:`~hetsched.sim.results.Recorder` after every scheduling cycle; the
 report (``sim.report``) draws allocation curves and per-pool heatmaps from it.
 
-A sample is taken at the first cycle of each time bucket (chips held whole or shared, per node, from the
+Recorded only when asked (``Simulation(timeline=True)``: ``--report``). A sample is taken at the first cycle
+of each time bucket (chips held whole or shared, per node, from the
 cycle's snapshot after its placements). Memory is bounded: past :data:`MAX_SAMPLES` samples, every other
 one is dropped and the bucket doubles, so a week-long replay costs no more than a minute-long one.
 """
@@ -11,6 +12,7 @@ one is dropped and the bucket doubles, so a week-long replay costs no more than 
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.scheduler.chips import popcounts
@@ -25,7 +27,7 @@ class Timeline:
     def __init__(self, bucket: float = 1.0) -> None:
         self.bucket = bucket
         self.times: list[float] = []
-        self.held: list[IntArray] = []
+        self.held: list[npt.NDArray[np.int16]] = []
         """Per sample: chips held per node (all accelerator kinds together)."""
         self.kind_held: list[dict[str, int]] = []
         self.nodes: list[str] = []
@@ -42,7 +44,7 @@ class Timeline:
         if len(nodes.names) != len(self.nodes):
             self.nodes = list(nodes.names)
             self.pools = [labels.get(POOL_LABEL, "") for labels in nodes.labels]
-        held = np.zeros(len(self.nodes), dtype=np.int64)
+        held = np.zeros(len(self.nodes), dtype=np.int16)  # ≤ 16 chips per resource: small, even at 10k nodes
         physical = np.zeros(len(self.nodes), dtype=np.int64)
         kinds: dict[str, int] = {}
         kind_physical: dict[str, int] = {}
