@@ -183,7 +183,8 @@ def test_the_device_plugin_command_registers_and_stops_cleanly_on_sigterm(tmp_pa
     log = tmp_path / "plugin.log"
     with log.open("w") as output:
         process = subprocess.Popen([sys.executable, "-m", "hetsched.cli.main", "device-plugin", "--vendor", "fake",
-                                    "--config", str(config), "--dir", str(directory), "--period", "0.2"],
+                                    "--config", str(config), "--dir", str(directory), "--period", "0.2",
+                                    "--metrics-address", "127.0.0.1:0"],
                                    stdout=output, stderr=subprocess.STDOUT)
     try:
         assert kubelet.registered.wait(20), log.read_text()

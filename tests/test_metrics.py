@@ -233,3 +233,21 @@ def test_the_grafana_dashboard_queries_only_series_hetsched_exports() -> None:
                          f"{family.name}_count"}
     assert used and used <= exported, sorted(used - exported)
     assert len(dashboard["panels"]) >= 12 and dashboard["uid"] == "hetsched"
+
+
+def test_a_port_in_use_is_a_usage_error_naming_the_option() -> None:
+    import typer
+
+    from hetsched.cli.serve import serve_metrics
+
+    first = MetricsServer(CollectorRegistry(), "127.0.0.1:0")
+    try:
+        try:
+            serve_metrics(CollectorRegistry(), f"127.0.0.1:{first.port}")
+        except typer.BadParameter as exc:
+            assert f"--metrics-address 127.0.0.1:{first.port}: cannot listen" in str(exc)
+        else:
+            raise AssertionError("a second server bound the same port")
+        assert serve_metrics(CollectorRegistry(), "") is None  # empty: metrics off
+    finally:
+        first.stop()

@@ -23,7 +23,6 @@ from types import FrameType
 from typing import Annotated, Literal
 
 import typer
-from prometheus_client import CollectorRegistry
 from rich.console import Console
 
 from hetsched.agents.backends import make_backend
@@ -32,11 +31,12 @@ from hetsched.agents.kubelet_config import DEFAULT_PATH as DEFAULT_KUBELET_CONFI
 from hetsched.agents.node_agent import CONDITION, NodeAgent
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Node, Pod
+from hetsched.cli.serve import serve_metrics
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock, from_api
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import NODE_ANNOTATION
 from hetsched.metrics.agents import DevicePluginMetrics, NodeAgentMetrics
-from hetsched.metrics.serve import PORTS, MetricsServer
+from hetsched.metrics.serve import PORTS
 from hetsched.ports import ObjectStore
 
 errors = Console(stderr=True)
@@ -49,17 +49,6 @@ def _on_signals(stop: threading.Event) -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
-
-
-def _serve_metrics(registry: CollectorRegistry, address: str) -> MetricsServer | None:
-    if not address:
-        return None
-    try:
-        return MetricsServer(registry, address)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    except OSError as exc:
-        raise typer.BadParameter(f"--metrics-address {address}: cannot listen: {exc.strerror or exc}") from None
 
 
 def _connect(kubeconfig: str | None, server: str | None, token_file: Path | None,
@@ -106,7 +95,7 @@ def device_plugin(
                 data = client.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"})
                 return [p for p in (from_api("Pod", item) for item in data.get("items", [])) if isinstance(p, Pod)]
     metrics = DevicePluginMetrics()
-    endpoint = _serve_metrics(metrics.registry, metrics_address)
+    endpoint = serve_metrics(metrics.registry, metrics_address)
     plugin = DevicePlugin(backend, directory=directory, period=period, pods=pods, metrics=metrics)
     stop = threading.Event()
     _on_signals(stop)
@@ -163,7 +152,7 @@ def node_agent(
     agent = NodeAgent(store, node, backend, kubelet_config=kubelet_config)
     metrics = NodeAgentMetrics()
     if not once and not dry_run:
-        _serve_metrics(metrics.registry, metrics_address)
+        serve_metrics(metrics.registry, metrics_address)
     stop = threading.Event()
     _on_signals(stop)
     while True:

@@ -66,8 +66,9 @@ MetricsAddress = Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
                                              help="serve Prometheus /metrics on HOST:PORT (empty: off)")]
 
 
-def _serve_metrics(registry: CollectorRegistry, address: str) -> MetricsServer | None:
-    """Start /metrics (a daemon thread) before anything else, so a standby replica is scraped too."""
+def serve_metrics(registry: CollectorRegistry, address: str) -> MetricsServer | None:
+    """Start /metrics (a daemon thread) before anything else, so a standby replica is scraped too; a bad
+    address or a port in use is a usage error naming the option (every process command uses this)."""
     if not address:
         return None
     try:
@@ -171,7 +172,7 @@ def scheduler(
     client = _client(kubeconfig, server, token_file, ca_file)
     conf = load_conf(scheduler_conf) if scheduler_conf else default_conf()
     metrics = SchedulerMetrics(settings=settings_of(conf))
-    _serve_metrics(metrics.registry, metrics_address)
+    serve_metrics(metrics.registry, metrics_address)
 
     def setup() -> tuple[KubeCluster, Scheduler]:
         cluster = KubeCluster(client, qps=qps, burst=burst, bind_workers=bind_workers)
@@ -210,7 +211,7 @@ def controller(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     client = _client(kubeconfig, server, token_file, ca_file)
     metrics = ControllerMetrics()
-    _serve_metrics(metrics.registry, metrics_address)
+    serve_metrics(metrics.registry, metrics_address)
 
     def setup() -> tuple[KubeCluster, JobController, PodGroupController, FaultController]:
         cluster = KubeCluster(client)
@@ -258,7 +259,7 @@ def webhook(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     stop = _Stop()
     metrics = WebhookMetrics()
-    _serve_metrics(metrics.registry, metrics_address)
+    serve_metrics(metrics.registry, metrics_address)
     server = WebhookServer(str(cert), str(key), host, port, metrics=metrics)
     server.start()
     log.info("webhook serving on https://%s:%d", host, server.port)
