@@ -189,3 +189,26 @@ def test_the_documented_fragmentation_example() -> None:
     assert doctor.exit_code == 1
     flagged = [f for f in json.loads(doctor.output)["findings"] if f["severity"] != "ok"]
     assert [(f["check"], f["object"]) for f in flagged] == [("stuck-gangs", "PodGroup/default/ring-job")]
+
+
+def test_a_plain_pod_is_found_by_its_name_and_a_running_job_has_nothing_to_unblock(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("""apiVersion: hetsched.io/v1alpha1
+kind: ClusterSpec
+metadata: {name: one}
+pools:
+- {name: ascend, count: 1, cpu: "192", memory: 1Ti, accelerators: [{kind: ascend, model: Ascend910, count: 8}]}
+""")
+    workload = tmp_path / "pod.yaml"
+    workload.write_text("""apiVersion: v1
+kind: Pod
+metadata: {name: solo, annotations: {hetsched.io/duration: "100"}}
+spec:
+  schedulerName: volcano
+  containers: [{name: c, image: x, resources: {limits: {huawei.com/Ascend910: 2}}}]
+""")
+    result = CliRunner().invoke(app, ["explain", "solo", "--cluster", str(cluster), str(workload), "--until", "10",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["phase"] == "Running" and data["ready"] == 1 and data["unblock"] == []

@@ -102,7 +102,9 @@ def embedded_facts(cluster: Path, workloads: list[Path], conf: SchedulerConf, un
                                 faults=load_faults(faults) if faults is not None else ())
     except (ManifestError, ValueError) as exc:
         problems: list[Problem | str] = list(exc.problems) if isinstance(exc, ManifestError) else [str(exc)]
-        raise _fail("; ".join(str(p) for p in problems)) from None
+        for problem in problems[:-1]:
+            errors.print(f"[red]error:[/red] {problem}", highlight=False, soft_wrap=True)
+        raise _fail(str(problems[-1])) from None
     simulation.run()
     cycles = simulation.scheduler.cycles
     components = [
@@ -307,7 +309,7 @@ def explain(
         return
     console.print(f"{explanation.job}: {explanation.phase}, {explanation.ready}/{explanation.min_member} "
                   f"pods of the gang placed, {explanation.pending} pending, queue {explanation.queue}",
-                  highlight=False, markup=False)
+                  highlight=False, markup=False, soft_wrap=True)
     for said in explanation.scheduler_says:
         console.print(f"  scheduler: {said}", highlight=False, markup=False, soft_wrap=True)
     for group in explanation.groups:

@@ -185,6 +185,8 @@ def explain_job(snapshot: Snapshot, conf: SchedulerConf, job_key: str, now: floa
 
 
 def _unblock(explanation: Explanation, job: JobInfo, overused: bool) -> list[str]:
+    if job.phase not in ("Pending", "Inqueue") and not any(g.pending for g in explanation.groups):
+        return []  # running with nothing left to place: nothing to unblock
     hints: list[str] = []
     said = " ".join(explanation.scheduler_says)
     if "does not exist" in said:
