@@ -251,3 +251,24 @@ def test_a_port_in_use_is_a_usage_error_naming_the_option() -> None:
         assert serve_metrics(CollectorRegistry(), "") is None  # empty: metrics off
     finally:
         first.stop()
+
+
+def test_a_long_running_fault_controller_keeps_no_log_but_counts_every_restart() -> None:
+    from hetsched.api.manifest import load_files
+    from hetsched.cluster.spec import load_cluster_spec
+    from hetsched.metrics.controller import ControllerMetrics
+    from hetsched.sim.faults import load_faults
+    from hetsched.sim.simulator import Simulation
+
+    scenarios = EXAMPLES / "scenarios"
+    simulation = Simulation(load_cluster_spec(scenarios / "ascend-4.yaml").nodes(),
+                            load_files([scenarios / "fault-jobs.yaml"]),
+                            faults=load_faults(scenarios / "faults.yaml"))
+    metrics = ControllerMetrics()
+    simulation.fault_controller.history = False  # as `hetsched controller` runs it
+    simulation.fault_controller.listeners.append(metrics.restarted)
+    simulation.run()
+    assert simulation.fault_controller.rescheduled == [] and simulation.fault_controller.hit == []
+    restarts = sum(metrics.registry.get_sample_value("hetsched_fault_restarts_total", {"level": level}) or 0
+                   for level in ("pod", "job", "escalated"))
+    assert restarts >= 2

@@ -216,8 +216,9 @@ def controller(
     def setup() -> tuple[KubeCluster, JobController, PodGroupController, FaultController]:
         cluster = KubeCluster(client)
         clock = WallClock()
-        controllers = (JobController(cluster, clock, events=cluster), PodGroupController(cluster),
-                       FaultController(cluster, clock, events=cluster))
+        faults = FaultController(cluster, clock, events=cluster, history=False)  # no log kept: it would only grow
+        faults.listeners.append(metrics.restarted)
+        controllers = (JobController(cluster, clock, events=cluster), PodGroupController(cluster), faults)
         if not cluster.wait_synced(60):
             raise RuntimeError("informers did not sync within 60 s")
         cluster.pump()
@@ -239,7 +240,7 @@ def controller(
             if not any(done.values()):
                 break
             cluster.pump()
-        metrics.observe_round(cluster, time.perf_counter() - started, items, faults)
+        metrics.observe_round(cluster, time.perf_counter() - started, items)
 
     _run("controller", client, step, setup, period, leader_elect, lease_namespace, lease_duration, retry_period,
          identity, metrics.registry)

@@ -33,6 +33,7 @@ its own policy applies), and the scheduler never places them on an unhealthy chi
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hetsched.api.fault_labels import FaultSettings, parse
@@ -86,7 +87,8 @@ class Restart:
 
 
 class FaultController:
-    def __init__(self, store: ObjectStore, clock: Clock, events: StatusUpdater | None = None) -> None:
+    def __init__(self, store: ObjectStore, clock: Clock, events: StatusUpdater | None = None, *,
+                 history: bool = True) -> None:
         self.store = store
         self.clock = clock
         self.events = events
@@ -95,15 +97,27 @@ class FaultController:
         """Job key → a grace period running for it."""
         self.watches: dict[str, _Watch] = {}
         """Job key → replacement pods of a pod-level restart that must come up in time."""
+        self.history = history
+        """Keep :attr:`rescheduled` and :attr:`hit` (the simulator's report needs them; a long-running
+        controller does not, and would grow them forever): listeners see every restart either way."""
         self.rescheduled: list[Restart] = []
-        """Every fault restart, for the simulator's report."""
+        """Every fault restart, for the simulator's report (when ``history``)."""
         self.hit: list[tuple[float, str]] = []
-        """(time, job key) of every job a fault reached that will be rescheduled (now or after its grace)."""
+        """(time, job key) of every job a fault reached that will be rescheduled (now or after its grace; when
+        ``history``)."""
+        self.listeners: list[Callable[[Restart], None]] = []
+        """Called with every fault restart as it happens (the controller's metrics)."""
         self._warned: set[tuple[str, str]] = set()
         self._unwatch = store.watch(("Node",), self._on_event)
 
     def close(self) -> None:
         self._unwatch()
+
+    def _restarted(self, restart: Restart) -> None:
+        if self.history:
+            self.rescheduled.append(restart)
+        for listener in self.listeners:
+            listener(restart)
 
     def _on_event(self, event: WatchEvent) -> None:
         if event.type != "DELETED":
@@ -228,7 +242,8 @@ class FaultController:
         if mode == "off":
             self._warn(job, job_key, "FaultIgnored", f"{reason}; fault-scheduling is off, the job is left alone")
             return
-        self.hit.append((self.clock.now(), job_key))
+        if self.history:
+            self.hit.append((self.clock.now(), job_key))
         if mode == "grace":
             if job_key in self.graces:
                 self.graces[job_key].pods |= pods
@@ -260,10 +275,9 @@ class FaultController:
         level = level or ("pod" if pod_level else "job")
         if retries > budget:
             # the job controller fails the job and removes its pods
-            self.rescheduled.append(Restart(self.clock.now(), job_key, reason, tuple(sorted(everything)), counted,
-                                            level))
+            self._restarted(Restart(self.clock.now(), job_key, reason, tuple(sorted(everything)), counted, level))
             return
-        self.rescheduled.append(Restart(self.clock.now(), job_key, reason, tuple(sorted(victims)), counted, level))
+        self._restarted(Restart(self.clock.now(), job_key, reason, tuple(sorted(victims)), counted, level))
         if self.events is not None:
             self.events.record_event(job, "FaultRescheduling",
                                      f"{reason}: {len(victims)} pod(s) rescheduled (fault retry {retries}/{budget})",

@@ -2,7 +2,8 @@
 
 Who calls it: ``hetsched controller`` after every round of its Job, PodGroup and fault controllers, and the
 simulator after each settle. :meth:`ControllerMetrics.observe_round` reads the store's Jobs (O(jobs), in the
-calling thread) and the fault controller's restart log; scrapes read the copy it keeps.
+calling thread; scrapes read the copy it keeps); :meth:`ControllerMetrics.restarted` listens to the fault
+controller.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from hetsched.api.objects import Job
-from hetsched.controllers.fault import FaultController
+from hetsched.controllers.fault import Restart
 from hetsched.metrics.scheduler import DURATION_BUCKETS
 from hetsched.ports import ObjectStore
 
@@ -36,26 +37,25 @@ class ControllerMetrics:
         self.restarts = Counter("hetsched_fault_restarts", "Fault restarts by level (pod, job, escalated)",
                                 ["level"], registry=r)
         self.restarted_pods = Counter("hetsched_fault_restarted_pods", "Pods deleted by fault restarts", registry=r)
-        self._seen_restarts = 0
         self._listed = -JOBS_REFRESH_SECONDS
         self._lock = threading.Lock()
         self._jobs: dict[tuple[str, str], int] = {}
         self._retries: dict[str, int] = {}
         r.register(_JobCollector(self))
 
-    def observe_round(self, store: ObjectStore, seconds: float, items: dict[str, int],
-                      faults: FaultController | None = None, *, list_jobs: bool = True) -> None:
+    def restarted(self, restart: Restart) -> None:
+        """A fault restart (register as a ``FaultController`` listener)."""
+        self.restarts.labels(restart.level).inc()
+        self.restarted_pods.inc(len(restart.pods))
+
+    def observe_round(self, store: ObjectStore, seconds: float, items: dict[str, int], *,
+                      list_jobs: bool = True) -> None:
         """Account one round; ``list_jobs`` refreshes the Jobs-by-phase gauges (O(jobs), at most every
         :data:`JOBS_REFRESH_SECONDS`; the simulator does it once at the end instead)."""
         self.round.observe(seconds)
         for controller, count in items.items():
             if count:
                 self.items.labels(controller).inc(count)
-        if faults is not None:
-            for restart in faults.rescheduled[self._seen_restarts:]:
-                self.restarts.labels(restart.level).inc()
-                self.restarted_pods.inc(len(restart.pods))
-            self._seen_restarts = len(faults.rescheduled)
         if list_jobs and time.monotonic() - self._listed >= JOBS_REFRESH_SECONDS:
             self._listed = time.monotonic()
             self.observe_jobs(store.list("Job"))

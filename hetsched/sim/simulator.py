@@ -166,6 +166,7 @@ class Simulation:
                                    stopwatch=time.perf_counter if metrics is not None else None)
         if metrics is not None:  # durations are real compute time; latencies and waits are simulated time
             self.scheduler.observers.append(metrics[0])
+            self.fault_controller.listeners.append(metrics[1].restarted)
         check_queues(objects)
         check_updates(objects)
         self.total_workloads = len({(o.kind, object_key(o)) for o in objects if o.kind in ("Job", "Pod", "PodGroup")})
@@ -242,8 +243,7 @@ class Simulation:
             if sum(done.values()) + self.kubelet.process() + self._drain() == 0:
                 break
         if self.metrics is not None and any(items.values()):
-            self.metrics[1].observe_round(self.cluster, time.perf_counter() - started, items, self.fault_controller,
-                                          list_jobs=False)
+            self.metrics[1].observe_round(self.cluster, time.perf_counter() - started, items, list_jobs=False)
         for due in (self.job_controller.next_deadline(), self.fault_controller.next_deadline()):
             if due is not None and due not in self._timers:  # ttlSecondsAfterFinished, fault grace periods
                 self._timers.add(due)
