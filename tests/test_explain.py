@@ -212,3 +212,11 @@ spec:
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["phase"] == "Running" and data["ready"] == 1 and data["unblock"] == []
+
+
+def test_kubectl_hetsched_is_installed_as_a_console_script() -> None:
+    """kubectl finds plugins as `kubectl-<name>` on PATH: the package installs one, the same app."""
+    from importlib.metadata import entry_points
+
+    scripts = {e.name: e.value for e in entry_points(group="console_scripts")}
+    assert scripts.get("kubectl-hetsched") == "hetsched.cli.main:app" == scripts.get("hetsched")
