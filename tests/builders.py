@@ -4,6 +4,7 @@ cluster (the same code path the simulator and, later, the live scheduler use).""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hetsched.api.objects import AnyObject, Node, Pod, PodGroup, PriorityClass, Queue
@@ -143,3 +144,18 @@ def accel_node(name: str, resource: str = "huawei.com/Ascend910", topology: str 
         "metadata": {"name": name, "labels": labels or {}, "annotations": {NODE_ANNOTATION: inventory.to_annotation()}},
         "status": {"allocatable": allocatable, "capacity": allocatable},
     })
+
+
+def ascend_cluster_spec(path: Path, count: int = 2) -> Path:
+    """Write a cluster spec of ``count`` Ascend 910 x8 servers (pool ``ascend``, nodes ascend-00 …) to ``path``."""
+    path.write_text(f"""apiVersion: hetsched.io/v1alpha1
+kind: ClusterSpec
+metadata: {{name: ascend-{count}}}
+pools:
+- name: ascend
+  count: {count}
+  cpu: "192"
+  memory: 1Ti
+  accelerators: [{{kind: ascend, model: Ascend910, count: 8}}]
+""")
+    return path

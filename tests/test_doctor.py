@@ -21,7 +21,7 @@ from hetsched.devices.inventory import TOPOLOGY_ANNOTATION
 from hetsched.diagnose.checks import ClusterFacts, ComponentStatus, run_checks
 from hetsched.diagnose.findings import Finding, exit_code
 from hetsched.scheduler.conf import DEFAULT_CONF_YAML, parse_conf
-from tests.builders import accel_node, gang, harness, node, pod, podgroup, queue
+from tests.builders import accel_node, ascend_cluster_spec, gang, harness, node, pod, podgroup, queue
 
 NUMA_CONF = parse_conf(DEFAULT_CONF_YAML + "  - name: numaaware\n")
 
@@ -147,16 +147,6 @@ def test_exit_code_is_the_worst_finding() -> None:
         run_checks(ClusterFacts(objects=[]), ["nope"])
 
 
-CLUSTER = """apiVersion: hetsched.io/v1alpha1
-kind: ClusterSpec
-metadata: {name: two}
-pools:
-- name: ascend
-  count: 2
-  cpu: "192"
-  memory: 1Ti
-  accelerators: [{kind: ascend, model: Ascend910, count: 8}]
-"""
 JOB = """apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
 metadata: {name: %s}
@@ -173,8 +163,7 @@ spec:
 
 
 def test_doctor_command_on_the_embedded_cluster(tmp_path: Path) -> None:
-    cluster = tmp_path / "cluster.yaml"
-    cluster.write_text(CLUSTER)
+    cluster = ascend_cluster_spec(tmp_path / "cluster.yaml")
     clean = tmp_path / "clean.yaml"
     clean.write_text(JOB % ("fits", 2, 2, "limits"))
     runner = CliRunner()

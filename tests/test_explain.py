@@ -15,7 +15,7 @@ from hetsched.cli.main import app
 from hetsched.devices.inventory import POD_ANNOTATION
 from hetsched.scheduler.chips import chip_map
 from hetsched.scheduler.why import Explanation, explain_job, reason_label
-from tests.builders import Harness, accel_node, gang, harness, node, pod, podgroup, queue
+from tests.builders import Harness, accel_node, ascend_cluster_spec, gang, harness, node, pod, podgroup, queue
 
 
 def bound(name: str, node_name: str, chips: list[int], group: str) -> list[AnyObject]:
@@ -124,17 +124,7 @@ def test_reason_labels_are_short_and_bounded() -> None:
 
 
 def test_explain_command_on_the_embedded_cluster(tmp_path: Path) -> None:
-    cluster = tmp_path / "cluster.yaml"
-    cluster.write_text("""apiVersion: hetsched.io/v1alpha1
-kind: ClusterSpec
-metadata: {name: two}
-pools:
-- name: ascend
-  count: 2
-  cpu: "192"
-  memory: 1Ti
-  accelerators: [{kind: ascend, model: Ascend910, count: 8}]
-""")
+    cluster = ascend_cluster_spec(tmp_path / "cluster.yaml")
     workload = tmp_path / "jobs.yaml"
     workload.write_text("""apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
@@ -192,13 +182,7 @@ def test_the_documented_fragmentation_example() -> None:
 
 
 def test_a_plain_pod_is_found_by_its_name_and_a_running_job_has_nothing_to_unblock(tmp_path: Path) -> None:
-    cluster = tmp_path / "cluster.yaml"
-    cluster.write_text("""apiVersion: hetsched.io/v1alpha1
-kind: ClusterSpec
-metadata: {name: one}
-pools:
-- {name: ascend, count: 1, cpu: "192", memory: 1Ti, accelerators: [{kind: ascend, model: Ascend910, count: 8}]}
-""")
+    cluster = ascend_cluster_spec(tmp_path / "cluster.yaml", count=1)
     workload = tmp_path / "pod.yaml"
     workload.write_text("""apiVersion: v1
 kind: Pod

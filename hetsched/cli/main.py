@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -267,6 +267,14 @@ def demo(
         console.print(f"seed BERT job: {bert['phase']}, 8 workers on {', '.join(nodes) or 'no node'}")
 
 
+def _print_figures(figures: dict[str, Any], json_out: Path | None) -> None:
+    """A benchmark's figures: printed as JSON, and written to ``--json`` when given."""
+    text = json.dumps(figures, indent=2)
+    if json_out is not None:
+        json_out.write_text(text + "\n", encoding="utf-8")
+    console.print_json(text)
+
+
 @bench_app.command("engine")
 def bench_engine(
     nodes: Annotated[int, typer.Option(help="nodes in the synthetic cluster")] = 10_000,
@@ -282,10 +290,7 @@ def bench_engine(
 
     with user_errors():
         figures = run_engine_benchmark(nodes, pods, naive_seconds=naive_seconds, seed=seed, topology=topology)
-    text = json.dumps(figures, indent=2)
-    if json_out is not None:
-        json_out.write_text(text + "\n", encoding="utf-8")
-    console.print_json(text)
+    _print_figures(figures, json_out)
 
 
 @bench_app.command("metrics")
@@ -300,10 +305,7 @@ def bench_metrics(
 
     with user_errors():
         figures = run_metrics_benchmark(nodes, pods, seed=seed)
-    text = json.dumps(figures, indent=2)
-    if json_out is not None:
-        json_out.write_text(text + "\n", encoding="utf-8")
-    console.print_json(text)
+    _print_figures(figures, json_out)
 
 
 @bench_app.command("live")
@@ -324,10 +326,7 @@ def bench_live(
     except RuntimeError as exc:
         errors.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    text = json.dumps(figures, indent=2)
-    if json_out is not None:
-        json_out.write_text(text + "\n", encoding="utf-8")
-    console.print_json(text)
+    _print_figures(figures, json_out)
 
 
 def _seeds(text: str) -> list[int]:

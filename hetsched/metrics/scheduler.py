@@ -174,6 +174,11 @@ class SchedulerMetrics:
             self._tables = (id(last[0]), tables)
         return tables
 
+    def forget_chip_tables(self) -> None:
+        """Drop the cached chip accounting, so the next scrape computes it again (the benchmark times that)."""
+        with self._lock:
+            self._tables = None
+
     def last(self) -> tuple[Snapshot, dict[str, str]] | None:
         with self._lock:
             return self._last

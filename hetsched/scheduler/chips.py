@@ -9,8 +9,7 @@ Definitions (per accelerator resource and node):
   for single-node work); *advertised*: the node's allocatable, what the kubelet's device plugin reports;
 - *accounted*: what the scheduler places on: healthy chips (never more than advertised);
 - *held*: chips held whole by bound pods, plus chips partly held by fractional pods;
-- *free*: healthy, not held; *largest*: the largest legal one-pod request the node's topology policy can
-  still place on its free chips; *stranded*: free chips that cannot serve a request of the largest size the
+- *free*: healthy, not held; *stranded*: free chips that cannot serve a request of the largest size the
   node's topology allows when empty (fragmentation: ``free − size × pods of that size that still fit``).
 """
 
@@ -42,18 +41,14 @@ class ChipTable:
 
     resource: str
     kind: str
-    rows: IntArray
     nodes: list[str]
     models: list[str]
-    topologies: list[str]
     physical: IntArray
     healthy: IntArray
     network_unhealthy: IntArray
     advertised: IntArray
     held: IntArray
     free: IntArray
-    free_masks: IntArray
-    largest: IntArray
     stranded: IntArray
 
     @property
@@ -101,7 +96,6 @@ class ChipAccounts:
         sharing = devices.sharing()[rows]
         held_masks = (devices.used[rows] | sharing) & chips
         free_masks = chips & ~unhealthy & ~held_masks
-        largest = np.zeros(len(rows), dtype=np.int64)
         stranded = np.zeros(len(rows), dtype=np.int64)
         shapes: dict[tuple[str, int], list[int]] = {}
         for position, row in enumerate(rows.tolist()):
@@ -109,28 +103,19 @@ class ChipAccounts:
             if mask:
                 shapes.setdefault((devices.topology[row], mask), []).append(position)
         for (topology, mask), positions in shapes.items():  # one vectorised lookup per server shape
-            slots = mask.bit_length()
-            policy = self.policy(topology, slots)
+            policy = self.policy(topology, mask.bit_length())
             at = np.asarray(positions, dtype=np.int64)
             free = free_masks[at]
-            best = np.zeros(len(at), dtype=np.int64)
-            for n in range(slots, 0, -1):
-                if policy.legal(n, False):
-                    fits = (best == 0) & (policy.tables(n).choice[free] != 0)
-                    best[fits] = n
-            largest[at] = best
             whole = policy.largest(mask)
             if whole:
                 stranded[at] = popcounts(free) - whole * policy.tables(whole).capacity(free)
         kind = accelerator_kind(resource) or "other"
         return ChipTable(
-            resource=resource, kind=kind, rows=rows, nodes=[nodes.names[r] for r in rows.tolist()],
+            resource=resource, kind=kind, nodes=[nodes.names[r] for r in rows.tolist()],
             models=[devices.models[r] or resource.rsplit("/", 1)[-1] for r in rows.tolist()],
-            topologies=[devices.topology[r] for r in rows.tolist()],
             physical=popcounts(chips), healthy=popcounts(chips & ~unhealthy),
             network_unhealthy=popcounts(devices.network[rows] & chips), advertised=advertised_all[rows],
-            held=popcounts(held_masks), free=popcounts(free_masks), free_masks=free_masks, largest=largest,
-            stranded=stranded)
+            held=popcounts(held_masks), free=popcounts(free_masks), stranded=stranded)
 
 
 def chip_map(snapshot: Snapshot, node: str, accounts: ChipAccounts | None = None) -> list[tuple[str, str, str]]:

@@ -24,7 +24,7 @@ from collections import Counter
 
 import numpy as np
 
-from hetsched.scheduler.framework import Code, IntArray, Status
+from hetsched.scheduler.framework import BoolArray, Code, IntArray, Status
 from hetsched.scheduler.session import Session
 from hetsched.scheduler.snapshot import JobInfo, TaskGroup
 from hetsched.scheduler.statement import Statement
@@ -107,30 +107,41 @@ def place_group(session: Session, group: TaskGroup, count: int, *, future: bool 
     return np.asarray(result, dtype=np.int64)
 
 
-def explain(session: Session, group: TaskGroup) -> Status:
-    """Why pods of ``group`` do not fit: node counts per reason, like kube-scheduler's
-    ``0/120 nodes are available: 100 Insufficient huawei.com/Ascend910, 20 node(s) didn't match …``.
-
-    Unresolvable when every node fails a static predicate (more free resources would not help).
-    """
-    nodes = session.nodes
+def static_failures(session: Session, group: TaskGroup) -> tuple[Counter[str], BoolArray]:
+    """Existing nodes counted by the first static predicate that rules each out, and the nodes left."""
     _, failures = session.static_checks(group)
-    remaining = nodes.exists.copy()
-    total = int(remaining.sum())
+    remaining: BoolArray = session.nodes.exists.copy()
     counts: Counter[str] = Counter()
     for reason, failing in failures:
         hit = remaining & failing
         if hit.any():
             counts[reason] += int(hit.sum())
             remaining &= ~failing
-    resolvable = int(remaining.sum())
+    return counts, remaining
+
+
+def shortages(session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
+    """Per requested resource, the nodes whose free amount is below one pod's request."""
+    nodes = session.nodes
     names = session.snapshot.resources.names
+    return [(names[column], nodes.alloc[column] - nodes.used[column] < group.request[column])
+            for column in group.columns.tolist()]
+
+
+def explain(session: Session, group: TaskGroup) -> Status:
+    """Why pods of ``group`` do not fit: node counts per reason, like kube-scheduler's
+    ``0/120 nodes are available: 100 Insufficient huawei.com/Ascend910, 20 node(s) didn't match …``.
+
+    Unresolvable when every node fails a static predicate (more free resources would not help).
+    """
+    total = int(session.nodes.exists.sum())
+    counts, remaining = static_failures(session, group)
+    resolvable = int(remaining.sum())
     fits = remaining.copy()
-    for column in group.columns.tolist():
-        short = remaining & (nodes.alloc[column] - nodes.used[column] < group.request[column])
+    for resource, below in shortages(session, group):
+        short = remaining & below
         if short.any():
-            label = "Too many pods" if names[column] == "pods" else f"Insufficient {names[column]}"
-            counts[label] += int(short.sum())
+            counts["Too many pods" if resource == "pods" else f"Insufficient {resource}"] += int(short.sum())
             fits &= ~short
     limit = session.capacity_limit(group)
     if limit is not None:

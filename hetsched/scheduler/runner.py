@@ -98,13 +98,14 @@ class Scheduler:
     def _tick(self) -> float:
         return self.stopwatch() if self.stopwatch is not None else 0.0
 
-    def decide(self, timings: CycleTimings | None = None) -> tuple[Snapshot, Decisions]:
+    def decide(self, timings: CycleTimings | None = None, now: float | None = None) -> tuple[Snapshot, Decisions]:
         """One cycle without side effects: the pure part (used directly by the benchmark)."""
         timings = timings if timings is not None else CycleTimings()
+        now = self.clock.now() if now is None else now
         started = self._tick()
         snapshot = self.cache.snapshot()
         timings.snapshot = self._tick() - started
-        session = Session(snapshot, self.conf, now=self.clock.now(), stopwatch=self.stopwatch)
+        session = Session(snapshot, self.conf, now=now, stopwatch=self.stopwatch)
         for action in self.conf.action_names:
             began = self._tick()
             ACTIONS[action](session)
@@ -117,7 +118,7 @@ class Scheduler:
         started = self._tick()
         timings = CycleTimings()
         now = self.clock.now()
-        snapshot, decisions = self.decide(timings)
+        snapshot, decisions = self.decide(timings, now)
         applying = self._tick()
         self.cycles += 1
         result = CycleResult(decisions, snapshot, now=now, timings=timings)

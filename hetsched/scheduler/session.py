@@ -9,6 +9,7 @@ The combination rules are documented in ``scheduler.framework``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -59,7 +60,7 @@ class Session:
         calls inside actions and are covered by the action's duration)."""
         self._each_plugin("OnSessionOpen", lambda plugin: plugin.on_session_open(self))
 
-    def _each_plugin(self, point: str, call: Any) -> None:
+    def _each_plugin(self, point: str, call: Callable[[Plugin], None]) -> None:
         watch = self.stopwatch
         for plugin in self.plugins:
             if watch is None:

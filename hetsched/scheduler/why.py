@@ -13,7 +13,6 @@ free chip(s) split 1+1 across HCCS rings").
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,8 +21,9 @@ from hetsched.api.quantity import format_quantity
 from hetsched.devices.catalog import PolicySettings
 from hetsched.scheduler.chips import ChipAccounts
 from hetsched.scheduler.conf import SchedulerConf
-from hetsched.scheduler.framework import BoolArray, FloatArray
-from hetsched.scheduler.placement import capacity
+from hetsched.scheduler.framework import Arguments, FloatArray
+from hetsched.scheduler.placement import capacity, shortages, static_failures
+from hetsched.scheduler.plugins import devicetopology
 from hetsched.scheduler.session import Session
 from hetsched.scheduler.snapshot import JobInfo, QueueInfo, Snapshot, TaskGroup
 
@@ -59,22 +59,14 @@ def settings_of(conf: SchedulerConf) -> PolicySettings:
     """The device-topology settings the configuration gives the ``devicetopology`` plugin."""
     for tier in conf.tiers:
         for option in tier.plugins:
-            if option.name == "devicetopology":
-                return PolicySettings(ascend910=str(option.arguments.get("ascend910.policy", "ascend-hccs")),
-                                      mlulink=str(option.arguments.get("cambricon.mluLinkPolicy", "best-effort")))
+            if option.name == devicetopology.NAME:
+                return devicetopology.policy_settings(Arguments(option.name, option.arguments))
     return PolicySettings()
 
 
 def _node_reasons(session: Session, group: TaskGroup, accounts: ChipAccounts) -> list[tuple[int, str]]:
     nodes = session.nodes
-    _, failures = session.static_checks(group)
-    remaining: BoolArray = nodes.exists.copy()
-    counts: Counter[str] = Counter()
-    for reason, failing in failures:
-        hit = remaining & failing
-        if hit.any():
-            counts[reason] += int(hit.sum())
-            remaining &= ~failing
+    counts, remaining = static_failures(session, group)
     if not nodes.ready.all():
         down = remaining & ~nodes.ready
         counts["node(s) were not Ready"] += int(down.sum())
@@ -83,12 +75,10 @@ def _node_reasons(session: Session, group: TaskGroup, accounts: ChipAccounts) ->
     if cordoned.any():
         counts["node(s) were cordoned (unschedulable)"] += int(cordoned.sum())
         remaining &= ~cordoned
-    names = session.snapshot.resources.names
-    for column in group.columns.tolist():
-        short = remaining & (nodes.alloc[column] - nodes.used[column] < group.request[column])
+    for resource, below in shortages(session, group):  # one reason per node: the first resource short
+        short = remaining & below
         if short.any():
-            label = "Too many pods" if names[column] == "pods" else f"insufficient {names[column]}"
-            counts[label] += int(short.sum())
+            counts["Too many pods" if resource == "pods" else f"insufficient {resource}"] += int(short.sum())
             remaining &= ~short
     limit = session.capacity_limit(group)
     if limit is not None:

@@ -58,16 +58,19 @@ NAME = "devicetopology"
 Asks = tuple[list[tuple[str, int]], list[tuple[str, int, int]], list[str]]
 
 
+def policy_settings(arguments: Arguments) -> PolicySettings:
+    """The topology-policy settings this plugin's arguments give (also read by ``scheduler.why``)."""
+    return PolicySettings(ascend910=arguments.text("ascend910.policy", "ascend-hccs"),
+                          mlulink=arguments.text("cambricon.mluLinkPolicy", "best-effort"))
+
+
 class DeviceTopology(Plugin):
     NAME = NAME
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
         arguments.check_known({"ascend910.policy", "cambricon.mluLinkPolicy", "weight"})
-        self.settings = PolicySettings(
-            ascend910=arguments.text("ascend910.policy", "ascend-hccs"),
-            mlulink=arguments.text("cambricon.mluLinkPolicy", "best-effort"),
-        )
+        self.settings = policy_settings(arguments)
         self.weight = arguments.number("weight", 1)
         self.devices: dict[str, DeviceArrays] = {}
         self.policies: dict[tuple[str, int, str], TopologyPolicy] = {}
