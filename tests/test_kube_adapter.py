@@ -4,12 +4,13 @@ deletions it missed), backs off on errors, and delivers only when pumped, in ord
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from hetsched.api.objects import Queue
-from hetsched.cluster.kubernetes import RESOURCES, KubeCluster, from_api, to_api
+from hetsched.cluster.kubernetes import RESOURCES, KubeCluster, OpenStreams, from_api, to_api
 from hetsched.ports import WatchEvent
 
 
@@ -31,7 +32,8 @@ class FakeClient:
         items, version = self.lists.pop(0) if self.lists else ([], "999")
         return {"items": items, "metadata": {"resourceVersion": version}}
 
-    def stream(self, path: str, query: Mapping[str, Any], timeout: float) -> Iterator[dict[str, Any]]:
+    def stream(self, path: str, query: Mapping[str, Any], timeout: float,
+               streams: OpenStreams | None = None) -> Iterator[dict[str, Any]]:
         self.watched_from.append(str(query["resourceVersion"]))
         script = self.streams.pop(0) if self.streams else []
         if isinstance(script, Exception):
@@ -79,3 +81,66 @@ def test_conversion_round_trip_keeps_times_and_omits_unset_fields() -> None:
     body = to_api(obj, RESOURCES["Queue"])
     assert body["metadata"]["resourceVersion"] == "7" and "creationTimestamp" not in body["metadata"]
     assert "parent" not in body["spec"] and body["spec"]["weight"] == 1
+
+
+class IdleResponse:
+    """A watch response on which nothing happens: reading blocks until its socket is shut down."""
+
+    def __init__(self) -> None:
+        self.cut = threading.Event()
+
+    def shutdown(self) -> None:
+        self.cut.set()
+
+
+class IdleClient(FakeClient):
+    """Every watch stays open and silent (as the API server's do between changes) until cut."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[IdleResponse] = []
+
+    def stream(self, path: str, query: Mapping[str, Any], timeout: float,
+               streams: OpenStreams | None = None) -> Iterator[dict[str, Any]]:
+        response = IdleResponse()
+        self.opened.append(response)
+        assert streams is not None
+        streams.add(response)
+        try:
+            response.cut.wait()  # as recv blocks on an idle socket
+            yield from ()
+        finally:
+            streams.discard(response)
+
+
+def test_stop_cuts_idle_watches_and_joins_every_informer() -> None:
+    """Without the cut, each informer would sit in its idle watch until the server's timeout (minutes)."""
+    client = IdleClient()
+    cluster = KubeCluster(client)  # type: ignore[arg-type]
+    cluster.start(["Queue", "Node", "Pod", "PodGroup"])
+    assert cluster.wait_synced(30)
+    while len(client.opened) < 4:  # every informer is inside its watch
+        time.sleep(0.01)
+    assert cluster.stop(timeout=60)  # True: every thread ended, none left waiting out the deadline
+    assert all(response.cut.is_set() for response in client.opened)
+
+
+def test_a_stream_opened_after_close_is_cut_at_once() -> None:
+    streams = OpenStreams()
+    early, late = IdleResponse(), IdleResponse()
+    streams.add(early)
+    streams.close()
+    assert early.cut.is_set()
+    streams.add(late)  # an informer that opened its watch while the cluster was stopping
+    assert late.cut.is_set()
+    assert streams.discard(late) and streams.discard(early)
+    assert not streams.discard(early)  # each cut response is reported once
+
+
+def test_wait_synced_gives_up_when_cancelled() -> None:
+    client = FakeClient()
+    cluster = KubeCluster(client)  # type: ignore[arg-type]
+    cluster._synced["Queue"] = threading.Event()  # an informer that never lists (a server not answering)
+    cancel = threading.Event()
+    cancel.set()
+    assert cluster.wait_synced(3600, cancel=cancel) is False  # at once, not after an hour

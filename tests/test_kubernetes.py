@@ -214,12 +214,17 @@ def test_kill_9_mid_submission_then_restart_binds_every_pod_once(api: ApiServer,
     assert set(per_group.values()) == {8}  # every gang whole
 
 
-def test_two_schedulers_one_leads_and_the_other_takes_over_within_15s(api: ApiServer, tmp_path: Path) -> None:
+def test_two_schedulers_one_leads_and_the_other_takes_over_once_the_lease_expires(api: ApiServer,
+                                                                                  tmp_path: Path) -> None:
+    """A 3 s Lease renewed every 0.5 s: after the leader's kill -9 the standby holds the Lease once it has
+    expired (a takeover takes the Lease's duration plus at most a retry period; the 15 s bound leaves room
+    for a loaded machine), and schedules. A clean stop gives the Lease up at once."""
     from hetsched.cluster.leader import LeaderElector
 
     client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
     lease = LeaderElector(client, "default", "hetsched-scheduler", "observer")
-    processes = {name: start_process(api, tmp_path, "scheduler", name, "--period", "0.5")
+    processes = {name: start_process(api, tmp_path, "scheduler", name, "--period", "0.5", "--lease-duration", "3",
+                                     "--retry-period", "0.5")
                  for name in ("alpha", "beta")}
     try:
         deadline = time.monotonic() + 60
@@ -246,7 +251,7 @@ def test_two_schedulers_one_leads_and_the_other_takes_over_within_15s(api: ApiSe
             time.sleep(0.2)
         assert all(p.spec.nodeName for p in bound_pods(cluster, "f"))  # the new leader schedules
         processes[other].send_signal(signal.SIGTERM)  # a clean stop releases the Lease
-        assert processes[other].wait(timeout=15) == 0
+        assert processes[other].wait(timeout=30) == 0
         assert lease.holder() == ""
     finally:
         for process in processes.values():
@@ -284,16 +289,22 @@ def test_the_webhook_is_registered_and_refuses_a_bad_job_with_our_message(api: A
         unregister_webhook(client, server)
 
 
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A fresh self-signed certificate for 127.0.0.1 and its key (the webhook's TLS)."""
+    cert, key = directory / "webhook.crt", directory / "webhook.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
+                    "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
 def register_webhook(api: ApiServer, tmp_path: Path) -> tuple[Any, KubeClient]:
     """hetsched's webhook on loopback (a fresh self-signed certificate), registered for Volcano Jobs."""
     import base64
 
     from hetsched.cluster.webhook import WebhookServer
 
-    cert, key = tmp_path / "webhook.crt", tmp_path / "webhook.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
-                    "-out", str(cert)], check=True, capture_output=True)
+    cert, key = self_signed(tmp_path)
     server = WebhookServer(str(cert), str(key), port=0)
     server.start()
     client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
@@ -620,3 +631,108 @@ def test_doctor_checks_on_a_real_apiserver(api: ApiServer, tmp_path: Path) -> No
                 process.wait(timeout=15)
             stop_process(process)
         unregister_webhook(admin, server)
+
+
+# ----------------------------------------------------------------------------- stopping
+
+
+def test_every_component_stops_within_2s_of_sigterm_with_its_watches_idle(api: ApiServer, tmp_path: Path) -> None:
+    """All five long-running processes, connected to the real API server and settled (watches open and
+    idle, Leases held, kubelet's ListAndWatch stream open, an idle TCP connection on the webhook's port):
+    each exits with status 0 within ``cli.shutdown.BOUND`` of SIGTERM, and the leaders give their Leases up."""
+    import json
+    import os
+    import socket
+    import ssl
+
+    from hetsched.agents.deviceplugin import api_pb2, api_pb2_grpc
+    from hetsched.cli.shutdown import BOUND
+    from hetsched.cluster.leader import LeaderElector
+    from tests.test_device_plugin import FakeKubelet, write_chips
+
+    client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+    with contextlib.suppress(Conflict):
+        client.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": "stop-bound"}})
+    add_node(cluster_for(api), node("stop-node", cpu="8"))
+    token = tmp_path / "token"
+    token.write_text(api.token)
+    connection = ["--server", api.url, "--token-file", str(token), "--ca-file", api.ca]
+    chips = tmp_path / "chips.json"
+    write_chips(chips)
+    cert, key = self_signed(tmp_path)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        webhook_port = probe.getsockname()[1]
+    plugin_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"stop-{os.getpid()}-{time.monotonic_ns()}"  # short path
+    plugin_dir.mkdir()
+    kubelet = FakeKubelet(plugin_dir)
+    metrics = ["--metrics-address", "127.0.0.1:0"]
+    commands = {
+        "scheduler": ["scheduler", *connection, "--lease-namespace", "stop-bound", "--id", "stop-s", "--period", "0.5"],
+        "controller": ["controller", *connection, "--lease-namespace", "stop-bound", "--id", "stop-c"],
+        "webhook": ["webhook", "--cert", str(cert), "--key", str(key), "--port", str(webhook_port)],
+        "node-agent": ["node-agent", "--vendor", "fake", "--config", str(chips), "--node", "stop-node", *connection,
+                       "--period", "0.5"],
+        "device-plugin": ["device-plugin", "--vendor", "fake", "--config", str(chips), "--dir", str(plugin_dir),
+                          "--node", "stop-node", *connection, "--period", "0.5"],
+    }
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    for name, command in commands.items():
+        with (tmp_path / f"{name}.log").open("ab") as log:
+            processes[name] = subprocess.Popen([sys.executable, "-m", "hetsched.cli.main", *command, *metrics],
+                                               stdout=log, stderr=log)
+    idle: socket.socket | None = None
+    channel = None
+    try:
+        def settled() -> bool:
+            logs = {name: (tmp_path / f"{name}.log").read_text() for name in processes}
+            if any(p.poll() is not None for p in processes.values()):
+                raise AssertionError(f"a process exited early: {logs}")
+            leases = [LeaderElector(client, "stop-bound", f"hetsched-{name}", "observer").holder()
+                      for name in ("scheduler", "controller")]
+            return (leases == ["stop-s", "stop-c"] and kubelet.registered.is_set()
+                    and '"node": "stop-node"' in logs["node-agent"] and "webhook serving" in logs["webhook"]
+                    and scrape_process_metrics(tmp_path / "scheduler.log")[
+                        ("hetsched_scheduling_cycles_total", ())] > 0
+                    and scrape_process_metrics(tmp_path / "controller.log")[("hetsched_leader", ())] == 1)
+
+        deadline = time.monotonic() + 120
+        while not settled():
+            assert time.monotonic() < deadline, "the processes did not settle within 120 s"
+            time.sleep(0.5)
+        idle = socket.create_connection(("127.0.0.1", webhook_port), timeout=30)  # connects and says nothing
+        context = ssl.create_default_context(cafile=str(cert))
+        with socket.create_connection(("127.0.0.1", webhook_port), timeout=30) as raw, \
+                context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:  # answered despite the idle one
+            tls.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+            assert tls.recv(64).startswith(b"HTTP/1.0 200")
+        channel = __import__("grpc").insecure_channel(f"unix://{plugin_dir / 'hetsched-fake.sock'}")
+        watch = api_pb2_grpc.DevicePluginStub(channel).ListAndWatch(api_pb2.Empty())
+        assert len(next(watch).devices) == 4  # kubelet's stream is open, and stays open while it stops
+        time.sleep(2)  # every watch is open and idle (nothing changes in the cluster)
+        took: dict[str, float] = {}
+        for name, process in processes.items():
+            sent = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(timeout=30)
+            took[name] = time.monotonic() - sent
+            log_text = (tmp_path / f"{name}.log").read_text()
+            assert code == 0, (name, log_text[-3000:])
+            assert "still inside a request" not in log_text, log_text[-3000:]  # the watches were cut, not waited
+        print("SIGTERM → exit: " + json.dumps({name: round(seconds, 3) for name, seconds in took.items()}))
+        assert all(seconds < BOUND for seconds in took.values()), took
+        assert [LeaderElector(client, "stop-bound", f"hetsched-{name}", "observer").holder()
+                for name in ("scheduler", "controller")] == ["", ""]  # both Leases given up
+        assert not (plugin_dir / "hetsched-fake.sock").exists()
+    finally:
+        if idle is not None:
+            idle.close()
+        if channel is not None:
+            channel.close()
+        for process in processes.values():
+            stop_process(process)
+        kubelet.stop()
+        for leftover in plugin_dir.iterdir():
+            leftover.unlink()
+        plugin_dir.rmdir()

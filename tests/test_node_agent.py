@@ -28,8 +28,11 @@ FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 
 
 def write_chips(path: Path, health: dict[int, str] | None = None, count: int = 4) -> None:
+    """The fake tool's chips file, replaced whole (a check never reads it half written)."""
     chips = [{"id": i, "health": (health or {}).get(i, "OK"), "memoryMiB": 32768} for i in range(count)]
-    path.write_text(json.dumps({"resource": "hetsched.io/fake", "model": "FakeChip", "chips": chips}))
+    partial = path.with_name(path.name + ".new")
+    partial.write_text(json.dumps({"resource": "hetsched.io/fake", "model": "FakeChip", "chips": chips}))
+    partial.replace(path)
 
 
 def setup(tmp_path: Path) -> tuple[MemoryCluster, NodeAgent, Path]:
@@ -151,32 +154,36 @@ def test_the_scheduler_never_uses_a_chip_the_agent_reported_bad(tmp_path: Path) 
 
 
 def test_delay_from_a_health_change_to_the_node_taint(tmp_path: Path) -> None:
-    """The agent's loop at a 0.2 s period: every chip goes Critical; the taint is on the node within one
-    period plus the sync (measured and printed for the report)."""
+    """The agent's loop at a 0.2 s period: every chip goes Critical; the taint is on the node after at most
+    two checks — the one under way when the tool's answer changed, or the next, a period later — counted in
+    checks, not timed (the delay is measured and printed for the report)."""
     cluster, agent, config = setup(tmp_path)
     stop = threading.Event()
+    checks = [0]
 
     def loop() -> None:
         while not stop.is_set():
             agent.sync()
+            checks[0] += 1
             stop.wait(0.2)
 
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
     try:
         time.sleep(0.3)
-        flipped = time.monotonic()
+        flipped, before = time.monotonic(), checks[0]
         write_chips(config, dict.fromkeys(range(4), "Critical"))
-        while time.monotonic() - flipped < 5:
+        while time.monotonic() - flipped < 60:
             found = cluster.get("Node", "n0")
             if isinstance(found, Node) and TAINT in found.spec.taints:
                 break
             time.sleep(0.005)
-        delay = time.monotonic() - flipped
+        delay, after = time.monotonic() - flipped, checks[0]
     finally:
         stop.set()
         thread.join()
-    assert delay <= 0.2 + 0.3, delay
+    assert isinstance(found, Node) and TAINT in found.spec.taints
+    assert after - before <= 2, (before, after)  # ``after`` may lag by the check that tainted (not yet counted)
     print(f"health change → node taint: {delay * 1000:.0f} ms (period 200 ms)")
 
 

@@ -1,6 +1,7 @@
 """``hetsched device-plugin`` and ``hetsched node-agent``: the per-node processes (DaemonSets).
 
-Who calls it: ``cli.main`` registers both commands. Both stop cleanly on SIGTERM or SIGINT.
+Who calls it: ``cli.main`` registers both commands. Both stop cleanly on SIGTERM or SIGINT, within 2 s
+(``cli.shutdown``).
 
 ``device-plugin`` talks to kubelet (its Registration socket) and, with ``--node`` and a cluster
 connection (kubeconfig, in-cluster account, or ``--server`` + ``--token-file``), reads the pods bound to
@@ -14,12 +15,9 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import socket
-import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Annotated, Literal
 
 import typer
@@ -32,6 +30,7 @@ from hetsched.agents.node_agent import CONDITION, NodeAgent
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Node, Pod
 from hetsched.cli.serve import serve_metrics
+from hetsched.cli.shutdown import Shutdown
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock, from_api
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import NODE_ANNOTATION
@@ -41,14 +40,6 @@ from hetsched.ports import ObjectStore
 
 errors = Console(stderr=True)
 Vendor = Literal["ascend", "cambricon", "nvidia", "fake"]
-
-
-def _on_signals(stop: threading.Event) -> None:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
 
 
 def _connect(kubeconfig: str | None, server: str | None, token_file: Path | None,
@@ -95,20 +86,18 @@ def device_plugin(
                 data = client.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"})
                 return [p for p in (from_api("Pod", item) for item in data.get("items", [])) if isinstance(p, Pod)]
     metrics = DevicePluginMetrics()
-    endpoint = serve_metrics(metrics.registry, metrics_address)
+    serve_metrics(metrics.registry, metrics_address)
     plugin = DevicePlugin(backend, directory=directory, period=period, pods=pods, metrics=metrics)
-    stop = threading.Event()
-    _on_signals(stop)
+    shutdown = Shutdown()
     try:
         plugin.start()
     except Exception as exc:  # kubelet not there yet: say so; the DaemonSet restarts us
         errors.print(f"[red]error:[/red] cannot register with kubelet at {directory}: {exc}", highlight=False)
-        plugin.stop()
+        plugin.stop(timeout=shutdown.remaining())
         raise typer.Exit(1) from None
-    stop.wait()
-    plugin.stop()
-    if endpoint is not None:
-        endpoint.stop()
+    shutdown.wait()
+    plugin.stop(timeout=shutdown.remaining())  # /metrics is a daemon thread: it ends with the process
+    shutdown.exit(0)
 
 
 def node_agent(
@@ -153,8 +142,7 @@ def node_agent(
     metrics = NodeAgentMetrics()
     if not once and not dry_run:
         serve_metrics(metrics.registry, metrics_address)
-    stop = threading.Event()
-    _on_signals(stop)
+    shutdown = Shutdown()
     while True:
         try:
             started = time.perf_counter()
@@ -162,7 +150,7 @@ def node_agent(
             metrics.observe(backend, agent.last_chips, agent.last_error or None, time.perf_counter() - started)
         except Exception as exc:  # the API server away: say so, try again next period
             errors.print(f"[yellow]warning:[/yellow] {exc}", highlight=False)
-            if once or stop.wait(period):
+            if once or shutdown.wait(period):
                 raise typer.Exit(1) from None
             continue
         condition = next(c for c in published.status.conditions if c.type == CONDITION)
@@ -174,5 +162,5 @@ def node_agent(
         }), flush=True)
         if once:
             raise typer.Exit(0 if not published.spec.taints else 1)
-        if stop.wait(period):
-            return
+        if shutdown.wait(period):
+            shutdown.exit(0)

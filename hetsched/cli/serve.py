@@ -6,8 +6,9 @@ Both connect with a kubeconfig (``--kubeconfig``/``KUBECONFIG``, else the in-clu
 server URL and bearer-token file; take every setting as a flag, an environment variable
 (``HETSCHED_<OPTION>``) or a key of ``--config FILE`` (YAML, option names as keys), in that order of
 precedence; elect a leader on a Lease (``--leader-elect``, default on); and stop cleanly on SIGTERM or
-SIGINT (the Lease is released so a standby replica takes over at once). A replica that loses the Lease
-exits (status 1) and is restarted by its Deployment, as kube-scheduler does. An API server that does not
+SIGINT within 2 s (``cli.shutdown``; the Lease is released so a standby replica takes over at once). A
+replica that loses the Lease exits (status 1) and is restarted by its Deployment, as kube-scheduler does.
+``hetsched webhook`` serves admission reviews until the same signals. An API server that does not
 answer makes the loop log, back off (up to 30 s) and resume; binds already made are never repeated (the
 Binding API refuses a second bind, and the cache starts from what the server says).
 """
@@ -16,24 +17,24 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
-from typing import Annotated, Any
+from typing import Annotated, TypeVar
 
 import click
 import typer
 import yaml
 from prometheus_client import CollectorRegistry
 
+from hetsched.cli.shutdown import Shutdown
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock
 from hetsched.cluster.leader import LeaderElector
 from hetsched.metrics.serve import PORTS, MetricsServer, leader_gauge
 
 log = logging.getLogger("hetsched")
+S = TypeVar("S")
 
 
 def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -89,63 +90,83 @@ def _client(kubeconfig: str | None, server: str | None, token_file: Path | None,
         raise typer.BadParameter(str(exc)) from None
 
 
-class _Stop:
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        signal.signal(signal.SIGTERM, self._set)
-        signal.signal(signal.SIGINT, self._set)
+def _start(make: Callable[[], KubeCluster], setup: Callable[[KubeCluster], S],
+           shutdown: Shutdown) -> tuple[KubeCluster, S] | None:
+    """A fresh connection and what watches it, synced and delivered; None when told to stop meanwhile. On a
+    failure the connection is stopped before the error goes up (the next round starts over)."""
+    cluster = make()
+    try:
+        state = setup(cluster)
+        if cluster.wait_synced(60, cancel=shutdown.event):
+            cluster.pump()
+            return cluster, state
+        if not shutdown.event.is_set():
+            raise RuntimeError("informers did not sync within 60 s")
+    except BaseException:
+        cluster.stop(timeout=shutdown.remaining())
+        raise
+    cluster.stop(timeout=shutdown.remaining())
+    return None
 
-    def _set(self, signum: int, frame: FrameType | None) -> None:
-        self.event.set()
 
-
-def _run(name: str, client: KubeClient, step: Any, setup: Any, period: float, leader_elect: bool,
-         lease_namespace: str, lease_duration: float, retry_period: float, identity: str | None,
-         registry: CollectorRegistry | None = None) -> None:
-    """The shared loop: hold the Lease (when electing), set up once leading, then ``step`` every period."""
-    stop = _Stop()
+def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: Callable[[KubeCluster], S],
+         step: Callable[[S], None], period: float, leader_elect: bool, lease_namespace: str, lease_duration: float,
+         retry_period: float, identity: str | None, registry: CollectorRegistry | None = None) -> None:
+    """The shared loop: hold the Lease (when electing); once leading, ``make`` the cluster connection,
+    ``setup`` what watches it, wait for the informers to sync, then ``step`` every period. On SIGTERM: the
+    Lease is given up first, then the cluster stops (its watches cut) within the shutdown's deadline, and
+    the process ends (``cli.shutdown``)."""
+    shutdown = Shutdown()
     leading = leader_gauge(registry) if registry is not None else None
     me = identity or f"{socket.gethostname()}_{os.getpid()}"
     elector = LeaderElector(client, lease_namespace, f"hetsched-{name}", me, duration=lease_duration) \
         if leader_elect else None
-    state: Any = None
+    cluster: KubeCluster | None = None
+    state: S | None = None
     renewed = 0.0
     backoff = 0.5
     try:
-        while not stop.event.is_set():
+        while not shutdown.event.is_set():
             try:
                 if elector is not None and time.monotonic() - renewed >= retry_period:
                     if not elector.try_acquire_or_renew():
                         if state is not None:
                             log.error("%s lost the lease to %s; exiting", me, elector.holder())
                             raise typer.Exit(1)
-                        stop.event.wait(retry_period)
+                        shutdown.wait(retry_period)
                         continue
                     renewed = time.monotonic()
                 if state is None:
                     log.info("%s leading %s", me, name)
-                    state = setup()
+                    started = _start(make, setup, shutdown)
+                    if started is None:
+                        break
+                    cluster, state = started
                     if leading is not None:
                         leading.set(1)
                 step(state)
                 backoff = 0.5
-                stop.event.wait(period)
+                shutdown.wait(period)
             except typer.Exit:
                 raise
             except Exception as exc:  # an API server away: wait, then resume from fresh state
                 # a standby keeps its Lease rounds regular, so it can take over on time
                 wait = backoff if state is not None else min(backoff, retry_period)
                 log.warning("%s: %s; retrying in %.1fs", name, exc, wait)
-                stop.event.wait(wait)
+                shutdown.wait(wait)
                 backoff = min(backoff * 2, 30.0)
     finally:
+        stopping = time.perf_counter()
         if leading is not None:
             leading.set(0)
         if elector is not None:
-            elector.release()
-        if state is not None:
-            state[0].stop()
-    log.info("%s stopped", me)
+            elector.release(timeout=max(0.1, shutdown.remaining() / 2))
+        released = time.perf_counter()
+        if cluster is not None and not cluster.stop(timeout=shutdown.remaining()):
+            log.warning("%s: some informers were still inside a request when it stopped", name)
+        log.info("%s stopped (Lease given up in %.3f s, informers stopped in %.3f s)", me, released - stopping,
+                 time.perf_counter() - released)
+    shutdown.exit(0)
 
 
 def scheduler(
@@ -174,13 +195,13 @@ def scheduler(
     metrics = SchedulerMetrics(settings=settings_of(conf))
     serve_metrics(metrics.registry, metrics_address)
 
-    def setup() -> tuple[KubeCluster, Scheduler]:
-        cluster = KubeCluster(client, qps=qps, burst=burst, bind_workers=bind_workers)
+    def make() -> KubeCluster:
+        return KubeCluster(client, qps=qps, burst=burst, bind_workers=bind_workers)
+
+    def setup(cluster: KubeCluster) -> tuple[KubeCluster, Scheduler]:
         engine = Scheduler(cluster, cluster, cluster, WallClock(), conf, evictor=cluster, stopwatch=time.perf_counter)
         engine.observers.append(metrics)
         cluster.start(KINDS)
-        if not cluster.wait_synced(60):
-            raise RuntimeError("informers did not sync within 60 s")
         return cluster, engine
 
     def step(state: tuple[KubeCluster, Scheduler]) -> None:
@@ -190,7 +211,7 @@ def scheduler(
         if result.failed_binds:
             log.warning("%d bind(s) failed, first: %s", len(result.failed_binds), result.failed_binds[0])
 
-    _run("scheduler", client, step, setup, period, leader_elect, lease_namespace, lease_duration, retry_period,
+    _run("scheduler", client, make, setup, step, period, leader_elect, lease_namespace, lease_duration, retry_period,
          identity, metrics.registry)
 
 
@@ -213,16 +234,11 @@ def controller(
     metrics = ControllerMetrics()
     serve_metrics(metrics.registry, metrics_address)
 
-    def setup() -> tuple[KubeCluster, JobController, PodGroupController, FaultController]:
-        cluster = KubeCluster(client)
+    def setup(cluster: KubeCluster) -> tuple[KubeCluster, JobController, PodGroupController, FaultController]:
         clock = WallClock()
         faults = FaultController(cluster, clock, events=cluster, history=False)  # no log kept: it would only grow
         faults.listeners.append(metrics.restarted)
-        controllers = (JobController(cluster, clock, events=cluster), PodGroupController(cluster), faults)
-        if not cluster.wait_synced(60):
-            raise RuntimeError("informers did not sync within 60 s")
-        cluster.pump()
-        return (cluster, *controllers)
+        return cluster, JobController(cluster, clock, events=cluster), PodGroupController(cluster), faults
 
     def step(state: tuple[KubeCluster, JobController, PodGroupController, FaultController]) -> None:
         cluster, jobs, groups, faults = state
@@ -242,8 +258,8 @@ def controller(
             cluster.pump()
         metrics.observe_round(cluster, time.perf_counter() - started, items)
 
-    _run("controller", client, step, setup, period, leader_elect, lease_namespace, lease_duration, retry_period,
-         identity, metrics.registry)
+    _run("controller", client, lambda: KubeCluster(client), setup, step, period, leader_elect, lease_namespace,
+         lease_duration, retry_period, identity, metrics.registry)
 
 
 def webhook(
@@ -258,11 +274,12 @@ def webhook(
     from hetsched.metrics.agents import WebhookMetrics
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    stop = _Stop()
+    shutdown = Shutdown()
     metrics = WebhookMetrics()
     serve_metrics(metrics.registry, metrics_address)
     server = WebhookServer(str(cert), str(key), host, port, metrics=metrics)
     server.start()
     log.info("webhook serving on https://%s:%d", host, server.port)
-    stop.event.wait()
-    server.stop()
+    shutdown.wait()
+    server.stop(timeout=shutdown.remaining())
+    shutdown.exit(0)

@@ -11,7 +11,8 @@ How it works:
   Threads only queue what they see: :meth:`KubeCluster.pump`, called by the process's main loop, applies the
   queued changes to the local cache and delivers them to the watch handlers, in order, on the caller's
   thread — so the scheduler and the controllers see one consistent, single-threaded view, exactly as with
-  the embedded cluster.
+  the embedded cluster. :meth:`KubeCluster.stop` cuts the open watch streams (:class:`OpenStreams`) and joins
+  the threads within one shared deadline: a process stops at once, however idle its watches.
 - **Reads** (``get``, ``list``) come from that cache for watched kinds, from the API server otherwise.
 - **Writes**: ``create``/``update``/``patch``/``delete`` go to the API server. ``update`` sends the object's
   resourceVersion (optimistic concurrency): a ``409`` is a :class:`~hetsched.ports.Conflict` for the caller
@@ -236,20 +237,25 @@ class KubeClient:
         return self.api.call_api(*serialized[:4], _request_timeout=timeout)
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
-                content_type: str | None = None) -> dict[str, Any]:
-        response = self._send(method, path, query, body, content_type, self.timeout)
+                content_type: str | None = None, timeout: float | None = None) -> dict[str, Any]:
+        """One request; ``timeout`` (seconds, default the client's) bounds the connect and each read."""
+        response = self._send(method, path, query, body, content_type, self.timeout if timeout is None else timeout)
         data = response.read()
         if response.status >= 400:
             raise _error(response.status, data, f"{method} {path}")
         return json.loads(data) if data else {}
 
-    def stream(self, path: str, query: Mapping[str, Any], timeout: float) -> Iterator[dict[str, Any]]:
-        """The lines of a watch, as JSON objects; ends when the server closes the watch."""
+    def stream(self, path: str, query: Mapping[str, Any], timeout: float,
+               streams: OpenStreams | None = None) -> Iterator[dict[str, Any]]:
+        """The lines of a watch, as JSON objects; ends when the server closes the watch, or at once when
+        ``streams`` (where the open response is kept meanwhile) is closed."""
         response = self._send("GET", path, query, None, None, (10.0, timeout))
         if response.status >= 400:
             raise _error(response.status, response.read(), f"watch {path}")
         raw = response.response
         buffer = b""
+        if streams is not None:
+            streams.add(raw)
         try:
             for chunk in raw.stream(4096, decode_content=True):
                 buffer += chunk
@@ -258,7 +264,56 @@ class KubeClient:
                     if line.strip():
                         yield json.loads(line)
         finally:
-            raw.release_conn()
+            if streams is not None and streams.discard(raw):
+                raw.close()  # cut: its socket is half shut, never to be pooled again
+            else:
+                raw.release_conn()
+
+
+class OpenStreams:
+    """The watch responses being read, so that :meth:`close` can end them from another thread.
+
+    Invariant: a reading thread blocks in ``recv`` for as long as its watch is idle (minutes, up to the
+    watch's timeout); shutting the response's socket down for reading ends that read at once (it sees the
+    end of the stream). After :meth:`close`, a response added (a watch opened while stopping) is cut at once.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[Any] = set()
+        self._cut: set[Any] = set()
+        self.closed = False
+
+    def add(self, response: Any) -> None:
+        with self._lock:
+            if not self.closed:
+                self._open.add(response)
+                return
+            self._cut.add(response)
+        _shut_down(response)
+
+    def discard(self, response: Any) -> bool:
+        """Forget a finished response; True when it was cut."""
+        with self._lock:
+            self._open.discard(response)
+            if response in self._cut:
+                self._cut.discard(response)
+                return True
+            return False
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            cut, self._open = self._open, set()
+            self._cut |= cut
+        for response in cut:
+            _shut_down(response)
+
+
+def _shut_down(response: Any) -> None:
+    """End a blocked read on ``response`` (urllib3's ``HTTPResponse.shutdown``: its socket, for reading)."""
+    with contextlib.suppress(OSError, ValueError, RuntimeError):  # already closed or released: nothing to end
+        response.shutdown()
 
 
 def _error(status: int, data: bytes, what: str) -> Exception:
@@ -317,6 +372,7 @@ class KubeCluster:
         self._events: queue.Queue[tuple[str, str, dict[str, Any] | None]] = queue.Queue()
         self._watchers: list[tuple[frozenset[str], WatchHandler]] = []
         self._stopping = threading.Event()
+        self._streams = OpenStreams()
         self._threads: list[threading.Thread] = []
         self._versions: dict[str, str] = {}
         self.relists = 0
@@ -339,10 +395,15 @@ class KubeCluster:
             thread.start()
             self._threads.append(thread)
 
-    def wait_synced(self, timeout: float = 60.0) -> bool:
-        """True once every informer listed once (then :meth:`pump` to deliver)."""
+    def wait_synced(self, timeout: float = 60.0, cancel: threading.Event | None = None) -> bool:
+        """True once every informer listed once (then :meth:`pump` to deliver); False after ``timeout``
+        seconds, or as soon as ``cancel`` is set (a process told to stop while it syncs)."""
         deadline = time.monotonic() + timeout
-        return all(event.wait(max(0.0, deadline - time.monotonic())) for event in self._synced.values())
+        for synced in list(self._synced.values()):
+            while not synced.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+                if (cancel is not None and cancel.is_set()) or time.monotonic() >= deadline:
+                    return False
+        return True
 
     def _list(self, kind: str) -> tuple[list[dict[str, Any]], str]:
         resource = self._resource(kind)
@@ -369,7 +430,7 @@ class KubeCluster:
                                                 {"watch": "true", "resourceVersion": version,
                                                  "allowWatchBookmarks": "true",
                                                  "timeoutSeconds": int(self.watch_timeout)},
-                                                self.watch_timeout + 10):
+                                                self.watch_timeout + 10, self._streams):
                     kind_of_event = event.get("type", "")
                     obj = event.get("object") or {}
                     if kind_of_event == "ERROR":
@@ -472,10 +533,16 @@ class KubeCluster:
             if event.object.kind in kinds:
                 handler(event)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 1.0) -> bool:
+        """Stop the informers: cut their watch streams (an idle watch holds its thread for minutes) and
+        join every thread within one shared ``timeout``; True when all ended. The threads are daemons, so
+        one still inside a request (a list from a server that stopped answering) never holds the process."""
         self._stopping.set()
+        self._streams.close()
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout=2)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in self._threads)
 
     # ------------------------------------------------------------------------------ ObjectStore
 

@@ -12,6 +12,7 @@ a write with the resourceVersion read, so of two replicas racing only one wins (
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from hetsched.cluster.kubernetes import KubeClient
 from hetsched.ports import Conflict, NotFound
 
+log = logging.getLogger("hetsched.leader")
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
@@ -76,18 +78,24 @@ class LeaderElector:
             self.leading = False  # another replica renewed or took it first
         return self.leading
 
-    def release(self) -> None:
-        """Give the Lease up (on shutdown) so another replica need not wait for it to expire."""
+    def release(self, timeout: float = 1.0) -> bool:
+        """Give the Lease up (on shutdown) so another replica need not wait for it to expire; each request
+        waits at most ``timeout`` seconds (a process stopping cannot wait long). True when released (or not
+        held); False when the API server did not take it, and the Lease then expires as usual."""
         if not self.leading:
-            return
+            return True
+        self.leading = False
         try:
-            lease = self.client.request("GET", self.path)
+            lease = self.client.request("GET", self.path, timeout=timeout)
             if lease.get("spec", {}).get("holderIdentity") == self.identity:
                 spec = {**lease["spec"], "holderIdentity": "", "renewTime": _micro(0)}
-                self.client.request("PUT", self.path, body={**lease, "spec": spec})
+                self.client.request("PUT", self.path, body={**lease, "spec": spec}, timeout=timeout)
         except (Conflict, NotFound):
             pass
-        self.leading = False
+        except Exception as exc:  # the API server away or slow: the Lease expires after its duration instead
+            log.warning("lease %s/%s not released: %s", self.namespace, self.name, exc)
+            return False
+        return True
 
     def holder(self) -> str:
         try:

@@ -118,21 +118,53 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug(format, *args)
 
 
+class _TLSServer(ThreadingHTTPServer):
+    """HTTPS where each connection's TLS handshake runs in that connection's own thread, bounded by
+    ``TIMEOUT``: a client that connects and says nothing ties up only its own thread, never the accept
+    loop (so neither other reviews nor :meth:`WebhookServer.stop` wait on it)."""
+
+    TIMEOUT = 10.0
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], context: ssl.SSLContext) -> None:
+        super().__init__(address, _Handler)
+        self.context = context
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(self.TIMEOUT)
+        try:
+            secure = self.context.wrap_socket(request, server_side=True)  # the handshake, in this thread
+        except (OSError, ssl.SSLError) as exc:
+            log.debug("TLS handshake with %s failed: %s", client_address, exc)
+            return
+        try:
+            super().finish_request(secure, client_address)
+        finally:
+            secure.close()
+
+
 class WebhookServer:
     def __init__(self, cert: str, key: str, host: str = "127.0.0.1", port: int = 9443,
                  metrics: WebhookMetrics | None = None) -> None:
-        self.server = ThreadingHTTPServer((host, port), _Handler)
-        self.server.metrics = metrics  # type: ignore[attr-defined]  # read by the handler
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.server = _TLSServer((host, port), context)
+        self.server.metrics = metrics  # type: ignore[attr-defined]  # read by the handler
         self.port = int(self.server.server_address[1])
         self._thread: threading.Thread | None = None
 
+    POLL = 0.1
+    """Seconds between the accept loop's checks for :meth:`stop`."""
+
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True, name="webhook")
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(self.POLL,), daemon=True,
+                                        name="webhook")
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop accepting (within one poll) and close the listening socket; reviews under way run on in
+        their daemon threads until they end or the process does."""
         self.server.shutdown()
         self.server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout)

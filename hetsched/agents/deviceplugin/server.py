@@ -29,6 +29,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
@@ -277,18 +278,22 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             thread.start()
             self._threads.append(thread)
 
-    def _stop_server(self) -> None:
+    def _stop_server(self, grace: float = 0.5) -> None:
         if self._server is not None:
-            self._server.stop(grace=0.5).wait()
+            self._server.stop(grace=grace).wait(grace + 0.5)
             self._server = None
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop serving within ``timeout`` seconds shared by every step: ListAndWatch streams end (they
+        see ``_stopping``), calls under way get half of it to finish, the threads are joined with what is
+        left, and the socket is removed so kubelet stops dialling it."""
+        deadline = time.monotonic() + timeout
         self._stopping.set()
         with self._changed:
             self._changed.notify_all()
-        self._stop_server()
+        self._stop_server(grace=timeout / 2)
         for thread in self._threads:
-            thread.join(timeout=2)
+            thread.join(max(0.0, deadline - time.monotonic()))
         with contextlib.suppress(FileNotFoundError):
             self.socket.unlink()
 
