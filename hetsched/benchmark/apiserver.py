@@ -85,8 +85,11 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextmanager
-def real_apiserver(directory: Path, users: dict[str, str] | None = None) -> Iterator[ApiServer]:
-    """etcd + kube-apiserver on free loopback ports; ``users``: token → user name (no groups)."""
+def real_apiserver(directory: Path, users: dict[str, str] | None = None, *,
+                   nodes: bool = False) -> Iterator[ApiServer]:
+    """etcd + kube-apiserver on free loopback ports; ``users``: token → user name (no groups). ``nodes``: for
+    a cluster with kubelets (tests/realnodes.py) — pods get ServiceAccount tokens (kube-controller-manager
+    makes them, with ``sa.key``) and may be privileged (the node agents)."""
     etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
     tokens = [f"{ADMIN_TOKEN},admin,admin,system:masters"]
     tokens += [f"{token},{user},{user}" for token, user in (users or {}).items()]
@@ -106,7 +109,7 @@ def real_apiserver(directory: Path, users: dict[str, str] | None = None) -> Iter
         f"--service-account-signing-key-file={directory / 'sa.key'}",
         f"--token-auth-file={directory / 'tokens.csv'}", "--authorization-mode=RBAC",
         "--service-cluster-ip-range=10.0.0.0/24", f"--cert-dir={directory / 'certs'}",
-        "--disable-admission-plugins=ServiceAccount"]
+        *(["--allow-privileged=true"] if nodes else ["--disable-admission-plugins=ServiceAccount"])]
     url = f"https://127.0.0.1:{api_port}"
     running = [subprocess.Popen(command, stdout=logs[1], stderr=logs[1])]
 

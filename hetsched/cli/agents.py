@@ -64,7 +64,7 @@ def device_plugin(
                                                       "the Ascend container runtime, not as device nodes")]
     = False,
     metrics_address: Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
-                                                 help="serve Prometheus /metrics on HOST:PORT (empty: off)")]
+                                                 help="serve Prometheus /metrics on HOST:PORT (off or empty: none)")]
     = f"127.0.0.1:{PORTS['device-plugin']}",
 ) -> None:
     """Serve one vendor's chips to kubelet (Device Plugin API v1beta1) until SIGTERM."""
@@ -117,7 +117,7 @@ def node_agent(
                                                       "policy is published for hetsched doctor)")]
     = DEFAULT_KUBELET_CONFIG,
     metrics_address: Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
-                                                 help="serve Prometheus /metrics on HOST:PORT (empty: off)")]
+                                                 help="serve Prometheus /metrics on HOST:PORT (off or empty: none)")]
     = f"127.0.0.1:{PORTS['node-agent']}",
 ) -> None:
     """Check the chips every PERIOD and publish health, the AcceleratorHealthy condition, the taint and labels."""

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from hetsched.api.manifest import ManifestError, load_files
 from hetsched.api.objects import AnyObject, Node
-from hetsched.cli import agents, doctor, serve
+from hetsched.cli import agents, doctor, install, serve
 from hetsched.cli.devices import devices_app
 from hetsched.scheduler.conf import ConfError, SchedulerConf, load_conf
 from hetsched.sim.results import Results
@@ -40,6 +40,7 @@ app.command("controller")(serve.controller)
 app.command("webhook")(serve.webhook)
 app.command("doctor")(doctor.doctor)
 app.command("explain")(doctor.explain)
+app.command("install")(install.install)
 console = Console()
 errors = Console(stderr=True)
 

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
 
-import click
 import typer
 import yaml
 from prometheus_client import CollectorRegistry
@@ -37,15 +36,15 @@ log = logging.getLogger("hetsched")
 S = TypeVar("S")
 
 
-def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+def _load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
     """``--config FILE``: its keys become the defaults of the other options (flags and env still win)."""
     if value:
         try:
             data = yaml.safe_load(Path(value).read_text(encoding="utf-8")) or {}
         except (OSError, yaml.YAMLError) as exc:
-            raise click.BadParameter(f"cannot read {value}: {exc}") from None
+            raise typer.BadParameter(f"cannot read {value}: {exc}") from None
         if not isinstance(data, dict):
-            raise click.BadParameter(f"{value}: expected a mapping of option names to values")
+            raise typer.BadParameter(f"{value}: expected a mapping of option names to values")
         ctx.default_map = {str(k).replace("-", "_"): v for k, v in data.items()}
     return value
 
@@ -64,13 +63,14 @@ Identity = Annotated[str | None, typer.Option("--id", envvar="HETSCHED_ID", help
 
 
 MetricsAddress = Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
-                                             help="serve Prometheus /metrics on HOST:PORT (empty: off)")]
+                                             help="serve Prometheus /metrics on HOST:PORT (off or empty: none)")]
 
 
 def serve_metrics(registry: CollectorRegistry, address: str) -> MetricsServer | None:
     """Start /metrics (a daemon thread) before anything else, so a standby replica is scraped too; a bad
-    address or a port in use is a usage error naming the option (every process command uses this)."""
-    if not address:
+    address or a port in use is a usage error naming the option (every process command uses this). ``off``
+    (or empty, where the flag allows it) serves none: an empty environment variable counts as unset."""
+    if not address or address == "off":
         return None
     try:
         server = MetricsServer(registry, address)
@@ -263,23 +263,66 @@ def controller(
 
 
 def webhook(
-    cert: Annotated[Path, typer.Option(envvar="HETSCHED_WEBHOOK_CERT", help="TLS certificate (PEM)")],
-    key: Annotated[Path, typer.Option(envvar="HETSCHED_WEBHOOK_KEY", help="TLS private key (PEM)")],
+    cert: Annotated[Path | None, typer.Option(envvar="HETSCHED_WEBHOOK_CERT", help="TLS certificate (PEM)")] = None,
+    key: Annotated[Path | None, typer.Option(envvar="HETSCHED_WEBHOOK_KEY", help="TLS private key (PEM)")] = None,
+    tls_secret: Annotated[str | None, typer.Option(
+        envvar="HETSCHED_WEBHOOK_TLS_SECRET",
+        help="NAMESPACE/NAME: make (or reuse) the CA and certificate in this Secret instead of --cert/--key, "
+             "and put the CA into the --registration webhook configurations")] = None,
+    service: Annotated[str, typer.Option(envvar="HETSCHED_WEBHOOK_SERVICE", help="with --tls-secret: the "
+                                                                                 "Service the certificate names")]
+    = "hetsched-webhook",
+    registration: Annotated[str, typer.Option(envvar="HETSCHED_WEBHOOK_REGISTRATION",
+                                              help="with --tls-secret: comma-separated webhook configurations "
+                                                   "whose caBundle to keep")] = "",
     host: Annotated[str, typer.Option(envvar="HETSCHED_WEBHOOK_HOST", help="bind address")] = "127.0.0.1",
     port: Annotated[int, typer.Option(envvar="HETSCHED_WEBHOOK_PORT")] = 9443,
+    kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
     metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['webhook']}",
 ) -> None:
     """Serve the validating (/validate) and mutating (/mutate) admission webhook over HTTPS until SIGTERM."""
     from hetsched.cluster.webhook import WebhookServer
+    from hetsched.cluster.webhook_tls import ensure_ca_bundle, ensure_secret, hosts_for, memory_file
     from hetsched.metrics.agents import WebhookMetrics
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if tls_secret is None and (cert is None or key is None):
+        raise typer.BadParameter("give --cert and --key, or --tls-secret NAMESPACE/NAME")
     shutdown = Shutdown()
     metrics = WebhookMetrics()
     serve_metrics(metrics.registry, metrics_address)
-    server = WebhookServer(str(cert), str(key), host, port, metrics=metrics)
-    server.start()
-    log.info("webhook serving on https://%s:%d", host, server.port)
-    shutdown.wait()
-    server.stop(timeout=shutdown.remaining())
+    registrations = [name for name in registration.split(",") if name]
+    client: KubeClient | None = None
+    ca = b""
+    if tls_secret is not None:
+        namespace, sep, name = tls_secret.partition("/")
+        if not sep or not namespace or not name:
+            raise typer.BadParameter(f"--tls-secret {tls_secret!r}: expected NAMESPACE/NAME")
+        client = _client(kubeconfig, server, token_file, ca_file)
+        tls = None
+        while tls is None:  # the API server may not answer yet: the Deployment's pod waits, then serves
+            try:
+                tls = ensure_secret(client, namespace, name, hosts_for(service, namespace))
+            except Exception as exc:
+                log.warning("webhook certificate: %s; retrying in 2 s", exc)
+                if shutdown.wait(2):
+                    shutdown.exit(0)
+        cert_path, key_path, ca = memory_file(tls.cert, "tls.crt"), memory_file(tls.key, "tls.key"), tls.ca
+    else:
+        cert_path, key_path = str(cert), str(key)
+    webhook_server = WebhookServer(cert_path, key_path, host, port, metrics=metrics)
+    webhook_server.start()
+    log.info("webhook serving on https://%s:%d", host, webhook_server.port)
+    while True:  # keep the registrations' CA bundle (a re-install may have emptied it)
+        if client is not None and registrations:
+            try:
+                missing = ensure_ca_bundle(client, registrations, ca)
+                if missing:
+                    log.warning("webhook configuration(s) %s not found; setting their caBundle later",
+                                ", ".join(missing))
+            except Exception as exc:
+                log.warning("caBundle: %s; retrying", exc)
+        if shutdown.wait(10 if client is not None and registrations else None):
+            break
+    webhook_server.stop(timeout=shutdown.remaining())
     shutdown.exit(0)

@@ -16,7 +16,20 @@ from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError, run_tool
 from hetsched.devices.catalog import default_topology
 
-SHARED_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+SHARED_DEVICES = ("davinci_manager", "devmm_svm", "hisi_hdc")
+"""The management devices every container with a chip needs too (names under /dev)."""
+
+
+def hand_off(chips: list[ToolChip], *, runtime: bool = False, host_dir: str = "/dev") -> ContainerDevices:
+    """What a container with ``chips`` gets: ``/dev/davinci<N>`` and the management devices (from
+    ``host_dir`` on the node), and ``ASCEND_VISIBLE_DEVICES``; only the env for the Ascend container
+    runtime, which mounts them itself."""
+    ordered = sorted(chips, key=lambda c: c.id)
+    envs = {"ASCEND_VISIBLE_DEVICES": ",".join(str(c.id) for c in ordered)}
+    if runtime:
+        return ContainerDevices(envs=envs)
+    names = [f"davinci{c.id}" for c in ordered] + list(SHARED_DEVICES)
+    return ContainerDevices(envs=envs, devices=[(f"/dev/{name}", f"{host_dir}/{name}", "rw") for name in names])
 
 
 class AscendBackend:
@@ -50,9 +63,4 @@ class AscendBackend:
                        reason=f"error code {codes}" if codes else chip.reason)
 
     def container_devices(self, chips: list[ToolChip]) -> ContainerDevices:
-        ids = ",".join(str(c.id) for c in sorted(chips, key=lambda c: c.id))
-        if self.runtime:
-            return ContainerDevices(envs={"ASCEND_VISIBLE_DEVICES": ids})
-        devices = [(f"/dev/davinci{c.id}", f"/dev/davinci{c.id}", "rw") for c in sorted(chips, key=lambda c: c.id)]
-        devices += [(path, path, "rw") for path in SHARED_DEVICES]
-        return ContainerDevices(envs={"ASCEND_VISIBLE_DEVICES": ids}, devices=devices)
+        return hand_off(chips, runtime=self.runtime)

@@ -1,5 +1,5 @@
-"""Cambricon MLUs: chips and health from ``cnmon``; containers get ``/dev/cambricon_dev<N>`` and the
-control device ``/dev/cambricon_ctl``.
+"""Cambricon MLUs: chips and health from ``cnmon``; containers get ``/dev/cambricon_dev<N>``, the
+control device ``/dev/cambricon_ctl`` and ``CAMBRICON_VISIBLE_DEVICES``.
 
 Who calls it: ``agents.backends.make_backend("cambricon")``.
 """
@@ -28,7 +28,13 @@ class CambriconBackend:
         return chips
 
     def container_devices(self, chips: list[ToolChip]) -> ContainerDevices:
-        devices = [(f"/dev/cambricon_dev{c.id}", f"/dev/cambricon_dev{c.id}", "rw")
-                   for c in sorted(chips, key=lambda c: c.id)]
-        devices.append(("/dev/cambricon_ctl", "/dev/cambricon_ctl", "rw"))
-        return ContainerDevices(devices=devices)
+        return hand_off(chips)
+
+
+def hand_off(chips: list[ToolChip], *, host_dir: str = "/dev") -> ContainerDevices:
+    """What a container with ``chips`` gets, as Cambricon's plugin gives it: ``/dev/cambricon_dev<N>`` and the
+    control device ``/dev/cambricon_ctl`` (from ``host_dir`` on the node), and ``CAMBRICON_VISIBLE_DEVICES``."""
+    ordered = sorted(chips, key=lambda c: c.id)
+    names = [f"cambricon_dev{c.id}" for c in ordered] + ["cambricon_ctl"]
+    return ContainerDevices(envs={"CAMBRICON_VISIBLE_DEVICES": ",".join(str(c.id) for c in ordered)},
+                            devices=[(f"/dev/{name}", f"{host_dir}/{name}", "rw") for name in names])

@@ -1,0 +1,353 @@
+"""Every object of a hetsched installation, built once from the values: the CRDs, the namespace, one
+ServiceAccount and least-privilege role per component, the scheduler's configuration, the scheduler,
+controller and webhook Deployments, the webhook's Service and registrations, one node agent and one device
+plugin DaemonSet per enabled vendor, and the metrics Service.
+
+Who calls it: ``install.render`` writes these as plain manifests (``hetsched install --print``,
+``deploy/hetsched.yaml``) and as the Helm chart's templates (``install.chart``); the real-node tests apply
+the plain manifests to a cluster of real kubelets.
+
+Invariants (each holds for every reader, so for the chart too):
+- no component can do more than its role: the scheduler reads what it schedules and binds, evicts and
+  reports — it cannot create, delete or change pods or nodes; Leases only in the installation's namespace;
+- the webhook's TLS is made by the webhook itself (``hetsched webhook --tls-secret``): no private key is
+  ever written into a manifest;
+- scheduler, controller and webhook run as the image's non-root user with a read-only root file system; the
+  node agent and the device plugin run privileged (vendor tools read the driver's devices, kubelet's
+  device-plugin directory is root's);
+- every component finds the API server the same way: ``apiServer`` with its ServiceAccount token, else the
+  in-cluster Service.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from hetsched.install.render import Doc, Reader
+from hetsched.install.values import VENDORS
+
+LABEL = {"app.kubernetes.io/name": "hetsched"}
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+COMPONENTS = ("scheduler", "controller", "webhook", "node-agent", "device-plugin")
+TLS_SECRET = "hetsched-webhook-tls"
+WEBHOOKS = {"ValidatingWebhookConfiguration": "validate", "MutatingWebhookConfiguration": "mutate"}
+TAINT_KEY = "hetsched.io/accelerator-unhealthy"
+VENDOR_MOUNTS: dict[str, list[tuple[str, str]]] = {
+    "ascend": [("/usr/local/Ascend/driver", "Directory"), ("/usr/local/sbin/npu-smi", "File")],
+    "cambricon": [("/usr/bin/cnmon", "File")],
+    "nvidia": [],  # NVML comes with the NVIDIA container runtime, as for NVIDIA's own plugin
+    "fake": [],
+}
+"""Host paths each vendor's tools need in the node agent and device plugin (mounted read-only at the same
+path)."""
+
+
+def crds() -> list[dict[str, Any]]:
+    """The Volcano-compatible CRDs (package data, also ``deploy/crds/``)."""
+    folder = resources.files("hetsched.install") / "crds"
+    return [yaml.safe_load(entry.read_text(encoding="utf-8"))
+            for entry in sorted(folder.iterdir(), key=lambda e: e.name) if entry.name.endswith(".yaml")]
+
+
+def _meta(name: str, v: Reader, component: str | None = None, namespaced: bool = True) -> dict[str, Any]:
+    labels = dict(LABEL)
+    if component:
+        labels["app.kubernetes.io/component"] = component
+    meta: dict[str, Any] = {"name": name}
+    if namespaced:
+        meta["namespace"] = v.namespace
+    meta["labels"] = labels
+    return meta
+
+
+def _rule(groups: list[str], resources_: list[str], verbs: list[str], names: list[str] | None = None) -> Any:
+    rule: dict[str, Any] = {"apiGroups": groups, "resources": resources_, "verbs": verbs}
+    if names:
+        rule["resourceNames"] = names
+    return rule
+
+
+READ = ["get", "list", "watch"]
+CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
+    "scheduler": [
+        _rule([""], ["pods", "nodes"], READ),
+        _rule([""], ["pods/binding", "pods/eviction"], ["create"]),
+        _rule([""], ["pods/status"], ["patch"]),
+        _rule([""], ["events"], ["create", "patch"]),
+        _rule(["scheduling.volcano.sh"], ["podgroups", "queues"], READ),
+        _rule(["scheduling.volcano.sh"], ["podgroups", "podgroups/status"], ["update"]),
+        _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
+        _rule(["policy"], ["poddisruptionbudgets"], READ),
+        _rule([""], ["configmaps"], READ),  # Ascend's device-info ConfigMaps (health from Huawei's plugin)
+    ],
+    "controller": [
+        _rule(["batch.volcano.sh"], ["jobs"], [*READ, "update", "delete"]),
+        _rule(["batch.volcano.sh"], ["jobs/status"], ["update"]),
+        _rule(["bus.volcano.sh"], ["commands"], [*READ, "delete"]),
+        _rule(["scheduling.volcano.sh"], ["podgroups"], [*READ, "create", "update", "delete"]),
+        _rule(["scheduling.volcano.sh"], ["podgroups/status"], ["update"]),
+        _rule(["scheduling.volcano.sh"], ["queues"], READ),
+        _rule([""], ["pods"], [*READ, "create", "update", "delete"]),
+        _rule([""], ["pods/eviction"], ["create"]),
+        _rule([""], ["nodes"], READ),
+        _rule([""], ["secrets"], ["get", "create", "delete"]),  # the ssh plugin's keys
+        _rule([""], ["events"], ["create", "patch"]),
+        _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
+        _rule(["policy"], ["poddisruptionbudgets"], READ),
+    ],
+    "webhook": [
+        _rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
+              ["get", "update"], ["hetsched-validate", "hetsched-mutate"]),  # the CA bundle it made
+    ],
+    "node-agent": [
+        _rule([""], ["nodes"], [*READ, "update", "patch"]),
+        _rule([""], ["nodes/status"], ["update", "patch"]),
+        _rule([""], ["events"], ["create", "patch"]),
+    ],
+    "device-plugin": [
+        _rule([""], ["pods"], READ),  # the scheduler's chips for the pods on its node
+    ],
+}
+
+
+def rbac(v: Reader) -> list[Doc]:
+    docs = []
+    for component in COMPONENTS:
+        name = f"hetsched-{component}"
+        docs.append(Doc({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, v, component)},
+                        "serviceaccounts.yaml"))
+    group = "rbac.authorization.k8s.io"
+    for component, rules in CLUSTER_RULES.items():
+        name = f"hetsched-{component}"
+        docs.append(Doc({"apiVersion": f"{group}/v1", "kind": "ClusterRole",
+                         "metadata": _meta(name, v, component, namespaced=False), "rules": rules}, "rbac.yaml"))
+        docs.append(Doc({"apiVersion": f"{group}/v1", "kind": "ClusterRoleBinding",
+                         "metadata": _meta(name, v, component, namespaced=False),
+                         "roleRef": {"apiGroup": group, "kind": "ClusterRole", "name": name},
+                         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": v.namespace}]},
+                        "rbac.yaml"))
+    roles: list[tuple[str, str | None, list[dict[str, Any]], list[str]]] = [
+        ("hetsched-leader-election", None, [_rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"])],
+         ["scheduler", "controller"]),
+        ("hetsched-webhook-tls", None, [_rule([""], ["secrets"], ["get", "update"], [TLS_SECRET]),
+                                        _rule([""], ["secrets"], ["create"])], ["webhook"]),
+        ("hetsched-node-agent", "kube-system", [_rule([""], ["configmaps"], ["get", "create", "update"])],
+         ["node-agent"]),  # Ascend's device-info ConfigMaps live in kube-system
+    ]
+    for name, namespace, rules, subjects in roles:
+        meta = _meta(name, v)
+        if namespace:
+            meta["namespace"] = namespace
+        docs.append(Doc({"apiVersion": f"{group}/v1", "kind": "Role", "metadata": meta, "rules": rules}, "rbac.yaml"))
+        docs.append(Doc({"apiVersion": f"{group}/v1", "kind": "RoleBinding", "metadata": dict(meta),
+                         "roleRef": {"apiGroup": group, "kind": "Role", "name": name},
+                         "subjects": [{"kind": "ServiceAccount", "name": f"hetsched-{s}", "namespace": v.namespace}
+                                      for s in subjects]}, "rbac.yaml"))
+    return docs
+
+
+def _metrics_address(v: Reader, port_key: str) -> Any:
+    return v.expr("off" if not v.get("metrics.address") else f"{v.get('metrics.address')}:{v.num(port_key)}",
+                  f"{{{{ if .Values.metrics.address }}}}{{{{ .Values.metrics.address }}}}:"
+                  f"{{{{ .Values.{port_key} }}}}{{{{ else }}}}off{{{{ end }}}}")
+
+
+def _env(v: Reader, port_key: str, extra: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """What every component's container gets: the API server (``apiServer`` and its ServiceAccount token,
+    else in-cluster) and the metrics address."""
+    return [*(extra or []),
+            {"name": "HETSCHED_SERVER", "value": v.get("apiServer")},
+            {"name": "HETSCHED_TOKEN_FILE", "value": f"{TOKEN_DIR}/token"},
+            {"name": "HETSCHED_CA_FILE", "value": f"{TOKEN_DIR}/ca.crt"},
+            {"name": "HETSCHED_METRICS_ADDRESS", "value": _metrics_address(v, port_key)}]
+
+
+ROOT = {"privileged": True, "runAsUser": 0, "runAsGroup": 0}
+"""The node agents: vendor tools read the driver's devices; kubelet's device-plugin folder is root's (the
+image's own user is not)."""
+NON_ROOT = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+            "runAsUser": 65532, "runAsGroup": 65532, "capabilities": {"drop": ["ALL"]}}
+
+
+def _pod(v: Reader, component: str, container: dict[str, Any], *, volumes: list[dict[str, Any]] | None = None,
+         port_key: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    labels = {**LABEL, "app.kubernetes.io/component": component}
+    spec: dict[str, Any] = {
+        "serviceAccountName": f"hetsched-{component}",
+        "hostNetwork": v.num("hostNetwork"),
+        "terminationGracePeriodSeconds": 30,  # each component stops within 2 s of SIGTERM (cli.shutdown)
+        **(extra or {}),
+        "containers": [{"name": container["name"],
+                        "image": v.expr(f"{v.get('image.repository')}:{v.get('image.tag')}",
+                                        "{{ .Values.image.repository }}:{{ .Values.image.tag }}"),
+                        "imagePullPolicy": v.get("image.pullPolicy"), **container}],
+    }
+    if volumes:
+        spec["volumes"] = volumes
+    return {"metadata": {"labels": labels, "annotations": {"prometheus.io/scrape": "true",
+                                                          "prometheus.io/port": v.get(port_key)}},
+            "spec": spec}
+
+
+def _deployment(v: Reader, component: str, replicas: Any, template: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(f"hetsched-{component}", v, component),
+            "spec": {"replicas": replicas,
+                     "selector": {"matchLabels": {**LABEL, "app.kubernetes.io/component": component}},
+                     "template": template}}
+
+
+def controllers(v: Reader) -> list[Doc]:
+    """The scheduler (with its configuration) and the controller."""
+    conf = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("hetsched-scheduler-conf", v, "scheduler"),
+            "data": {"scheduler.conf": v.map("scheduler.conf")}}
+    scheduler = _pod(v, "scheduler", {
+        "name": "scheduler",
+        "args": ["scheduler", f"--lease-namespace={v.namespace}", f"--period={v.num('scheduler.period')}",
+                 f"--qps={v.num('scheduler.qps')}", f"--burst={v.num('scheduler.burst')}",
+                 "--scheduler-conf=/etc/hetsched/scheduler.conf"],
+        "env": _env(v, "metrics.scheduler", [{"name": "HETSCHED_ID", "valueFrom": {"fieldRef": {
+            "fieldPath": "metadata.name"}}}]),
+        "ports": [{"name": "metrics", "containerPort": v.num("metrics.scheduler")}],
+        "securityContext": NON_ROOT,
+        "volumeMounts": [{"name": "conf", "mountPath": "/etc/hetsched", "readOnly": True}],
+    }, volumes=[{"name": "conf", "configMap": {"name": "hetsched-scheduler-conf"}}], port_key="metrics.scheduler")
+    controller = _pod(v, "controller", {
+        "name": "controller",
+        "args": ["controller", f"--lease-namespace={v.namespace}"],
+        "env": _env(v, "metrics.controller", [{"name": "HETSCHED_ID", "valueFrom": {"fieldRef": {
+            "fieldPath": "metadata.name"}}}]),
+        "ports": [{"name": "metrics", "containerPort": v.num("metrics.controller")}],
+        "securityContext": NON_ROOT,
+    }, port_key="metrics.controller")
+    return [Doc(conf, "scheduler.yaml"),
+            Doc(_deployment(v, "scheduler", v.num("scheduler.replicas"), scheduler), "scheduler.yaml"),
+            Doc(_deployment(v, "controller", v.num("controller.replicas"), controller), "controller.yaml")]
+
+
+def webhook(v: Reader) -> list[Doc]:
+    """The webhook server (it makes its own TLS), its Service and both registrations (by Service, or by
+    ``webhook.url``)."""
+    pod = _pod(v, "webhook", {
+        "name": "webhook",
+        "args": ["webhook", "--host=0.0.0.0", f"--port={v.num('webhook.port')}",
+                 f"--tls-secret={v.namespace}/{TLS_SECRET}", "--service=hetsched-webhook",
+                 f"--registration={','.join(f'hetsched-{path}' for path in WEBHOOKS.values())}"],
+        "env": _env(v, "metrics.webhook"),
+        "ports": [{"name": "https", "containerPort": v.num("webhook.port")},
+                  {"name": "metrics", "containerPort": v.num("metrics.webhook")}],
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"}},
+        "securityContext": NON_ROOT,
+    }, port_key="metrics.webhook")
+    docs = [Doc(_deployment(v, "webhook", v.num("webhook.replicas"), pod), "webhook.yaml"),
+            Doc({"apiVersion": "v1", "kind": "Service", "metadata": _meta("hetsched-webhook", v, "webhook"),
+                 "spec": {"selector": {**LABEL, "app.kubernetes.io/component": "webhook"},
+                          "ports": [{"name": "https", "port": 443, "targetPort": "https"}]}}, "webhook.yaml")]
+    for by_url in (False, True):
+        for kind, path in WEBHOOKS.items():
+            rules = [{"apiGroups": ["batch.volcano.sh"], "apiVersions": ["v1alpha1"],
+                      "operations": ["CREATE", "UPDATE"], "resources": ["jobs"]}]
+            if path == "validate":
+                rules += [{"apiGroups": ["scheduling.volcano.sh"], "apiVersions": ["v1beta1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["queues", "podgroups"]},
+                          {"apiGroups": ["bus.volcano.sh"], "apiVersions": ["v1alpha1"], "operations": ["CREATE"],
+                           "resources": ["commands"]},
+                          {"apiGroups": ["policy"], "apiVersions": ["v1", "v1beta1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["poddisruptionbudgets"]}]
+            client: dict[str, Any] = (
+                {"url": v.expr(f"{v.get('webhook.url')}/{path}", f"{{{{ .Values.webhook.url }}}}/{path}")} if by_url
+                else {"service": {"name": "hetsched-webhook", "namespace": v.namespace, "path": f"/{path}"}})
+            # no pods: the API server refuses a requests-only accelerator itself, and a webhook on every pod
+            # of the cluster would put hetsched in the way of pods that are not its own
+            entries = [{"name": f"{path}.hetsched.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                        "failurePolicy": v.get("webhook.failurePolicy"), "timeoutSeconds": 10,
+                        "clientConfig": client, "rules": rules}]
+            registration = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+                            "metadata": _meta(f"hetsched-{path}", v, "webhook", namespaced=False), "webhooks": entries}
+            docs.append(Doc(registration, "webhook.yaml", when=("webhook.url",) if by_url else ("!webhook.url",)))
+    return docs
+
+
+def _host_volume(name: str, path: str, kind: str, read_only: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    return ({"name": name, "hostPath": {"path": path, "type": kind}},
+            {"name": name, "mountPath": path, "readOnly": read_only})
+
+
+def agents(v: Reader) -> list[Doc]:
+    """Per vendor: the node agent and the device plugin DaemonSets, on the vendor's nodes."""
+    docs = []
+    for vendor in VENDORS:
+        key = f"vendors.{vendor}"
+        mounts = [_host_volume(f"tool-{i}", path, kind) for i, (path, kind) in enumerate(VENDOR_MOUNTS[vendor])]
+        args: list[Any] = [f"--vendor={vendor}"]
+        if vendor == "fake":  # the chips file's folder, at the same path (the fake device files are made there)
+            folder = v.expr(v.get(f"{key}.config").rsplit("/", 1)[0] or "/", f"{{{{ dir .Values.{key}.config }}}}")
+            mounts.append(({"name": "fake", "hostPath": {"path": folder, "type": "DirectoryOrCreate"}},
+                           {"name": "fake", "mountPath": folder}))
+            args.append(f"--config={v.get(f'{key}.config')}")
+        kubelet_dir = v.expr(v.get("kubeletConfig").rsplit("/", 1)[0] or "/", "{{ dir .Values.kubeletConfig }}")
+        kubelet_file = v.expr(v.get("kubeletConfig").rsplit("/", 1)[-1], "{{ base .Values.kubeletConfig }}")
+        tolerations = [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+        node_env = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+        agent = _pod(v, "node-agent", {
+            "name": "node-agent",
+            "args": ["node-agent", *args, f"--period={v.num(f'{key}.nodeAgent.period')}",
+                     f"--kubelet-config=/host/kubelet/{kubelet_file}"],
+            "env": _env(v, "metrics.nodeAgent", node_env),
+            "ports": [{"name": "metrics", "containerPort": v.num("metrics.nodeAgent")}],
+            "securityContext": ROOT,
+            "volumeMounts": [{"name": "dev", "mountPath": "/dev"},
+                             {"name": "kubelet-config", "mountPath": "/host/kubelet", "readOnly": True},
+                             *(mount for _, mount in mounts)],
+        }, volumes=[{"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
+                    {"name": "kubelet-config", "hostPath": {"path": kubelet_dir, "type": "DirectoryOrCreate"}},
+                    *(volume for volume, _ in mounts)],
+            port_key="metrics.nodeAgent",
+            extra={"nodeSelector": v.map(f"{key}.nodeSelector"), "tolerations": tolerations})
+        runtime = v.expr("--ascend-runtime" if v.num(f"{key}.devicePlugin.ascendRuntime") is True
+                         else "--no-ascend-runtime",
+                         f"{{{{ if .Values.{key}.devicePlugin.ascendRuntime }}}}--ascend-runtime{{{{ else }}}}"
+                         "--no-ascend-runtime{{ end }}")
+        plugin = _pod(v, "device-plugin", {
+            "name": "device-plugin",
+            "args": ["device-plugin", *args, f"--period={v.num(f'{key}.devicePlugin.period')}", runtime],
+            "env": _env(v, "metrics.devicePlugin", node_env),  # NODE_NAME: the scheduler's hand-off
+            "ports": [{"name": "metrics", "containerPort": v.num("metrics.devicePlugin")}],
+            "securityContext": ROOT,
+            "volumeMounts": [{"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"},
+                             {"name": "dev", "mountPath": "/dev"}, *(mount for _, mount in mounts)],
+        }, volumes=[{"name": "device-plugins", "hostPath": {"path": "/var/lib/kubelet/device-plugins",
+                                                              "type": "Directory"}},
+                    {"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
+                    *(volume for volume, _ in mounts)],
+            port_key="metrics.devicePlugin",
+            extra={"nodeSelector": v.map(f"{key}.nodeSelector"), "tolerations": tolerations,
+                   "priorityClassName": "system-node-critical"})
+        for component, template, switch in (("node-agent", agent, "nodeAgent"),
+                                            ("device-plugin", plugin, "devicePlugin")):
+            name = f"hetsched-{component}-{vendor}"
+            daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": _meta(name, v, component),
+                         "spec": {"selector": {"matchLabels": {**LABEL, "app.kubernetes.io/component": component,
+                                                               "hetsched.io/vendor": vendor}},
+                                  "template": template}}
+            template["metadata"] = {**template["metadata"], "labels": {
+                **template["metadata"]["labels"], "hetsched.io/vendor": vendor}}
+            docs.append(Doc(daemonset, f"{vendor}.yaml", when=(f"{key}.enabled", f"{key}.{switch}.enabled")))
+    return docs
+
+
+def metrics_service(v: Reader) -> list[Doc]:
+    return [Doc({"apiVersion": "v1", "kind": "Service", "metadata": _meta("hetsched-metrics", v),
+                 "spec": {"selector": dict(LABEL),
+                          "ports": [{"name": "metrics", "port": v.num("metrics.port"), "targetPort": "metrics"}]}},
+                "metrics.yaml")]
+
+
+def documents(v: Reader) -> list[Doc]:
+    """The whole installation, in the order it can be applied (CRDs and namespace first)."""
+    docs = [Doc(crd, "crds", plain_only=True) for crd in crds()]
+    docs.append(Doc({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": v.namespace}}, "namespace",
+                    plain_only=True))
+    return docs + rbac(v) + controllers(v) + webhook(v) + agents(v) + metrics_service(v)

@@ -1,0 +1,163 @@
+"""The settings of an installation — the Helm chart's ``values.yaml`` and ``hetsched install``'s
+``--values``/``--set`` — as one validated model.
+
+Who calls it: ``install.manifests`` (what each value does to the objects), ``install.chart`` (writes the
+chart's ``values.yaml`` from these defaults and descriptions) and ``cli.install`` (reads the user's files and
+``--set`` pairs). An unknown key or a wrong type is a ValueError naming the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hetsched.scheduler.conf import DEFAULT_CONF_YAML
+
+VENDORS = ("ascend", "cambricon", "nvidia", "fake")
+"""One node agent and one device plugin DaemonSet per vendor; a mixed cluster enables several."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class Image(_Model):
+    repository: str = Field("hetsched", description="image name; scripts/build-image.sh builds hetsched:VERSION")
+    tag: str = Field("0.1.0", description="image tag")
+    pullPolicy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="imagePullPolicy")
+
+
+class Scheduler(_Model):
+    replicas: int = Field(2, ge=1, description="one active (Lease), the others standby")
+    period: float = Field(1.0, gt=0, description="seconds between scheduling cycles")
+    qps: float = Field(1000, gt=0, description="API requests per second for binds")
+    burst: int = Field(2000, ge=1, description="burst of API requests for binds")
+    conf: str = Field(DEFAULT_CONF_YAML, description="the Volcano scheduler configuration (actions, tiers); "
+                                                     "kept in the ConfigMap hetsched-scheduler-conf")
+
+
+class Controller(_Model):
+    replicas: int = Field(2, ge=1, description="one active (Lease), the others standby")
+
+
+class Webhook(_Model):
+    replicas: int = Field(1, ge=1, description="admission webhook servers")
+    port: int = Field(9443, ge=1, le=65535, description="HTTPS port of the webhook server")
+    failurePolicy: Literal["Fail", "Ignore"] = Field("Fail", description="what the API server does when the "
+                                                                         "webhook does not answer")
+    url: str = Field("", description="register the webhook by URL instead of through its Service (e.g. "
+                                     "https://127.0.0.1:9443 with hostNetwork); the serving certificate "
+                                     "covers the Service names, localhost and 127.0.0.1")
+
+
+class DevicePlugin(_Model):
+    enabled: bool = Field(True, description="serve this vendor's chips to kubelet")
+    period: float = Field(5, gt=0, description="seconds between health checks")
+    ascendRuntime: bool = Field(False, description="Ascend: hand chips over as ASCEND_VISIBLE_DEVICES for the "
+                                                   "Ascend container runtime, not as device nodes")
+
+
+class NodeAgent(_Model):
+    enabled: bool = Field(True, description="publish chip health, the node condition, taint and labels")
+    period: float = Field(10, gt=0, description="seconds between checks")
+
+
+class Vendor(_Model):
+    enabled: bool = Field(False, description="run this vendor's node agent and device plugin")
+    nodeSelector: dict[str, str] = Field(default_factory=dict, description="the nodes with this vendor's chips")
+    devicePlugin: DevicePlugin = Field(default_factory=DevicePlugin)
+    nodeAgent: NodeAgent = Field(default_factory=NodeAgent)
+    config: str = Field("", description="fake vendor only: the chips file on each node (its directory is "
+                                        "mounted; the fake device files are made beside it)")
+
+
+def _vendor(name: str, enabled: bool = False, config: str = "") -> Any:
+    return Field(default_factory=lambda: Vendor(enabled=enabled, nodeSelector={"hetsched.io/vendor": name},
+                                                config=config),
+                 description=f"label {name} nodes hetsched.io/vendor={name} (or set nodeSelector)")
+
+
+class Vendors(_Model):
+    ascend: Vendor = _vendor("ascend", enabled=True)
+    cambricon: Vendor = _vendor("cambricon")
+    nvidia: Vendor = _vendor("nvidia")
+    fake: Vendor = _vendor("fake", config="/etc/hetsched/fake/chips.yaml")
+
+
+class Metrics(_Model):
+    address: str = Field("0.0.0.0", description="every component serves /metrics on this address; \"\" turns "
+                                                "metrics off")
+    port: int = Field(8080, ge=1, le=65535, description="the hetsched-metrics Service's port")
+    scheduler: int = Field(8080, ge=1, le=65535)
+    controller: int = Field(8081, ge=1, le=65535)
+    webhook: int = Field(8082, ge=1, le=65535)
+    nodeAgent: int = Field(9101, ge=1, le=65535)
+    devicePlugin: int = Field(9102, ge=1, le=65535)
+
+
+class Values(_Model):
+    namespace: str = Field("hetsched", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+                           description="plain manifests only: the namespace they create and use (the chart "
+                                       "uses the release's)")
+    image: Image = Field(default_factory=Image)
+    apiServer: str = Field("", description="API server URL for every component (with its ServiceAccount "
+                                           "token); \"\" uses the in-cluster Service")
+    hostNetwork: bool = Field(False, description="run every pod on its node's network (clusters without a "
+                                                 "pod network)")
+    kubeletConfig: str = Field("/var/lib/kubelet/config.yaml", description="the kubelet's configuration on "
+                               "each node (its directory is mounted read-only; the node agent publishes its "
+                               "topology manager policy for hetsched doctor)")
+    scheduler: Scheduler = Field(default_factory=Scheduler)
+    controller: Controller = Field(default_factory=Controller)
+    webhook: Webhook = Field(default_factory=Webhook)
+    vendors: Vendors = Field(default_factory=Vendors)
+    metrics: Metrics = Field(default_factory=Metrics)
+
+
+def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``update`` over ``base`` as Helm merges values: maps key by key, a null value removes the key."""
+    merged = dict(base)
+    for key, value in update.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def parse_set(pair: str) -> dict[str, Any]:
+    """``a.b.c=value`` → ``{"a": {"b": {"c": value}}}``; the value is read as YAML (``true``, ``3``, ``{}``)."""
+    path, sep, text = pair.partition("=")
+    if not sep or not path or any(not part for part in path.split(".")):
+        raise ValueError(f"--set {pair!r}: expected KEY.PATH=VALUE")
+    try:
+        value: Any = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError:
+        value = text
+    for part in reversed(path.split(".")):
+        value = {part: value}
+    return value  # type: ignore[no-any-return]
+
+
+def load_values(documents: list[tuple[str, Any]], sets: list[str]) -> Values:
+    """The defaults, then (source name, parsed YAML) documents in order, then ``--set`` pairs; a ValueError
+    names the source and the key."""
+    data: dict[str, Any] = Values().model_dump()
+    for source, document in documents:
+        if document is None:
+            continue
+        if not isinstance(document, dict):
+            raise ValueError(f"{source}: expected a mapping of values, got {type(document).__name__}")
+        data = merge(data, document)
+    for pair in sets:
+        data = merge(data, parse_set(pair))
+    try:
+        return Values.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"values: {where}: {first['msg']}") from None
