@@ -134,18 +134,31 @@ def test_a_failing_tool_reports_every_chip_unhealthy_not_an_empty_list(world: Si
     stream.cancel()
 
 
+def bound_pod(name: str, uid: str, chips: list[int], created: float, bound_at: int | None,
+              started: bool = False) -> Pod:
+    """A pod on this node as the scheduler bound it: its chips, and its place in the bind order."""
+    annotations = {"hetsched.io/allocation": json.dumps({"hetsched.io/fake": chips})}
+    if bound_at is not None:
+        annotations["predicate-time"] = str(bound_at)
+    made = pod(name, annotations=annotations)
+    status = made.status.model_copy(update={"startTime": 5.0, "phase": "Running"}) if started else made.status
+    return made.model_copy(update={"metadata": made.metadata.model_copy(update={"uid": uid, "creationTimestamp":
+                                                                                created}), "status": status})
+
+
 def test_allocate_mounts_the_schedulers_chips_and_refuses_foreign_ids(world: SimpleNamespace) -> None:
-    older = pod("train-0", annotations={"hetsched.io/allocation": json.dumps({"hetsched.io/fake": [1, 3]})})
-    newer = pod("train-1", annotations={"hetsched.io/allocation": json.dumps({"hetsched.io/fake": [0, 2]})})
-    world.bound.extend([newer.model_copy(update={"metadata": newer.metadata.model_copy(
-        update={"uid": "u1", "creationTimestamp": 20.0})}), older.model_copy(update={
-        "metadata": older.metadata.model_copy(update={"uid": "u0", "creationTimestamp": 10.0})})])
+    """Kubelet asks for the chips of the pod it admits — the first by bind order of those it has not admitted:
+    that pod's chips are mounted, whatever kubelet picked; a pod kubelet admitted before (this plugin
+    restarted since) is never served again."""
+    world.bound.extend([bound_pod("train-1", "u1", [0, 2], created=10.0, bound_at=2_000),
+                        bound_pod("train-0", "u0", [1, 3], created=20.0, bound_at=1_000),  # bound first
+                        bound_pod("running", "u2", [1, 3], created=1.0, bound_at=500, started=True)])
 
     def allocate(ids: list[str]) -> dict[str, str]:
         request = api_pb2.AllocateRequest(container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=ids)])
         return dict(world.stub.Allocate(request).container_responses[0].envs)
 
-    # kubelet picked fake-0 and fake-1; the scheduler chose 1 and 3 for the oldest pod, then 0 and 2
+    # kubelet picked fake-0 and fake-1; the scheduler chose 1 and 3 for the pod bound first, then 0 and 2
     assert allocate(["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "1,3"}
     assert allocate(["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "0,2"}
     assert allocate(["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "0,1"}  # no hand-off left: kubelet's pick

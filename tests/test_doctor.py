@@ -62,6 +62,21 @@ def test_device_plugin_registered() -> None:
     assert "8 huawei.com/Ascend910 chip(s)" in findings[0].evidence and "npu-smi info" in findings[0].fix
 
 
+def test_a_device_plugin_that_went_away_is_flagged_though_kubelet_keeps_its_capacity() -> None:
+    """What a real kubelet reports when the plugin stops: capacity kept, allocatable 0 (seen on real nodes,
+    tests/test_realnodes.py). Every chip Unhealthy looks the same and is no plugin fault."""
+    def kept(name: str, unhealthy: tuple[int, ...] = ()) -> Node:
+        made = accel_node(name, unhealthy=unhealthy)
+        allocatable = {**made.status.allocatable, "huawei.com/Ascend910": 0}
+        capacity = {**made.status.allocatable, "huawei.com/Ascend910": 8000}
+        return made.model_copy(update={"status": made.status.model_copy(
+            update={"allocatable": allocatable, "capacity": capacity})})
+
+    findings = only(facts([kept("gone"), kept("dead", unhealthy=tuple(range(8)))]), "device-plugin-registered")
+    assert severities(findings) == {"Node/gone": "error"}
+    assert "8 healthy huawei.com/Ascend910 chip(s)" in findings[0].evidence and "capacity 8" in findings[0].evidence
+
+
 def test_allocatable_matches_chips() -> None:
     assert severities(only(facts([accel_node("n0"), accel_node("n1", unhealthy=(2,))]),
                            "allocatable-matches-chips")) == {"cluster": "ok"}

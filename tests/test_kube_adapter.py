@@ -144,3 +144,41 @@ def test_wait_synced_gives_up_when_cancelled() -> None:
     cancel = threading.Event()
     cancel.set()
     assert cluster.wait_synced(3600, cancel=cancel) is False  # at once, not after an hour
+
+
+class BindingClient(FakeClient):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bindings: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        if path.endswith("/binding"):
+            with self.lock:
+                self.bindings.append(kwargs["body"])
+            if kwargs["body"]["metadata"]["name"] == "gone":
+                from hetsched.ports import NotFound
+                raise NotFound("pod gone")
+            return {}
+        return super().request(method, path, **kwargs)
+
+
+def test_each_nodes_binds_go_in_order_stamped_with_their_bind_order() -> None:
+    """A device plugin tells which pod kubelet is admitting by this order (agents.deviceplugin._handoff)."""
+    client = BindingClient()
+    cluster = KubeCluster(client, bind_workers=4)  # type: ignore[arg-type]
+    chips = {"hetsched.io/allocation": '{"huawei.com/Ascend910": [0]}'}
+    binds = [(f"default/w-{i}", f"node-{i % 3}", chips) for i in range(30)]
+    binds.insert(5, ("default/gone", "node-0", chips))
+    binds.append(("default/plain", "node-1", None))
+    failures = cluster.bind_all(binds)
+    assert [pod for pod, _ in failures] == ["default/gone"]  # reported; the node's later pods still bound
+    for node in ("node-0", "node-1", "node-2"):
+        wanted = [pod.split("/")[1] for pod, target, _ in binds if target == node]
+        sent = [b for b in client.bindings if b["target"]["name"] == node]
+        assert [b["metadata"]["name"] for b in sent] == wanted  # in the order given
+        stamps = [int(b["metadata"]["annotations"]["predicate-time"]) for b in sent
+                  if "hetsched.io/allocation" in b["metadata"]["annotations"]]
+        assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+    plain = next(b for b in client.bindings if b["metadata"]["name"] == "plain")
+    assert plain["metadata"]["annotations"] == {}  # no chips: no stamp

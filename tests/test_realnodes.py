@@ -10,12 +10,15 @@ In CI (``CI`` set) a missing binary or image is a failure, not a skip: .ci/run p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,9 @@ import pytest
 import yaml
 
 from hetsched.cluster.kubernetes import KubeClient
-from tests.realnodes import RealCluster, missing, real_cluster, wait_for
+from hetsched.devices.inventory import pod_allocation
+from hetsched.ports import Conflict, NotFound
+from tests.realnodes import BUSYBOX, RealCluster, missing, real_cluster, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 WHY = missing()
@@ -170,4 +175,321 @@ def test_each_node_advertises_its_chips_through_our_device_plugin(installed: Rea
         assert inventory  # the node agent's chip inventory
         condition = next(c for c in node["status"]["conditions"] if c["type"] == "AcceleratorHealthy")
         assert condition["status"] == "True", condition
+    print(f"figures: {json.dumps({k: round(v, 1) for k, v in FIGURES.items()})}")
+
+
+# ------------------------------------------------------------------------------------------ workloads
+
+SHOW = ("trap 'exit 0' TERM; "
+        "echo \"devices: $(ls /dev | grep -E '^(davinci[0-9]+|cambricon_dev[0-9]+)$' | sort | tr '\\n' ' ')\"; "
+        "echo \"visible: ${ASCEND_VISIBLE_DEVICES:-}${CAMBRICON_VISIBLE_DEVICES:-}\"; "
+        "sleep 3600 & wait")
+"""What every workload container does: print the accelerator device files and the vendor's visibility
+variable it sees, then wait (ending at once on SIGTERM)."""
+
+
+def workload(spec: dict[str, Any], command: str = SHOW) -> dict[str, Any]:
+    """A pod template's spec made runnable here: the local busybox image, the host network, our command."""
+    spec = dict(spec)
+    spec["hostNetwork"] = True
+    spec["terminationGracePeriodSeconds"] = 2
+    spec["containers"] = [dict(c, image=BUSYBOX, imagePullPolicy="Never", command=["sh", "-c", command])
+                          for c in spec["containers"]]
+    return spec
+
+
+def job(name: str, tasks: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulerName": "volcano", "queue": "default", "tasks": tasks, **spec}}
+
+
+def task(name: str, replicas: int, resource: str, chips: int, selector: dict[str, str],
+         command: str = SHOW, **template: Any) -> dict[str, Any]:
+    return {"name": name, "replicas": replicas, "template": {"spec": workload({
+        "nodeSelector": selector, **template,
+        "containers": [{"name": name, "resources": {"limits": {resource: chips}}}]}, command)}}
+
+
+JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs"
+
+
+def submit(client: KubeClient, manifest: dict[str, Any]) -> float:
+    with contextlib.suppress(Conflict):
+        client.request("POST", "/apis/scheduling.volcano.sh/v1beta1/queues", body={
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": manifest["spec"].get("queue", "default")}, "spec": {"weight": 1}})
+    client.request("POST", JOBS, body=manifest)
+    return time.monotonic()
+
+
+def job_pods(client: KubeClient, name: str) -> list[dict[str, Any]]:
+    return pods(client, "default", f"volcano.sh/job-name={name}")
+
+
+def saw(cluster: RealCluster, pod: dict[str, Any]) -> tuple[list[int], str]:
+    """(device numbers, visibility variable) the pod's (latest) container printed."""
+    node = cluster.nodes[pod["spec"]["nodeName"]]
+    meta = pod["metadata"]
+    folder = node.path("/var/log/pods") / f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
+
+    def printed() -> tuple[list[int], str] | None:
+        logs = sorted(folder.glob("*/*.log"), key=lambda p: int(p.stem))
+        if not logs:
+            return None
+        lines = [line.split(" ", 3)[-1] for line in logs[-1].read_text().splitlines()]
+        devices = next((line for line in lines if line.startswith("devices:")), None)
+        visible = next((line for line in lines if line.startswith("visible:")), None)
+        if devices is None or visible is None:
+            return None
+        return ([int(re.sub(r"\D", "", d)) for d in devices.split()[1:]], visible.split(" ", 1)[1].strip()
+                if " " in visible else "")
+
+    return wait_for(f"{meta['name']} printed its devices", printed, 30)  # type: ignore[no-any-return]
+
+
+def handed_off(pod: dict[str, Any], resource: str) -> list[int]:
+    return sorted(pod_allocation(pod["metadata"].get("annotations") or {}).get(resource, []))
+
+
+def delete_job(client: KubeClient, name: str) -> None:
+    with contextlib.suppress(NotFound):
+        client.request("DELETE", f"{JOBS}/{name}")
+    wait_for(f"job {name}'s pods gone", lambda: not job_pods(client, name), 120)
+
+
+def assert_sees_its_chips(cluster: RealCluster, pod: dict[str, Any], resource: str) -> list[int]:
+    chips = handed_off(pod, resource)
+    devices, visible = saw(cluster, pod)
+    assert chips and devices == chips, (pod["metadata"]["name"], chips, devices)
+    assert visible == ",".join(str(c) for c in chips), (pod["metadata"]["name"], visible)
+    return chips
+
+
+def test_doctor_reports_every_check_ok_on_the_fresh_installation(installed: RealCluster, tmp_path: Path) -> None:
+    report = doctor(installed, tmp_path)
+    problems = [f for f in report["findings"] if f["severity"] != "ok"]
+    assert not problems, problems
+
+
+def doctor(cluster: RealCluster, folder: Path) -> dict[str, Any]:
+    token = folder / "token"
+    token.write_text(cluster.api.token)
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "doctor", "--server", cluster.api.url,
+                          "--token-file", str(token), "--ca-file", cluster.api.ca, "--lease-namespace", "hetsched",
+                          "--json"], capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode in (0, 1, 2) and run.stdout, run.stderr
+    return json.loads(run.stdout)  # type: ignore[no-any-return]
+
+
+def test_the_seed_bert_job_runs_whole_on_one_server_each_container_seeing_its_chip(installed: RealCluster) -> None:
+    """Seed 000 §3.2's Job (8 workers × 1 chip, nodeSelector quoted): all 8 pods Running on one server;
+    each container sees exactly the chip in the scheduler's hand-off, as device file and
+    ASCEND_VISIBLE_DEVICES; no chip twice."""
+    seeds = list(yaml.safe_load_all((ROOT / "examples" / "workloads" / "seeds.yaml").read_text()))
+    bert = next(d for d in seeds if d["kind"] == "Job")
+    template = bert["spec"]["tasks"][0]["template"]
+    template["spec"] = workload(template["spec"])
+    bert["metadata"]["namespace"] = "default"
+    client = installed.client
+    submitted = submit(client, bert)
+    wait_for("the BERT job's 8 pods Running", lambda: len(job_pods(client, "ascend-bert-pretrain")) == 8
+             and running(job_pods(client, "ascend-bert-pretrain")), 180,
+             explain=lambda: installed.logs("hetsched", "scheduler"))
+    FIGURES["bert_submit_to_all_running_s"] = time.monotonic() - submitted
+    workers = job_pods(client, "ascend-bert-pretrain")
+    assert len({p["spec"]["nodeName"] for p in workers}) == 1  # the gang whole, on one server
+    chips = [chip for p in workers for chip in assert_sees_its_chips(installed, p, "huawei.com/Ascend910")]
+    assert sorted(chips) == list(range(8))  # every chip of the server, none twice
+    delete_job(client, "ascend-bert-pretrain")
+
+
+def test_a_mixed_vendor_gang_runs_each_container_with_its_own_vendors_devices(installed: RealCluster) -> None:
+    client = installed.client
+    submit(client, job("mixed", [
+        task("train", 2, "huawei.com/Ascend910", 2, {"huawei.com/Ascend910": "true"}),
+        task("serve", 1, "cambricon.com/mlu", 1, {"cambricon.com/mlu": "true"})], minAvailable=3))
+    wait_for("the mixed gang Running", lambda: len(job_pods(client, "mixed")) == 3 and running(
+        job_pods(client, "mixed")), 180, explain=lambda: installed.logs("hetsched", "scheduler"))
+    for pod in job_pods(client, "mixed"):
+        serving = pod["metadata"]["name"].startswith("mixed-serve")
+        assert pod["spec"]["nodeName"] == ("mlu-0" if serving else pod["spec"]["nodeName"])
+        chips = assert_sees_its_chips(installed, pod, "cambricon.com/mlu" if serving else "huawei.com/Ascend910")
+        assert len(chips) == (1 if serving else 2)
+    delete_job(client, "mixed")
+
+
+def test_a_failed_worker_restarts_the_real_job_which_then_completes(installed: RealCluster) -> None:
+    """``PodFailed → RestartJob``: at job version 0 every worker exits 1 (pod phase Failed, set by the real
+    kubelet); the controller restarts the job (retryCount 1), and version 1's workers exit 0: Completed."""
+    client = installed.client
+    flaky = "if [ \"$JOB_VERSION\" = 0 ]; then echo failing; exit 1; fi; echo done"
+    env = [{"name": "JOB_VERSION", "valueFrom": {"fieldRef": {"fieldPath":
+                                                              "metadata.annotations['volcano.sh/job-version']"}}}]
+    spec = task("worker", 2, "huawei.com/Ascend910", 1, {"huawei.com/Ascend910": "true"}, flaky,
+                restartPolicy="Never")
+    spec["template"]["spec"]["containers"][0]["env"] = env
+    submit(client, job("flaky", [spec], minAvailable=2, maxRetry=3,
+                       policies=[{"event": "PodFailed", "action": "RestartJob"}]))
+
+    def state() -> tuple[str, int]:
+        status = client.request("GET", f"{JOBS}/flaky").get("status", {})
+        return status.get("state", {}).get("phase", ""), int(status.get("retryCount", 0))
+
+    wait_for("the flaky job Completed", lambda: state()[0] == "Completed", 180,
+             explain=lambda: f"{state()} {installed.logs('hetsched', 'controller')}")
+    assert state() == ("Completed", 1)
+    delete_job(client, "flaky")
+
+
+def allocatable(client: KubeClient, node: str, resource: str) -> int:
+    return int(node_status(client, node)["status"].get("allocatable", {}).get(resource, "0"))
+
+
+def condition(client: KubeClient, node: str) -> dict[str, Any]:
+    return next((c for c in node_status(client, node)["status"]["conditions"] if c["type"] == "AcceleratorHealthy"),
+                {})
+
+
+def test_a_chip_fault_moves_the_job_off_the_faulty_chip(installed: RealCluster) -> None:
+    """The fake vendor's health file flips one chip of a running job to Critical: ListAndWatch tells the
+    real kubelet (allocatable 8 → 7), the node agent sets AcceleratorHealthy False, and the fault controller
+    moves the job; no replacement container sees the faulty chip."""
+    client, ascend = installed.client, "huawei.com/Ascend910"
+    submit(client, job("resilient", [task("worker", 2, ascend, 4, {"huawei.com/Ascend910": "true"})],
+                       minAvailable=2))
+    wait_for("the resilient job Running", lambda: len(job_pods(client, "resilient")) == 2 and running(
+        job_pods(client, "resilient")), 180, explain=lambda: installed.logs("hetsched", "scheduler"))
+    before = {p["metadata"]["uid"] for p in job_pods(client, "resilient")}
+    victim = job_pods(client, "resilient")[0]
+    node, chip = victim["spec"]["nodeName"], handed_off(victim, ascend)[0]
+    faulted = time.monotonic()
+    write_chips(installed, node, bad=(chip,))
+    try:
+        wait_for(f"{node}'s allocatable down to 7", lambda: allocatable(client, node, ascend) == 7, 60)
+        wait_for(f"{node} AcceleratorHealthy False", lambda: condition(client, node).get("status") == "False", 60)
+
+        def moved() -> bool:
+            current = job_pods(client, "resilient")
+            return (len(current) == 2 and running(current) and not before & {p["metadata"]["uid"] for p in current})
+
+        wait_for("the job running again on healthy chips", moved, 180,
+                 explain=lambda: installed.logs("hetsched", "controller"))
+        FIGURES["chip_fault_to_running_again_s"] = time.monotonic() - faulted
+        for pod in job_pods(client, "resilient"):
+            chips = assert_sees_its_chips(installed, pod, ascend)
+            assert pod["spec"]["nodeName"] != node or chip not in chips, (node, chip, chips)
+    finally:
+        write_chips(installed, node)
+        delete_job(client, "resilient")
+    wait_for(f"{node}'s allocatable back to 8", lambda: allocatable(client, node, ascend) == 8, 60)
+
+
+def test_a_garbage_vendor_file_makes_every_chip_unhealthy_never_an_empty_list(installed: RealCluster) -> None:
+    client, ascend, node = installed.client, "huawei.com/Ascend910", "ascend-1"
+    installed.nodes[node].path("/etc/hetsched/fake/chips.yaml").write_text("chips: [{id: zero}]\n<<garbage>>")
+    try:
+        wait_for("allocatable 0 with the chips still known", lambda: allocatable(client, node, ascend) == 0
+                 and node_status(client, node)["status"]["capacity"].get(ascend) == "8", 60)
+        wait_for("AcceleratorHealthy False", lambda: condition(client, node).get("status") == "False", 60)
+    finally:
+        write_chips(installed, node)
+    wait_for(f"{node}'s allocatable back to 8", lambda: allocatable(client, node, ascend) == 8, 60)
+
+
+def plugin_log(cluster: RealCluster, node: str) -> str:
+    folder = cluster.nodes[node].path("/var/log/pods")
+    return "".join(log.read_text(errors="replace") for log in folder.glob("hetsched_hetsched-device-plugin-*/*/*.log"))
+
+
+def test_a_kubelet_restart_keeps_running_pods_and_their_chips(installed: RealCluster) -> None:
+    client, ascend = installed.client, "huawei.com/Ascend910"
+    submit(client, job("steady", [task("worker", 1, ascend, 2, {"huawei.com/Ascend910": "true"})], minAvailable=1))
+    wait_for("the steady job Running", lambda: running(job_pods(client, "steady")), 180)
+    (pod,) = job_pods(client, "steady")
+    node = installed.nodes[pod["spec"]["nodeName"]]
+    container = pod["status"]["containerStatuses"][0]["containerID"]
+    chips = assert_sees_its_chips(installed, pod, ascend)
+    registered = "registered huawei.com/Ascend910 with kubelet"
+    before = plugin_log(installed, node.name).count(registered)
+    node.stop_kubelet()
+    restarted, wall = time.monotonic(), time.time()
+
+    def heartbeat() -> float:  # the kubelet's latest (whole seconds)
+        ready = next(c for c in node_status(client, node.name)["status"]["conditions"] if c["type"] == "Ready")
+        return datetime.fromisoformat(ready["lastHeartbeatTime"].replace("Z", "+00:00")).timestamp()
+
+    node.start_kubelet()
+    wait_for("the device plugin registered again and the chips allocatable",
+             lambda: plugin_log(installed, node.name).count(registered) > before and heartbeat() >= int(wall) + 1
+             and allocatable(client, node.name, ascend) == 8, 120,
+             explain=lambda: installed.logs("hetsched", "device-plugin"))
+    FIGURES["kubelet_restart_to_allocatable_s"] = time.monotonic() - restarted
+    (after,) = job_pods(client, "steady")
+    status = after["status"]["containerStatuses"][0]
+    assert (status["containerID"], status["restartCount"]) == (container, 0)  # the same container, never restarted
+    assert handed_off(after, ascend) == chips and running([after])
+    delete_job(client, "steady")
+
+
+def test_after_the_leading_schedulers_kill_9_a_new_leader_schedules_and_nothing_runs_twice(
+        installed: RealCluster) -> None:
+    client = installed.client
+    lease = "/apis/coordination.k8s.io/v1/namespaces/hetsched/leases/hetsched-scheduler"
+    leader = client.request("GET", lease)["spec"]["holderIdentity"]  # <pod name>_<this start's suffix>
+    pod = client.request("GET", f"/api/v1/namespaces/hetsched/pods/{leader.rsplit('_', 1)[0]}")
+    node = installed.nodes[pod["spec"]["nodeName"]]
+    container = pod["status"]["containerStatuses"][0]["containerID"].split("//")[1]
+    tasks = subprocess.run(["ctr", "--address", str(node.socket), "-n", "k8s.io", "tasks", "ls"],
+                           capture_output=True, text=True, check=True, timeout=30).stdout
+    pid = int(next(line.split()[1] for line in tasks.splitlines() if line.startswith(container)))
+    os.kill(pid, 9)
+    killed = time.monotonic()
+    # the standby, or the killed one restarted in place by kubelet (a new holder): whichever is first once
+    # the dead holder's Lease expired
+    successor = wait_for("a new scheduler holds the Lease", lambda: (
+        holder := client.request("GET", lease)["spec"].get("holderIdentity")) not in ("", leader) and holder, 60)
+    FIGURES["scheduler_kill_9_to_takeover_s"] = time.monotonic() - killed
+    ascend = "huawei.com/Ascend910"
+    submit(client, job("failover", [task("worker", 4, ascend, 1, {"huawei.com/Ascend910": "true"})], minAvailable=4))
+    wait_for(f"{successor} schedules the next job", lambda: len(job_pods(client, "failover")) == 4 and running(
+        job_pods(client, "failover")), 180)
+    held = [(p["spec"]["nodeName"], chip) for p in pods(client, "default") if p["status"].get("phase") == "Running"
+            for chip in handed_off(p, ascend)]
+    assert len(held) == len(set(held))  # no chip given twice
+    assert len(job_pods(client, "failover")) == 4  # every pod once
+    delete_job(client, "failover")
+
+
+def test_the_webhook_refuses_an_accelerator_set_only_in_requests(installed: RealCluster) -> None:
+    """Seed 000 §4.2 ("scheduled, but the container sees no NPU"): a Job whose template asks for a chip only
+    in requests is refused at admission with ``hetsched validate``'s message; a plain pod so written is
+    refused by the API server's own validation."""
+    from hetsched.cluster.kubernetes import ApiError
+    from hetsched.ports import Invalid
+
+    client = installed.client
+    bad = task("worker", 1, "huawei.com/Ascend910", 1, {"huawei.com/Ascend910": "true"})
+    resources = bad["template"]["spec"]["containers"][0]["resources"]
+    resources["requests"] = resources.pop("limits")
+    with pytest.raises((ApiError, Invalid)) as refused:
+        client.request("POST", JOBS, body=job("requests-only", [bad]))
+    assert "admission: document 1 (Job/requests-only)" in str(refused.value)
+    assert "huawei.com/Ascend910 is set only in requests" in str(refused.value)
+    plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "requests-only"},
+             "spec": dict(bad["template"]["spec"], schedulerName="volcano")}
+    with pytest.raises((ApiError, Invalid)) as also:
+        client.request("POST", "/api/v1/namespaces/default/pods", body=plain)
+    assert "Limit must be set" in str(also.value)
+
+
+def test_doctor_flags_a_node_whose_device_plugin_stopped(installed: RealCluster, tmp_path: Path) -> None:
+    client = installed.client
+    client.request("PATCH", "/api/v1/nodes/mlu-0", content_type="application/merge-patch+json",
+                   body={"metadata": {"labels": {"hetsched.io/vendor": None}}})  # its DaemonSet pods leave
+    wait_for("mlu-0's chips no longer allocatable", lambda: allocatable(client, "mlu-0", "cambricon.com/mlu") == 0,
+             120)
+    report = doctor(installed, tmp_path)
+    flagged = {(f["check"], f["severity"]) for f in report["findings"] if f["object"] == "Node/mlu-0"}
+    assert any(severity == "error" for _, severity in flagged), report["findings"]
     print(f"figures: {json.dumps({k: round(v, 1) for k, v in FIGURES.items()})}")

@@ -16,9 +16,9 @@ Binding API refuses a second bind, and the cache starts from what the server say
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -59,7 +59,9 @@ LeaderElect = Annotated[bool, typer.Option(envvar="HETSCHED_LEADER_ELECT", help=
 LeaseNamespace = Annotated[str, typer.Option(envvar="HETSCHED_LEASE_NAMESPACE")]
 LeaseDuration = Annotated[float, typer.Option(envvar="HETSCHED_LEASE_DURATION", help="seconds")]
 RetryPeriod = Annotated[float, typer.Option(envvar="HETSCHED_RETRY_PERIOD", help="seconds between Lease rounds")]
-Identity = Annotated[str | None, typer.Option("--id", envvar="HETSCHED_ID", help="this replica's name")]
+Identity = Annotated[str | None, typer.Option("--id", envvar="HETSCHED_ID",
+                                              help="this replica's name (the Lease holder is NAME_<8 hex>, new "
+                                                   "for every start)")]
 
 
 MetricsAddress = Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
@@ -118,7 +120,9 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
     the process ends (``cli.shutdown``)."""
     shutdown = Shutdown()
     leading = leader_gauge(registry) if registry is not None else None
-    me = identity or f"{socket.gethostname()}_{os.getpid()}"
+    # unique per process start, as client-go's hostname_uuid: a replica restarted in place (same pod name)
+    # is a new holder, and waits for the Lease its dead predecessor held to expire like any standby
+    me = f"{identity or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     elector = LeaderElector(client, lease_namespace, f"hetsched-{name}", me, duration=lease_duration) \
         if leader_elect else None
     cluster: KubeCluster | None = None

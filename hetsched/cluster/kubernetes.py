@@ -19,7 +19,8 @@ How it works:
   to retry from fresh state — never an overwrite. A change to ``status`` goes through the status
   subresource, a change to the rest through the object.
 - **Binder**: the ``pods/binding`` subresource (its annotations are the scheduler's chip hand-off), at most
-  ``qps`` requests per second with bursts of ``burst``, from up to ``bind_workers`` threads (:meth:`bind_all`).
+  ``qps`` requests per second with bursts of ``burst``, from up to ``bind_workers`` threads, each node's
+  pods in order and stamped with their bind order (:meth:`bind_all`).
 - **Evictor**: the Eviction API (``policy/v1``, falling back to ``policy/v1beta1`` on servers before 1.21); a
   ``429`` (a PodDisruptionBudget forbids it now) is :class:`~hetsched.ports.TooManyRequests`.
 - **Status**: PodGroup status through its subresource (re-read and retried on conflict), nominated nodes
@@ -47,6 +48,7 @@ from pydantic import ValidationError
 
 from hetsched.api.manifest import parse_document
 from hetsched.api.objects import KINDS, AnyObject, Condition, object_key
+from hetsched.devices.inventory import POD_ANNOTATION, PREDICATE_TIME
 from hetsched.ports import Conflict, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
 
 log = logging.getLogger("hetsched.kubernetes")
@@ -620,22 +622,41 @@ class KubeCluster:
     # ------------------------------------------------------------------------------ Binder, Evictor
 
     def bind(self, pod_key: str, node: str, annotations: Mapping[str, str] | None = None) -> None:
+        """Bind through the Binding subresource; its annotations land on the pod. A pod given chips is
+        stamped ``predicate-time`` (nanoseconds, now): its place in its node's bind order (:meth:`bind_all`)."""
         namespace, _, name = pod_key.rpartition("/")
         self._bucket.take()
+        stamped = dict(annotations or {})
+        if POD_ANNOTATION in stamped:
+            stamped[PREDICATE_TIME] = str(time.time_ns())
         body = {"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
+                "metadata": {"name": name, "namespace": namespace, "annotations": stamped},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         self.client.request("POST", RESOURCES["Pod"].path(namespace, name, "binding"), body=body)
 
     def bind_all(self, binds: Sequence[tuple[str, str, Mapping[str, str] | None]]) -> Sequence[tuple[str, Exception]]:
-        """Bind many pods from ``bind_workers`` threads within the QPS budget; returns the failures."""
+        """Bind many pods within the QPS budget: nodes in parallel (``bind_workers`` threads), each node's
+        pods one after the other in the order given; returns the failures.
+
+        Invariant: on one node, ``predicate-time`` order is the order the binds reach kubelet — the order it
+        admits the pods and asks the device plugin for their chips — so a device plugin can tell which pod
+        an ``Allocate`` is for (the kubelet API does not say): the oldest unadmitted one by that stamp."""
+        by_node: dict[str, builtins.list[tuple[str, Mapping[str, str] | None]]] = {}
+        for pod, node, handoff in binds:
+            by_node.setdefault(node, []).append((pod, handoff))
         failures: builtins.list[tuple[str, Exception]] = []
+        lock = threading.Lock()
+
+        def bind_node(node: str, pods: builtins.list[tuple[str, Mapping[str, str] | None]]) -> None:
+            for pod, handoff in pods:
+                try:
+                    self.bind(pod, node, handoff)
+                except Exception as exc:  # this pod stays unbound; the node's next pods still go
+                    with lock:
+                        failures.append((pod, exc))
+
         with futures.ThreadPoolExecutor(max_workers=self.bind_workers) as pool:
-            outcomes = {pool.submit(self.bind, pod, node, annotations): pod for pod, node, annotations in binds}
-            for done in futures.as_completed(outcomes):
-                error = done.exception()
-                if error is not None:
-                    failures.append((outcomes[done], error if isinstance(error, Exception) else RuntimeError(error)))
+            list(pool.map(lambda item: bind_node(*item), by_node.items()))
         return failures
 
     def evict(self, pod_key: str, reason: str) -> None:

@@ -179,6 +179,8 @@ class FaultController:
         for pod in self.store.list("Pod"):
             if not isinstance(pod, Pod) or pod.spec.nodeName != name or pod.status.phase not in ("Pending", "Running"):
                 continue
+            if pod.metadata.deletionTimestamp is not None:  # already going (a restart under way): not hit again
+                continue
             job_key = self._job_key(pod)
             if job_key is None:
                 continue

@@ -7,7 +7,8 @@ was checked. The checks, in the order they run (``CHECKS``):
 - ``components-running``: the scheduler, controller and webhook are up (Leases renewed, the webhook refuses
   an invalid Job), and no pending pod names a schedulerName nobody serves;
 - ``device-plugin-registered``: every node whose chips are known (inventory, Ascend device-info ConfigMap,
-  or the ``accelerator`` label) advertises the chips' resource (seed 000 §4.1);
+  or the ``accelerator`` label) advertises the chips' resource (seed 000 §4.1), and has some allocatable
+  while it has healthy chips (kubelet keeps the capacity of a plugin that went away, allocatable 0);
 - ``allocatable-matches-chips``: the advertised count equals the healthy physical chips (the seed's "fake
   resources": more advertised than healthy means the kubelet hands out a broken chip);
 - ``chip-health``: unhealthy chips, and whether the node is tainted or still takes work;
@@ -126,12 +127,21 @@ def device_plugin_registered(facts: ClusterFacts) -> list[Finding]:
             node = _node(facts, name)
             if node is None:
                 continue
-            if node.status.allocatable.get(resource, 0) <= 0 and node.status.capacity.get(resource, 0) <= 0:
-                chips = int(devices.chips[row]).bit_count()
+            chips = int(devices.chips[row]).bit_count()
+            healthy = int(devices.chips[row] & ~devices.unhealthy[row]).bit_count()
+            if node.status.allocatable.get(resource, 0) > 0:
+                continue
+            if node.status.capacity.get(resource, 0) <= 0:
                 findings.append(Finding(check, "error", f"Node/{name}",
                                         f"{chips} {resource} chip(s) known from the node's inventory, but the node "
                                         f"advertises no {resource} (allocatable and capacity lack it): the device "
                                         "plugin has not registered with kubelet", SEED_41_FIX))
+            elif healthy:  # kubelet keeps the capacity of a plugin that went away, with nothing allocatable
+                capacity = format_quantity(node.status.capacity[resource], resource)
+                findings.append(Finding(check, "error", f"Node/{name}",
+                                        f"{healthy} healthy {resource} chip(s) in the node's inventory, but "
+                                        f"allocatable {resource} is 0 (capacity {capacity}): the device plugin "
+                                        "stopped or lost its registration with kubelet", SEED_41_FIX))
     for node in facts.of("Node"):
         assert isinstance(node, Node)
         kind = ACCELERATOR_LABELS.get(node.metadata.labels.get("accelerator", ""))

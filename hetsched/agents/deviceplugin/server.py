@@ -12,9 +12,9 @@ What it does:
   reported Unhealthy — never a crash loop, never a silently empty list;
 - ``Allocate`` refuses device ids it does not own (INVALID_ARGUMENT). When the scheduler's hand-off is
   readable (``pods``: the pods bound to this node, through the cluster ports), it mounts exactly the chips
-  the scheduler chose — those of the oldest pod on the node, not yet served, asking for as many chips of
-  this resource — instead of kubelet's pick; otherwise kubelet's pick. The response carries the vendor's
-  env, device nodes and mounts (``agents.backends``);
+  the scheduler chose — those of the first pod by bind order that kubelet has not admitted yet, asking for
+  as many chips of this resource (``_handoff``) — instead of kubelet's pick; otherwise kubelet's pick.
+  The response carries the vendor's env, device nodes and mounts (``agents.backends``);
 - ``GetPreferredAllocation`` asks the device family's topology policy (``devices``) for a legal set
   (an HCCS ring, an MLU-Link group, NVLink peers) among the available chips;
 - ``PreStartContainer`` has nothing to do.
@@ -44,7 +44,7 @@ from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Pod
 from hetsched.devices.catalog import PolicySettings, policy_for
-from hetsched.devices.inventory import pod_allocation
+from hetsched.devices.inventory import PREDICATE_TIME, pod_allocation
 from hetsched.metrics.agents import DevicePluginMetrics
 
 API_VERSION = "v1beta1"
@@ -182,8 +182,14 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         return api_pb2.AllocateResponse(container_responses=responses)
 
     def _handoff(self, count: int) -> list[str] | None:
-        """The chips the scheduler chose for the oldest not-yet-served pod on this node asking ``count``
-        chips of this resource (None: no such pod, or its chips are not all ours and healthy)."""
+        """The chips the scheduler chose for the pod kubelet is admitting — the first by bind order
+        (``predicate-time``, then creation) of the pods on this node that kubelet has not admitted yet (no
+        start time, no container status) and this plugin has not served, asking ``count`` chips of this
+        resource. None: no such pod, or its chips are not all ours and healthy.
+
+        Why bind order: kubelet asks for a pod's devices while admitting it, one pod at a time, in the order
+        the pods reach it, and the scheduler binds each node's pods one after the other, stamping that order
+        (``cluster.kubernetes.KubeCluster.bind_all``)."""
         if self.pods is None:
             return None
         try:
@@ -195,10 +201,14 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         candidates = []
         for pod in pods:
             chips = pod_allocation(pod.metadata.annotations).get(self.backend.resource)
-            if (chips and len(chips) == count and pod.metadata.uid not in self._served
-                    and pod.status.phase in ("Pending", "Running")):
-                candidates.append((pod.metadata.creationTimestamp or 0.0, pod.metadata.name, pod.metadata.uid, chips))
-        for _, name, uid, chips in sorted(candidates):
+            admitted = pod.status.startTime is not None or bool(pod.status.containerStatuses)
+            if (chips and len(chips) == count and pod.metadata.uid not in self._served and not admitted
+                    and pod.status.phase == "Pending"):
+                stamp = pod.metadata.annotations.get(PREDICATE_TIME, "")
+                order = int(stamp) if stamp.isdigit() else 1 << 62
+                candidates.append((order, pod.metadata.creationTimestamp or 0.0, pod.metadata.name, pod.metadata.uid,
+                                   chips))
+        for _, _, name, uid, chips in sorted(candidates):
             by_id = {c.id: k for k, c in self._chips.items()}
             keys = [by_id.get(c) for c in chips]
             if any(k is None or self._health.get(k) != "Healthy" for k in keys):
