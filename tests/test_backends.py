@@ -5,7 +5,9 @@ backend uses (this machine has no GPU)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shlex
 import stat
 from pathlib import Path
@@ -17,7 +19,9 @@ import pytest
 from hetsched.agents.backends import make_backend
 from hetsched.agents.backends.ascend import AscendBackend
 from hetsched.agents.backends.cambricon import CambriconBackend
+from hetsched.agents.backends.fake import FakeBackend
 from hetsched.agents.backends.nvidia import NvidiaBackend
+from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError, run_tool
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
@@ -161,3 +165,51 @@ def test_ascend_backend_asks_npu_smi_for_the_error_codes_of_a_bad_chip(path_dir:
     chips = AscendBackend().chips()
     assert (chips[5].level, chips[5].reason, chips[5].healthy) == ("Alarm", "error code 80E18005", False)
     assert all(c.level == "OK" for c in chips if c.id != 5)
+
+
+def fake_file(path: Path, like: str, count: int, **extra: Any) -> Path:
+    chips = [{"id": i, "health": "OK"} for i in range(count)]
+    path.write_text(json.dumps({"resource": "huawei.com/Ascend910" if like == "ascend" else "cambricon.com/mlu",
+                                "model": "Ascend910" if like == "ascend" else "MLU370", "like": like,
+                                "chips": chips, **extra}))
+    return path
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making device files needs root")
+def test_the_fake_vendor_makes_real_device_files_named_as_the_vendor_names_them(tmp_path: Path) -> None:
+    """What the real-node tests' containers see (tests/test_realnodes.py): character devices with /dev/null's
+    numbers beside the chips file, handed over under /dev with the vendor's environment."""
+    ascend = FakeBackend(fake_file(tmp_path / "chips.yaml", "ascend", 8))
+    chips = ascend.chips()
+    assert (ascend.label, ascend.topology) == ("huawei-ascend", "ascend910-8")
+    handed = ascend.container_devices([chips[5], chips[2]])
+    assert handed.envs == {"ASCEND_VISIBLE_DEVICES": "2,5"}
+    assert [c for c, _, _ in handed.devices] == ["/dev/davinci2", "/dev/davinci5", "/dev/davinci_manager",
+                                                 "/dev/devmm_svm", "/dev/hisi_hdc"]
+    null = os.stat("/dev/null").st_rdev
+    for _, host, _ in handed.devices:
+        assert host.startswith(str(tmp_path / "dev")) and stat.S_ISCHR(os.stat(host).st_mode)
+        assert os.stat(host).st_rdev == null
+    (tmp_path / "mlu").mkdir()
+    mlu = FakeBackend(fake_file(tmp_path / "mlu" / "chips.yaml", "cambricon", 4))
+    handed = mlu.container_devices(mlu.chips()[:1])
+    assert handed.envs == {"CAMBRICON_VISIBLE_DEVICES": "0"} and mlu.label == "cambricon-mlu"
+    assert [c for c, _, _ in handed.devices] == ["/dev/cambricon_dev0", "/dev/cambricon_ctl"]
+
+
+def test_a_bad_fake_vendor_file_is_a_clear_error_never_an_empty_list(tmp_path: Path) -> None:
+    path = fake_file(tmp_path / "chips.yaml", "none", 2)
+    backend = FakeBackend(path)
+    for text, expected in (("chips: [{id: zero}]", "chips.0.id"), ("chips: []", "chips: List should have"),
+                           ("like: huawei\nchips: [{id: 0}]", "like: Input should be"),
+                           ("chips: [{id: 0}, {id: 0}]", "an id is listed twice"), ("{[", "not YAML"),
+                           ("chips: [" + "{id: 1}, " * 70 + "]", "chips: List should have at most 64")):
+        path.write_text(text)
+        with pytest.raises(ToolOutputError, match=re.escape(expected)):
+            backend.chips()
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(ToolOutputError, match="not text"):
+        backend.chips()
+    path.unlink()
+    with pytest.raises(ToolError, match="cannot read"):
+        backend.chips()

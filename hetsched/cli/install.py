@@ -40,6 +40,8 @@ def read_values(files: list[Path], sets: list[str]) -> Values:
             documents_.append((str(path), yaml.safe_load(text)))
         except yaml.YAMLError as exc:
             raise ValueError(f"{path}: not YAML: {str(exc).splitlines()[0]}") from None
+        except RecursionError:
+            raise ValueError(f"{path}: nested too deeply; not a values file") from None
     return load_values(documents_, sets)
 
 

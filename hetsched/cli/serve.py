@@ -292,6 +292,9 @@ def webhook(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if tls_secret is None and (cert is None or key is None):
         raise typer.BadParameter("give --cert and --key, or --tls-secret NAMESPACE/NAME")
+    namespace, sep, name = (tls_secret or "/").partition("/")
+    if tls_secret is not None and (not sep or not namespace or not name):
+        raise typer.BadParameter(f"--tls-secret {tls_secret!r}: expected NAMESPACE/NAME")
     shutdown = Shutdown()
     metrics = WebhookMetrics()
     serve_metrics(metrics.registry, metrics_address)
@@ -299,9 +302,6 @@ def webhook(
     client: KubeClient | None = None
     ca = b""
     if tls_secret is not None:
-        namespace, sep, name = tls_secret.partition("/")
-        if not sep or not namespace or not name:
-            raise typer.BadParameter(f"--tls-secret {tls_secret!r}: expected NAMESPACE/NAME")
         client = _client(kubeconfig, server, token_file, ca_file)
         tls = None
         while tls is None:  # the API server may not answer yet: the Deployment's pod waits, then serves

@@ -58,18 +58,26 @@ def _walk(values: Values, path: str) -> Any:
     return node
 
 
+def go(value: Any) -> Any:
+    """A value as Helm prints it: a whole float without its fraction (Go's ``%v``: 1.0 → ``1``)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    return value
+
+
 class Concrete:
-    """The values themselves."""
+    """The values themselves (numbers printed as Helm prints them, so both renderings say the same)."""
 
     def __init__(self, values: Values) -> None:
         self.values = values
         self.namespace = values.namespace
 
     def get(self, path: str) -> str:
-        return str(_walk(self.values, path))
+        value = go(_walk(self.values, path))
+        return str(value).lower() if isinstance(value, bool) else str(value)
 
     def num(self, path: str) -> Any:
-        return _walk(self.values, path)
+        return go(_walk(self.values, path))
 
     def map(self, path: str) -> Any:
         value = _walk(self.values, path)

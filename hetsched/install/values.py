@@ -143,9 +143,20 @@ def parse_set(pair: str) -> dict[str, Any]:
     return value  # type: ignore[no-any-return]
 
 
+def _validated(data: dict[str, Any], source: str) -> Values:
+    try:
+        return Values.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"{source}: {where}: {first['msg']}") from None
+    except RecursionError:
+        raise ValueError(f"{source}: nested too deeply") from None
+
+
 def load_values(documents: list[tuple[str, Any]], sets: list[str]) -> Values:
     """The defaults, then (source name, parsed YAML) documents in order, then ``--set`` pairs; a ValueError
-    names the source and the key."""
+    names the source (the file, or ``values`` for the pairs) and the key."""
     data: dict[str, Any] = Values().model_dump()
     for source, document in documents:
         if document is None:
@@ -153,11 +164,7 @@ def load_values(documents: list[tuple[str, Any]], sets: list[str]) -> Values:
         if not isinstance(document, dict):
             raise ValueError(f"{source}: expected a mapping of values, got {type(document).__name__}")
         data = merge(data, document)
+        _validated(data, source)
     for pair in sets:
         data = merge(data, parse_set(pair))
-    try:
-        return Values.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"values: {where}: {first['msg']}") from None
+    return _validated(data, "values")

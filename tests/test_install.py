@@ -1,0 +1,209 @@
+"""``hetsched install``: the plain manifests and the Helm chart come from one source and cannot drift.
+
+- ``deploy/hetsched.yaml`` is what ``hetsched install --print`` writes with the defaults, and the chart under
+  ``deploy/helm/hetsched`` is what ``hetsched install --chart`` writes (regenerate both when this fails);
+- the chart's templates, rendered with a values file the way Helm renders them (the template forms the
+  generator writes: value lookups, ``toYaml | nindent``, ``if``/``else``, ``dir``/``base``, ``and``/``not``),
+  give exactly the objects ``--print`` gives for the same values — so the chart is the tested manifests;
+- bad values are one line naming the file or key, exit code 2.
+The same manifests run on real kubelets in tests/test_realnodes.py.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hetsched.cli.install import render
+from hetsched.cli.main import app
+from hetsched.install.chart import chart_files
+from hetsched.install.values import Values, load_values, merge
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "deploy" / "helm" / "hetsched"
+EXAMPLES = [  # values a user might give: the defaults, a mixed cluster, the real-node tests' settings
+    {},
+    {"vendors": {"cambricon": {"enabled": True}, "nvidia": {"enabled": True, "nodeAgent": {"enabled": False}}},
+     "scheduler": {"replicas": 3, "period": 0.5}, "metrics": {"address": ""}},
+    {"hostNetwork": True, "apiServer": "https://127.0.0.1:6443", "webhook": {"url": "https://127.0.0.1:9443"},
+     "vendors": {"ascend": {"enabled": False, "devicePlugin": {"ascendRuntime": True}},
+                 "fake": {"enabled": True, "config": "/srv/fake/chips.yaml"}},
+     "image": {"repository": "registry.example/hetsched", "tag": "1.2", "pullPolicy": "Never"}},
+]
+
+
+def test_the_committed_manifests_and_chart_are_what_the_generator_writes() -> None:
+    assert (ROOT / "deploy" / "hetsched.yaml").read_text() == render(Values()), \
+        "deploy/hetsched.yaml is stale: hetsched install --print > deploy/hetsched.yaml"
+    for relative, content in chart_files().items():
+        assert (CHART / relative).read_text() == content, \
+            f"deploy/helm/hetsched/{relative} is stale: hetsched install --chart deploy/helm/hetsched"
+    generated = {f"templates/{p.name}" for p in (CHART / "templates").iterdir()}
+    assert generated == {r for r in chart_files() if r.startswith("templates/")}
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == sorted(
+        p.name for p in (ROOT / "hetsched" / "install" / "crds").iterdir())
+
+
+# ------------------------------------------------------------------ the chart, rendered as Helm renders it
+
+def _lookup(path: str, values: dict[str, Any], namespace: str) -> Any:
+    if path == ".Release.Namespace":
+        return namespace
+    assert path.startswith(".Values."), path
+    node: Any = values
+    for part in path[len(".Values."):].split("."):
+        node = node[part]
+    return node
+
+
+def _print(value: Any) -> str:
+    """Go's ``%v`` for the values in a values file."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _expression(expr: str, values: dict[str, Any], namespace: str) -> Any:
+    words = expr.split()
+    if words[0] in ("dir", "base"):
+        path = str(_lookup(words[1], values, namespace))
+        return posixpath.dirname(path) if words[0] == "dir" else posixpath.basename(path)
+    if words[0] == "not":
+        return not _expression(" ".join(words[1:]), values, namespace)
+    if words[0] == "and":
+        return all(_expression(term, values, namespace) for term in re.findall(r"\(([^)]*)\)", expr))
+    assert len(words) == 1, expr
+    return _lookup(words[0], values, namespace)
+
+
+def helm_template(text: str, values: dict[str, Any], namespace: str) -> str:
+    """The subset of Helm's template language the generator writes, evaluated as Helm evaluates it."""
+    def to_yaml(match: re.Match[str]) -> str:
+        value = _expression(match.group(1), values, namespace)
+        dumped = yaml.safe_dump(value, default_flow_style=False, sort_keys=False).rstrip("\n")
+        dumped = dumped.removesuffix("\n...")
+        pad = " " * int(match.group(2))
+        return "\n" + "\n".join(pad + line for line in dumped.split("\n"))
+
+    text = re.sub(r"\s*\{\{-", "{{", text)  # ``{{-`` trims the white space before it
+    text = re.sub(r"\{\{ toYaml (.+?) \| nindent (\d+) \}\}", to_yaml, text)
+    body = r"((?:(?!\{\{ if ).)*?)"  # innermost first: no other ``if`` inside
+    pattern = re.compile(r"\{\{ if ([^}]+?) \}\}" + body + r"(?:\{\{ else \}\}" + body + r")?\{\{ end \}\}",
+                         re.DOTALL)
+    while True:
+        match = pattern.search(text)
+        if match is None:
+            break
+        chosen = match.group(2) if _expression(match.group(1), values, namespace) else (match.group(3) or "")
+        text = text[:match.start()] + chosen + text[match.end():]
+    return re.sub(r"\{\{ (.+?) \}\}", lambda m: _print(_expression(m.group(1), values, namespace)), text)
+
+
+@pytest.mark.parametrize("overrides", EXAMPLES)
+def test_the_chart_renders_to_exactly_the_manifests_install_prints(overrides: dict[str, Any]) -> None:
+    values = load_values([("example", overrides)], [])
+    helm_values = merge(yaml.safe_load(chart_files()["values.yaml"]), overrides)  # the chart's, then the user's
+    charted = [doc for name, text in sorted(chart_files().items()) if name.startswith("templates/")
+               for doc in yaml.safe_load_all(helm_template(text, helm_values, values.namespace)) if doc]
+    printed = [doc for doc in yaml.safe_load_all(render(values)) if doc
+               and doc["kind"] not in ("CustomResourceDefinition", "Namespace")]  # the chart's crds/, helm's -n
+
+    def key(doc: dict[str, Any]) -> tuple[str, str, str]:
+        return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
+
+    assert sorted(map(key, charted)) == sorted(map(key, printed))
+    by_key = {key(doc): doc for doc in printed}
+    for doc in charted:
+        assert doc == by_key[key(doc)], key(doc)
+
+
+# ------------------------------------------------------------------------------------ what the values do
+
+def objects(overrides: dict[str, Any] | None = None, sets: list[str] | None = None) -> dict[tuple[str, str], Any]:
+    text = render(load_values([("test", overrides or {})], sets or []))
+    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(text) if d}
+
+
+def test_defaults_install_the_ascend_agents_and_no_private_key() -> None:
+    found = objects()
+    kinds = {kind for kind, _ in found}
+    assert {"CustomResourceDefinition", "Namespace", "Deployment", "DaemonSet", "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration", "ClusterRole", "Role", "ServiceAccount", "Service", "ConfigMap"} <= kinds
+    daemonsets = sorted(name for kind, name in found if kind == "DaemonSet")
+    assert daemonsets == ["hetsched-device-plugin-ascend", "hetsched-node-agent-ascend"]
+    assert "Secret" not in kinds and "PRIVATE KEY" not in render(Values())  # the webhook makes its own TLS
+    scheduler = found[("Deployment", "hetsched-scheduler")]["spec"]["template"]["spec"]
+    assert scheduler["containers"][0]["securityContext"]["runAsNonRoot"] is True
+    assert "--scheduler-conf=/etc/hetsched/scheduler.conf" in scheduler["containers"][0]["args"]
+    conf = found[("ConfigMap", "hetsched-scheduler-conf")]["data"]["scheduler.conf"]
+    assert "devicetopology" in conf  # hetsched's default configuration, there for operators to edit
+
+
+def test_least_privilege_the_scheduler_cannot_create_or_delete_pods_or_nodes() -> None:
+    rules = objects()[("ClusterRole", "hetsched-scheduler")]["rules"]
+    for rule in rules:
+        if {"pods", "nodes"} & set(rule["resources"]):
+            assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+    leases = objects()[("Role", "hetsched-leader-election")]
+    assert leases["metadata"]["namespace"] == "hetsched"  # Leases only in the installation's namespace
+
+
+def test_set_mixes_vendors_and_turns_metrics_off() -> None:
+    found = objects(sets=["vendors.cambricon.enabled=true", "metrics.address=",
+                          "vendors.ascend.nodeAgent.enabled=false"])
+    daemonsets = sorted(name for kind, name in found if kind == "DaemonSet")
+    assert daemonsets == ["hetsched-device-plugin-ascend", "hetsched-device-plugin-cambricon",
+                          "hetsched-node-agent-cambricon"]
+    env = found[("DaemonSet", "hetsched-device-plugin-cambricon")]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "HETSCHED_METRICS_ADDRESS", "value": "off"} in env
+    selector = found[("DaemonSet", "hetsched-node-agent-cambricon")]["spec"]["template"]["spec"]["nodeSelector"]
+    assert selector == {"hetsched.io/vendor": "cambricon"}
+
+
+def test_a_null_value_removes_a_default_key_as_helm_does() -> None:
+    found = objects({"vendors": {"ascend": {"nodeSelector": {"hetsched.io/vendor": None, "pool": "a"}}}})
+    spec = found[("DaemonSet", "hetsched-device-plugin-ascend")]["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"pool": "a"}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--set", "scheduler.replicas=zero"], "values: scheduler.replicas: Input should be a valid integer"),
+    (["--set", "vendors.huawei.enabled=true"], "values: vendors.huawei: Extra inputs are not permitted"),
+    (["--set", "noequals"], "--set 'noequals': expected KEY.PATH=VALUE"),
+    (["--set", "webhook.failurePolicy=Sometimes"], "values: webhook.failurePolicy: Input should be 'Fail' or"),
+    (["--set", "namespace=Bad_Name"], "values: namespace: String should match pattern"),
+], ids=["type", "unknown", "syntax", "choice", "namespace"])
+def test_bad_values_are_one_line_naming_the_key(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["install", "--print", *args])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_hostile_values_files_are_clear_errors(tmp_path: Path) -> None:
+    cases = {
+        "deep.yaml": "a: " + "[" * 5000 + "]" * 5000,
+        "bomb.yaml": "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+            for i in range(10)),
+        "list.yaml": "- not\n- a mapping\n",
+        "broken.yaml": "scheduler: [unclosed\n",
+        "binary.yaml": "\udcff",
+    }
+    for name, text in cases.items():
+        path = tmp_path / name
+        path.write_bytes(text.encode("utf-8", "surrogateescape"))
+        result = CliRunner().invoke(app, ["install", "--print", "--values", str(path)])
+        assert result.exit_code == 2 and name in result.output and "Traceback" not in result.output, (
+            name, result.output[-500:])
+    missing = CliRunner().invoke(app, ["install", "--print", "--values", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 2 and "nope.yaml: cannot read" in missing.output
+    nothing = CliRunner().invoke(app, ["install"])
+    assert nothing.exit_code == 2 and "--print" in nothing.output
