@@ -20,7 +20,7 @@ How it works:
   subresource, a change to the rest through the object.
 - **Binder**: the ``pods/binding`` subresource (its annotations are the scheduler's chip hand-off), at most
   ``qps`` requests per second with bursts of ``burst``, from up to ``bind_workers`` threads, each node's
-  pods in order and stamped with their bind order (:meth:`bind_all`).
+  pods with chips in order and stamped with their bind order (:meth:`bind_all`).
 - **Evictor**: the Eviction API (``policy/v1``, falling back to ``policy/v1beta1`` on servers before 1.21); a
   ``429`` (a PodDisruptionBudget forbids it now) is :class:`~hetsched.ports.TooManyRequests`.
 - **Status**: PodGroup status through its subresource (re-read and retried on conflict), nominated nodes
@@ -635,19 +635,22 @@ class KubeCluster:
         self.client.request("POST", RESOURCES["Pod"].path(namespace, name, "binding"), body=body)
 
     def bind_all(self, binds: Sequence[tuple[str, str, Mapping[str, str] | None]]) -> Sequence[tuple[str, Exception]]:
-        """Bind many pods within the QPS budget: nodes in parallel (``bind_workers`` threads), each node's
-        pods one after the other in the order given; returns the failures.
+        """Bind many pods within the QPS budget from ``bind_workers`` threads; each node's pods with chips
+        one after the other in the order given (other pods all in parallel); returns the failures.
 
-        Invariant: on one node, ``predicate-time`` order is the order the binds reach kubelet — the order it
-        admits the pods and asks the device plugin for their chips — so a device plugin can tell which pod
-        an ``Allocate`` is for (the kubelet API does not say): the oldest unadmitted one by that stamp."""
+        Invariant: on one node, ``predicate-time`` order is the order the binds of pods with chips reach
+        kubelet — the order it admits them and asks the device plugin for their chips — so a device plugin
+        can tell which pod an ``Allocate`` is for (the kubelet API does not say): the first unadmitted one by
+        that stamp."""
         by_node: dict[str, builtins.list[tuple[str, Mapping[str, str] | None]]] = {}
         for pod, node, handoff in binds:
-            by_node.setdefault(node, []).append((pod, handoff))
+            chain = node if handoff and POD_ANNOTATION in handoff else f"{node}\0{pod}"  # no chips: no order
+            by_node.setdefault(chain, []).append((pod, handoff))
         failures: builtins.list[tuple[str, Exception]] = []
         lock = threading.Lock()
 
-        def bind_node(node: str, pods: builtins.list[tuple[str, Mapping[str, str] | None]]) -> None:
+        def bind_node(chain: str, pods: builtins.list[tuple[str, Mapping[str, str] | None]]) -> None:
+            node = chain.split("\0", 1)[0]
             for pod, handoff in pods:
                 try:
                     self.bind(pod, node, handoff)
