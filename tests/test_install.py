@@ -207,3 +207,10 @@ def test_hostile_values_files_are_clear_errors(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "nope.yaml: cannot read" in missing.output
     nothing = CliRunner().invoke(app, ["install"])
     assert nothing.exit_code == 2 and "--print" in nothing.output
+
+
+def test_a_chart_written_to_a_new_directory_is_complete(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["install", "--chart", str(tmp_path / "chart")])
+    assert result.exit_code == 0, result.output
+    written = {str(p.relative_to(tmp_path / "chart")) for p in (tmp_path / "chart").rglob("*") if p.is_file()}
+    assert {"Chart.yaml", "values.yaml", "templates/scheduler.yaml", "crds/jobs.batch.volcano.sh.yaml"} <= written

@@ -1,6 +1,7 @@
 """The Helm chart, generated from the same builders as the plain manifests: ``templates/*.yaml`` (the
 objects with Helm expressions for the values), ``values.yaml`` (the defaults of ``install.values``, each
-with its description as a comment) and ``Chart.yaml``. ``crds/`` links to the package's CRDs.
+with its description as a comment) and ``Chart.yaml``; ``crds/`` (in the repository a link to the package's
+CRDs) is filled with copies in a new directory.
 
 Who calls it: ``hetsched install --chart DIR`` (maintainers regenerate ``deploy/helm/hetsched`` with it)
 and tests/test_install.py, which fails when the committed chart differs from what this writes.
@@ -9,6 +10,7 @@ and tests/test_install.py, which fails when the committed chart differs from wha
 from __future__ import annotations
 
 import importlib.metadata
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -78,4 +80,11 @@ def write_chart(directory: Path) -> list[Path]:
         path = directory / relative
         path.write_text(content, encoding="utf-8")
         written.append(path)
+    crds = directory / "crds"
+    if not crds.exists():  # a new chart gets copies (the repository's links to the package's CRDs)
+        crds.mkdir()
+        for entry in (resources.files("hetsched.install") / "crds").iterdir():
+            if entry.name.endswith(".yaml"):
+                (crds / entry.name).write_text(entry.read_text(encoding="utf-8"), encoding="utf-8")
+                written.append(crds / entry.name)
     return written
