@@ -190,8 +190,8 @@ def _unblock(explanation: Explanation, job: JobInfo, overused: bool) -> list[str
     if "pods exist" in said:
         hints.append("the job has fewer pods than minAvailable: check the job controller and the pod template")
     if overused:
-        hints.append(f"queue {job.queue} is over its deserved share: jobs of other queues go first; reclaim "
-                     "applies if the queue is under its guarantee")
+        hints.append(f"queue {job.queue} holds its whole capability: raise it, or wait for the queue's running "
+                     "jobs to finish")
     for group in explanation.groups:
         fits = sum(n for n, reason in group.nodes if reason == "fits")
         for n, reason in group.nodes:

@@ -1,6 +1,6 @@
 """``allocate``: place pending pods of Inqueue and Running jobs, gang by gang (Volcano's allocate action).
 
-Who calls it: the session runner. Order: queue (``queue_order_key``, overused queues skipped) → job
+Who calls it: the session runner. Order: queue (``queue_order_key``, queues at their capability skipped) → job
 (``job_order_key``) → task (``task_order_key``). Each job's gang goes into one statement
 (``scheduler.placement.place_job``): committed when ready, kept when pipelined, discarded otherwise.
 After every job had its gang turn, a second pass places the elastic pods (beyond minAvailable) of
@@ -69,5 +69,5 @@ def execute(session: Session) -> None:
             session.decisions.unschedulable[job.key] = Status(code, (job.failure,), NAME)
         elif job.queue in overused and job not in served:
             session.decisions.unschedulable[job.key] = Status(
-                Code.UNSCHEDULABLE, (f"queue {job.queue} is overused (allocated ≥ deserved)",), NAME)
+                Code.UNSCHEDULABLE, (f"queue {job.queue} is overused (allocated ≥ capability)",), NAME)
             job.failure = f"queue {job.queue} is overused"

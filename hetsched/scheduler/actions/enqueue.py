@@ -3,12 +3,16 @@
 Who calls it: the session runner, first in the default action list. Only Inqueue jobs get pods created
 by the job controller and are considered by ``allocate``, so jobs that cannot run do not hoard resources.
 The decision is the plugins' (``job_enqueueable``: ``overcommit`` checks cluster headroom times the
-overcommit factor, ``proportion`` the queue's capability). Jobs of Closed or Closing queues, or of a
-queue that does not exist, stay Pending with that reason.
+overcommit factor or what is idle now, ``proportion`` the queue's capability). Jobs of Closed or Closing
+queues, or of a queue that does not exist, stay Pending with that reason; a gang larger than the whole
+cluster is Unresolvable.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from hetsched.api.quantity import format_quantity
 from hetsched.scheduler.actions.ordering import jobs_by_queue
 from hetsched.scheduler.decisions import PodGroupUpdate
 from hetsched.scheduler.framework import Code, Status
@@ -20,7 +24,16 @@ NAME = "enqueue"
 def execute(session: Session) -> None:
     pending = [job for job in session.snapshot.jobs.values() if job.phase == "Pending"]
     queues = session.snapshot.queues
+    capacity = session.snapshot.total_capacity()
+    names = session.snapshot.resources.names
     for job in jobs_by_queue(session, pending):
+        larger = np.flatnonzero((job.min_resources > 0) & (job.min_resources > capacity + 1e-6))
+        if larger.size:  # no amount of waiting helps: say so, do not let it wait as if it could run
+            detail = ", ".join(f"{names[c]} {format_quantity(int(job.min_resources[c]), names[c])} > "
+                               f"{format_quantity(int(capacity[c]), names[c])}" for c in larger)
+            session.decisions.unschedulable[job.key] = Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f"the gang is larger than the whole cluster: {detail}",), NAME)
+            continue
         state = queues[job.queue].state
         if state != "Open":
             message = f"queue {job.queue} does not exist" if state == "NotFound" else f"queue {job.queue} is {state}"

@@ -4,21 +4,26 @@
 Who calls it: the session runner, when ``reclaim`` is in the configuration's action list.
 
 For each starving job (gang not met, highest priority first, ``preemptionPolicy: Never`` jobs excluded)
-whose queue is below its deserved share (``proportion``'s deserved; without it reclaim does nothing), the
-victims may be running pods of jobs in *other* queues that are ``reclaimable`` and above their deserved
-share, with a job priority not above the reclaimer's, that every ``evictable`` plugin allows. A unit is
-taken only while its queue is still above its deserved share, so reclaim never pushes a queue below what
-it deserves. Victims are chosen by ``scheduler.eviction`` (gang- and topology-aware, minimal); the
-reclaimer's pods bind in the same cycle, after the evictions.
+whose queue stays within its deserved share once the gang is placed (allocated + what the gang still
+needs ≤ deserved, in every resource the gang asks for: Volcano's ``preemptive`` check; deserved comes
+from ``proportion``, without it reclaim does nothing), the victims may be running pods of jobs in *other*
+queues that are ``reclaimable`` and above their deserved share, with a job priority not above the
+reclaimer's, that every ``evictable`` plugin allows. A unit is taken only while its queue is still above
+its deserved share. Together these make reclaim converge: a reclaimer never ends above its share, so
+what it took is never reclaimed back (no ping-pong between two queues). Victims are chosen by
+``scheduler.eviction`` (gang- and topology-aware, minimal); the reclaimer's pods bind in the same cycle,
+after the evictions.
 """
 
 from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
+
 from hetsched.scheduler.eviction import Unit, evict_for, starving
 from hetsched.scheduler.session import Session
-from hetsched.scheduler.snapshot import QueueInfo, deserved_share
+from hetsched.scheduler.snapshot import JobInfo, QueueInfo, deserved_share
 
 NAME = "reclaim"
 _EPS = 1e-6
@@ -34,6 +39,14 @@ def _above(queue: QueueInfo, reclaimer: str) -> bool:
     return queue.name != reclaimer and queue.reclaimable and _share(queue) > 1.0 + _EPS
 
 
+def _within_deserved(queue: QueueInfo, job: JobInfo) -> bool:
+    """Would ``queue`` stay within its deserved share with ``job``'s gang placed (the resources it asks for)?"""
+    assert queue.deserved is not None
+    need = np.maximum(job.min_resources - job.allocated, 0.0)
+    asked = need > 0
+    return bool(np.all(queue.allocated[asked] + need[asked] <= queue.deserved[asked] + _EPS))
+
+
 def _unit_allowed(session: Session, reclaimer: str, unit: Unit) -> bool:
     """Take the unit only while its queue is still above its deserved share."""
     return _above(session.snapshot.queues[session.snapshot.jobs[unit[0].job].queue], reclaimer)
@@ -46,7 +59,8 @@ def execute(session: Session) -> None:
     jobs = session.snapshot.jobs
     for job in starving(session):
         mine = job.queue
-        if job.occupied() + job.session_pipelined >= job.min_member or _share(queues[mine]) >= 1.0 - _EPS:
+        if job.occupied() + job.session_pipelined >= job.min_member or _share(queues[mine]) >= 1.0 - _EPS \
+                or not _within_deserved(queues[mine], job):
             continue
         candidates = [
             pod for pod in session.snapshot.running

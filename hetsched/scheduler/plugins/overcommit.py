@@ -4,6 +4,10 @@ Who calls it: the ``enqueue`` action through ``job_enqueueable``/``job_enqueued`
 resource: ``allocatable × overcommit-factor − allocated − inqueue`` (Volcano's overcommit plugin); a job is
 admitted when its minResources fit in every resource it names.
 
+Work conservation: a job whose minResources fit in what nobody holds now (allocatable − allocated, less
+what this cycle admitted that way) is admitted whatever the headroom says — jobs admitted earlier that
+cannot be placed yet never keep capacity idle that another job could use now.
+
 With ``preempt`` among the actions, what a job could preempt counts as headroom too: the resources held
 by lower-priority jobs of its own queue (unless the job may not preempt). Otherwise a full cluster keeps a
 high-priority job Pending forever — no pods, so nothing to preempt for (the chicken-and-egg of Volcano
@@ -43,11 +47,15 @@ class Overcommit(Plugin):
         self.headroom: FloatArray = np.zeros(0)
 
     def on_session_open(self, session: Session) -> None:
-        total = session.snapshot.total_capacity().astype(np.float64) * self.factor
+        capacity = session.snapshot.total_capacity().astype(np.float64)
+        total = capacity * self.factor
         used = np.zeros_like(total)
+        allocated = np.zeros_like(total)
         for queue in session.snapshot.queues.values():
             used += queue.allocated + queue.inqueue
+            allocated += queue.allocated
         self.headroom = total - used
+        self.idle = capacity - allocated
         self.resources = session.snapshot.resources
         self.session = session
         actions = session.conf.action_names
@@ -87,7 +95,7 @@ class Overcommit(Plugin):
 
     def job_enqueueable(self, job: JobInfo) -> Status:
         short = np.flatnonzero((job.min_resources > 0) & (job.min_resources > self.headroom + 1e-6))
-        if short.size == 0:
+        if short.size == 0 or not np.flatnonzero((job.min_resources > 0) & (job.min_resources > self.idle + 1e-6)).size:
             return Status(Code.SUCCESS)
         if (self.preempt or self.reclaim) and not np.flatnonzero(
                 (job.min_resources > 0) & (job.min_resources > self.headroom + self._evictable_room(job) + 1e-6)).size:
@@ -100,3 +108,4 @@ class Overcommit(Plugin):
 
     def job_enqueued(self, job: JobInfo) -> None:
         self.headroom -= job.min_resources
+        self.idle -= job.min_resources

@@ -9,11 +9,18 @@ unassigned capacity is split among the queues that still want more, in proportio
 queue never gets more than it requests (allocated + pending) or than its capability, and at least its
 guarantee (when it asks for it). Rounds repeat until capacity or demand runs out.
 
-- ``queue_order_key``: the queue's share, ``max over resources of allocated / deserved`` (lowest first);
-- ``overused``: allocated ≥ deserved in every resource → the queue gets nothing more this cycle;
-- ``allocatable``: how many more pods fit within the queue's deserved share and capability, counting only
-  the resources the pod requests;
-- ``job_enqueueable``: allocated + inqueue + minResources within the queue's capability.
+- ``queue_order_key``: the queue's share, ``max over resources of allocated / deserved`` (lowest first):
+  queues below their deserved share are served first;
+- ``allocatable``: how many more pods fit within the capability of the queue and of each ancestor,
+  counting only the resources the pod requests. Not its deserved share: a queue borrows capacity nobody
+  else is using now (as Kueue's cohorts borrow, as Volcano's capacity plugin lends), and what it holds
+  beyond its deserved share is what ``reclaim`` takes back for a queue below its own. Invariant (work
+  conservation): no capacity stays idle while a job it fits waits within its queue's capability;
+- ``overused``: the queue is at its capability in every resource (it can take nothing more);
+- ``job_enqueueable``: allocated + inqueue + minResources within the queue's (and each ancestor's)
+  capability — or allocated + admitted this cycle + minResources, so jobs admitted earlier that cannot be
+  placed yet never hold capability another job could use now; a gang larger than a capability itself can
+  never run there and is Unresolvable.
 
 Hierarchy: a queue may name a ``parent``; then the cluster is water-filled across the top-level queues,
 each queue's deserved amount across its children, and so on (a parent asks for what its subtree asks,
@@ -123,6 +130,8 @@ class Proportion(Plugin):
         for name, deserved in shares.items():
             snapshot.queues[name].deserved = deserved
         self._parents = {q.name for q in queues if any(c.parent == q.name for c in queues)}
+        self._now: dict[str, FloatArray] = {}
+        """Queue → minResources of the jobs admitted this cycle."""
 
     @staticmethod
     def _deserved(queue: QueueInfo) -> FloatArray:
@@ -134,36 +143,61 @@ class Proportion(Plugin):
         return queue.share
 
     def overused(self, queue: QueueInfo) -> bool:
-        return bool(np.all(self._deserved(queue) <= queue.allocated + _EPS))
+        return bool(np.all(queue.capability <= queue.allocated + _EPS))
 
     def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
         columns = group.columns
         request = group.request[columns].astype(np.float64)
-        bound = np.minimum(self._deserved(queue)[columns], queue.capability[columns])
-        room = (bound - queue.allocated[columns] + _EPS) // request
-        return int(max(0, min(wanted, room.min(initial=wanted))))
+        for bound, used in ((queue.capability, queue.allocated),
+                            *((a.capability, self._below(a, inqueue=False)) for a in self._ancestors(queue))):
+            capability = bound[columns]
+            finite = np.isfinite(capability)  # no capability: no bound
+            room = (capability[finite] - used[columns][finite] + _EPS) // request[finite]
+            wanted = int(max(0, min(wanted, room.min(initial=wanted))))
+        return wanted
 
     def job_enqueueable(self, job: JobInfo) -> Status:
+        """Within the queue's (and every ancestor's) capability, counting either what is allocated and
+        admitted, or — so that jobs admitted earlier that cannot be placed yet never block one that can —
+        what is allocated and what this cycle admitted."""
         queue = self._session_queues[job.queue]
+        names = self._resources.names
         if queue.name in self._parents:
             return Status(Code.UNSCHEDULABLE, (f"queue {queue.name} has child queues; jobs go to leaf queues",), NAME)
-        for ancestor in self._ancestors(queue):
-            future = self._subtree_allocated(ancestor) + job.min_resources
-            over = np.flatnonzero((job.min_resources > 0) & (future > ancestor.capability + _EPS))
-            if over.size:
-                names = self._resources.names
-                return Status(Code.UNSCHEDULABLE, (
-                    f"queue {ancestor.name} (parent of {queue.name}) capability would be exceeded for "
-                    f"{', '.join(names[c] for c in over)}",), NAME)
-        future = queue.allocated + queue.inqueue + job.min_resources
-        short = np.flatnonzero((job.min_resources > 0) & (future > queue.capability + _EPS))
-        if short.size == 0:
-            return Status(Code.SUCCESS)
+        for limit in (queue, *self._ancestors(queue)):
+            never = np.flatnonzero((job.min_resources > 0) & (job.min_resources > limit.capability + _EPS))
+            if never.size:
+                detail = ", ".join(f"{names[c]} (minResources {format_quantity(int(job.min_resources[c]), names[c])}"
+                                   f" > capability {format_quantity(int(limit.capability[c]), names[c])})"
+                                   for c in never)
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                              (f"the gang is larger than queue {limit.name}'s capability: {detail}",), NAME)
+        problem = ""
+        for counted in ("admitted", "now"):
+            problem = self._over(job, queue, counted)
+            if not problem:
+                return Status(Code.SUCCESS)
+        return Status(Code.UNSCHEDULABLE, (problem,), NAME)
+
+    def _over(self, job: JobInfo, queue: QueueInfo, counted: str) -> str:
+        """"" when the job fits every capability on its way up, counting ``admitted`` (allocated + inqueue)
+        or ``now`` (allocated + admitted this cycle); else why not."""
         names = self._resources.names
-        detail = ", ".join(f"{names[c]} (allocated + admitted + minResources = "
-                           f"{format_quantity(int(future[c]), names[c])} > "
-                           f"{format_quantity(int(queue.capability[c]), names[c])})" for c in short)
-        return Status(Code.UNSCHEDULABLE, (f"queue {queue.name} capability would be exceeded for {detail}",), NAME)
+        for limit in (queue, *self._ancestors(queue)):
+            if counted == "admitted":
+                used = limit.allocated + limit.inqueue if limit is queue else self._below(limit, inqueue=True)
+            else:
+                used = self._below(limit, inqueue=False, now=True) if limit is not queue else (
+                    queue.allocated + self._now.get(queue.name, 0.0))
+            future = used + job.min_resources
+            short = np.flatnonzero((job.min_resources > 0) & (future > limit.capability + _EPS))
+            if short.size:
+                where = f"queue {limit.name}" + ("" if limit is queue else f" (parent of {queue.name})")
+                detail = ", ".join(f"{names[c]} (allocated + admitted + minResources = "
+                                   f"{format_quantity(int(future[c]), names[c])} > "
+                                   f"{format_quantity(int(limit.capability[c]), names[c])})" for c in short)
+                return f"{where} capability would be exceeded for {detail}"
+        return ""
 
     def _ancestors(self, queue: QueueInfo) -> list[QueueInfo]:
         chain, seen = [], {queue.name}
@@ -174,14 +208,20 @@ class Proportion(Plugin):
             parent = self._session_queues.get(parent.parent) if parent.parent else None
         return chain
 
-    def _subtree_allocated(self, ancestor: QueueInfo) -> FloatArray:
-        """Allocated plus admitted of every queue below ``ancestor``."""
+    def _below(self, ancestor: QueueInfo, *, inqueue: bool, now: bool = False) -> FloatArray:
+        """What the queues under ``ancestor`` hold: allocated, plus admitted (``inqueue``) or plus admitted
+        this cycle (``now``)."""
         total = np.zeros_like(ancestor.allocated)
         for queue in self._session_queues.values():
             if any(a.name == ancestor.name for a in self._ancestors(queue)):
-                total = total + queue.allocated + queue.inqueue
+                total = total + queue.allocated
+                if inqueue:
+                    total = total + queue.inqueue
+                if now:
+                    total = total + self._now.get(queue.name, 0.0)
         return total
 
     def job_enqueued(self, job: JobInfo) -> None:
         queue = self._session_queues[job.queue]
         queue.inqueue = queue.inqueue + job.min_resources
+        self._now[queue.name] = self._now.get(queue.name, 0.0) + job.min_resources
