@@ -95,5 +95,12 @@ def test_the_fault_scenario_reports_each_fault_and_recovers(tmp_path: Path) -> N
     # the drain takes one serve replica at a time (its PodDisruptionBudget)
     drains = [e for e in results["evictions"] if e["action"] == "drain"]
     assert [e["time"] for e in drains] == [1500, 2100]
+    # ... and the drain is charged with what it cost: serve hit, never below its minAvailable, no checkpoints
+    assert faults[4]["jobs"] == ["default/serve"] and faults[4]["time_to_recover_s"] == 0
+    assert faults[4]["lost_chip_seconds"] == sum(e["lostChipSeconds"] for e in drains) == 2 * 1499 + 2 * 2099
+    assert results["summary"]["evictions"]["lostChipSecondsByAction"] == {"drain": 7196}
+    # an evicted pod holds chips only while it runs: serve-replica-0 ran 1→1500, then 2100→5100
+    replica = next(p for p in by_name["serve"]["pods"] if p["name"] == "serve-replica-0")
+    assert replica["runs"] == [[1, 1500], [2100, 5100]]
     assert {j["phase"] for j in results["jobs"]} == {"Completed"}
     assert by_name["elastic"]["faultRetries"] == by_name["resilient"]["faultRetries"] == 1

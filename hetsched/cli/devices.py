@@ -16,9 +16,10 @@ from rich.table import Table
 
 from hetsched.agents import cnmon, npu_smi
 from hetsched.agents.tables import ToolOutputError
+from hetsched.cli.output import stdout_console
 
 devices_app = typer.Typer(no_args_is_help=True, help="Inspect accelerator tools' output as the node agent reads it.")
-console = Console()
+console = stdout_console()
 errors = Console(stderr=True)
 PARSERS = {"ascend": npu_smi.parse, "cambricon": cnmon.parse}
 

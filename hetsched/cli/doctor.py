@@ -29,11 +29,12 @@ from rich.console import Console
 
 from hetsched.api.manifest import ManifestError, Problem, parse_document
 from hetsched.api.objects import AnyObject, Node
+from hetsched.cli.output import stdout_console
 from hetsched.diagnose.checks import ClusterFacts, ComponentStatus, run_checks
 from hetsched.diagnose.findings import Finding, exit_code
 from hetsched.scheduler.conf import SchedulerConf, default_conf, load_conf
 
-console = Console()
+console = stdout_console()
 errors = Console(stderr=True)
 SEVERITY_STYLE = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "red"}
 

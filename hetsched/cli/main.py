@@ -19,11 +19,13 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from hetsched.api.manifest import ManifestError, load_files
 from hetsched.api.objects import AnyObject, Node
 from hetsched.cli import agents, doctor, install, serve
 from hetsched.cli.devices import devices_app
+from hetsched.cli.output import stdout_console
 from hetsched.scheduler.conf import ConfError, SchedulerConf, load_conf
 from hetsched.sim.results import Results
 
@@ -41,7 +43,7 @@ app.command("webhook")(serve.webhook)
 app.command("doctor")(doctor.doctor)
 app.command("explain")(doctor.explain)
 app.command("install")(install.install)
-console = Console()
+console = stdout_console()
 errors = Console(stderr=True)
 
 
@@ -144,26 +146,31 @@ def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None
     return results
 
 
+def _titled(title: str) -> Table:
+    """A table whose title stays on one line (rich would wrap it to the width of narrow columns)."""
+    return Table(title=title, title_justify="left", min_width=len(title))
+
+
 def _fmt(value: float | None) -> str:
     return "–" if value is None else f"{value:,.1f}"
 
 
 def print_summary(results: Results) -> None:
     summary = results.summary
-    table = Table(title="Jobs by final phase", title_justify="left")
+    table = _titled("Jobs by final phase")
     table.add_column("phase")
     table.add_column("jobs", justify="right")
     for phase, count in summary["phases"].items():
         table.add_row(phase, str(count))
     console.print(table)
-    timing = Table(title="Times (simulated seconds)", title_justify="left")
+    timing = _titled("Times (simulated seconds)")
     for column in ("", "mean", "p50", "p95", "jobs"):
         timing.add_column(column, justify="right" if column else "left")
     for label, key in (("queue wait", "queueWaitSeconds"), ("completion time", "completionSeconds")):
         stats = summary[key]
         timing.add_row(label, _fmt(stats["mean"]), _fmt(stats["p50"]), _fmt(stats["p95"]), str(stats["count"]))
     console.print(timing)
-    allocation = Table(title="Accelerator allocation (chip-seconds held / available)", title_justify="left")
+    allocation = _titled("Accelerator allocation (chip-seconds held / available)")
     allocation.add_column("accelerator")
     allocation.add_column("chips", justify="right")
     allocation.add_column("allocated", justify="right")
@@ -171,14 +178,14 @@ def print_summary(results: Results) -> None:
         allocation.add_row(kind, str(results.cluster["acceleratorChips"].get(kind, 0)), f"{ratio:.1%}")
     console.print(allocation)
     if summary["unschedulableReasons"]:
-        reasons = Table(title="Unschedulable reasons (jobs that met each at least once)", title_justify="left")
+        reasons = _titled("Unschedulable reasons (jobs that met each at least once)")
         reasons.add_column("reason")
         reasons.add_column("jobs", justify="right")
         for reason, count in list(summary["unschedulableReasons"].items())[:12]:
             reasons.add_row(reason, str(count))
         console.print(reasons)
     if results.queues:
-        shares = Table(title="Queues (dominant share of the cluster, time-weighted mean)", title_justify="left")
+        shares = _titled("Queues (dominant share of the cluster, time-weighted mean)")
         for column in ("queue", "allocated", "deserved"):
             shares.add_column(column, justify="left" if column == "queue" else "right")
         for name, data in results.queues.items():
@@ -188,23 +195,35 @@ def print_summary(results: Results) -> None:
             console.print(f"fairness (Jain's index of allocated/deserved over queues, mean over cycles): "
                           f"{summary['fairnessIndex']:.3f}")
     if results.faults:
-        faults = Table(title="Faults", title_justify="left")
-        for column in ("time", "target", "kind", "jobs hit", "recovered after", "fault retries"):
+        faults = _titled("Faults")
+        for column in ("time", "target", "kind", "jobs hit", "recovered after", "fault retries", "chip-seconds lost"):
             faults.add_column(column, justify="left" if column in ("target", "kind") else "right")
         for fault in results.faults:
             recover = fault["time_to_recover_s"]
             faults.add_row(f"{fault['time']:,.0f}s", fault["target"], fault["kind"], str(len(fault["jobs"])),
-                           "—" if recover is None else f"{recover:,.0f}s", str(fault["retries_used"]))
+                           "—" if recover is None else f"{recover:,.0f}s", str(fault["retries_used"]),
+                           f"{fault['lost_chip_seconds']:,.0f}")
         console.print(faults)
     if summary["evictions"]["total"]:
-        evictions = Table(title="Evictions", title_justify="left")
-        evictions.add_column("action")
-        evictions.add_column("pods", justify="right")
+        evictions = _titled("Evictions")
+        for column in ("action", "pods", "jobs", "chip-seconds lost"):
+            evictions.add_column(column, justify="left" if column == "action" else "right")
         for action, count in summary["evictions"]["byAction"].items():
-            evictions.add_row(action, str(count))
+            evictions.add_row(action, str(count), str(summary["evictions"]["jobsByAction"].get(action, 0)),
+                              f"{summary['evictions']['lostChipSecondsByAction'].get(action, 0.0):,.0f}")
         console.print(evictions)
     console.print(f"simulated {summary['simulatedSeconds']:,.0f}s in {summary['schedulerCycles']} scheduler "
                   f"cycles, {summary['binds']} binds")
+    if summary["waiting"]:
+        stuck = summary["endedBy"] == "no more events"
+        when = " (nothing left that could change that)" if stuck else f" by t={summary['simulatedSeconds']:,.0f}s"
+        waiting = _titled("Jobs that never got their gang" + when)
+        for column in ("job", "queue", "phase", "ran before", "why"):
+            waiting.add_column(column)
+        for job in summary["waiting"]:
+            waiting.add_row(f"{job['namespace']}/{job['name']}", job["queue"], job["phase"],
+                            "yes" if job["ran"] else "no", job["reason"] or "—")
+        console.print(waiting)
 
 
 @app.command()
@@ -223,8 +242,13 @@ def simulate(
     report: Annotated[Path | None, typer.Option(help="write a self-contained HTML report with plots here")] = None,
     metrics: Annotated[Path | None, typer.Option(
         help="write the scheduler's and controllers' Prometheus metrics (text format) here at the end")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print results.json to stdout instead of the tables")]
+    = False,
 ) -> None:
-    """Replay workloads on an embedded cluster with the real scheduler and controllers."""
+    """Replay workloads on an embedded cluster with the real scheduler and controllers.
+
+    Exit 0 when the run ends; 3 when it ran out of events with jobs still waiting for their gang (named,
+    with why, and listed in results.json under summary.waiting); 2 on bad input."""
     from hetsched.cluster.spec import load_cluster_spec
 
     with user_errors():
@@ -232,8 +256,24 @@ def simulate(
         objects = load_files(workloads)
         conf = _conf(scheduler_conf)
         names = tuple(scheduler_name) if scheduler_name else ("hetsched", "volcano")
-        _run(nodes, objects, conf, period, until, output, quiet, f"simulating {cluster.name}", names, faults,
-             report, metrics)
+        results = _run(nodes, objects, conf, period, until, output, quiet or as_json, f"simulating {cluster.name}",
+                       names, faults, report, metrics)
+    if as_json:
+        sys.stdout.write(json.dumps(results.to_json(), indent=2) + "\n")
+    _exit_if_stuck(results)
+
+
+def _exit_if_stuck(results: Results) -> None:
+    """Exit 3 when the run ran out of events (nothing more can happen) with jobs still waiting."""
+    summary = results.summary
+    if summary["endedBy"] != "no more events" or not summary["waiting"]:
+        return
+    never = sum(1 for job in summary["waiting"] if not job["ran"])
+    detail = "; ".join(f"{j['namespace']}/{j['name']}: {j['reason'] or 'no reason'}" for j in summary["waiting"][:10])
+    more = "; …" if len(summary["waiting"]) > 10 else ""
+    errors.print(Text.assemble(("stuck: ", "red"), f"the run ended with {len(summary['waiting'])} job(s) still "
+                               f"waiting ({never} never ran): {detail}{more}"), highlight=False, soft_wrap=True)
+    raise typer.Exit(3)
 
 
 @app.command()
@@ -266,6 +306,7 @@ def demo(
     if bert is not None and not quiet:
         nodes = sorted({p["node"] for p in bert["pods"] if p["node"]})
         console.print(f"seed BERT job: {bert['phase']}, 8 workers on {', '.join(nodes) or 'no node'}")
+    _exit_if_stuck(results)
 
 
 def _print_figures(figures: dict[str, Any], json_out: Path | None) -> None:
@@ -354,7 +395,7 @@ def bench_ascend(
         report = run_ascend_benchmark(nodes, _seeds(seeds))
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    table = Table(title=f"Ascend 910 x8 policies, {nodes} nodes, seeds {seeds} (mean ± std)", title_justify="left")
+    table = _titled(f"Ascend 910 x8 policies, {nodes} nodes, seeds {seeds} (mean ± std)")
     table.add_column("policy")
     metrics = list(next(iter(report["policies"].values())))
     for metric in metrics:
@@ -392,7 +433,7 @@ def replay_openb(
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if plot_out is not None:
         plot(report, plot_out)
-    table = Table(title=f"openb {pods}: unallocated GPU % at 100 % arrived (seeds {seeds})", title_justify="left")
+    table = _titled(f"openb {pods}: unallocated GPU % at 100 % arrived (seeds {seeds})")
     for column in ("policy", "mean ± std", "published"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for name, values in sorted(report["policies"].items(), key=lambda kv: kv[1]["unallocated_gpu_pct_at_100"]["mean"]):

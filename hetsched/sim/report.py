@@ -164,6 +164,29 @@ def _faults(results: Results, end: float) -> str | None:
     return _figure_png(fig)
 
 
+def _fault_table(results: Results) -> str:
+    """Each fault and each kind of eviction with what it cost (the CLI's Faults and Evictions tables)."""
+    def table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+        cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+        return f'<table class="summary faults"><tr>{cells}</tr>{body}</table>'
+
+    parts = []
+    if results.faults:
+        parts.append(table(
+            ("time (s)", "target", "kind", "jobs hit", "recovered after (s)", "fault retries", "chip-seconds lost"),
+            [(f"{f['time']:,.0f}", f["target"], f["kind"], ", ".join(f["jobs"]) or "—",
+              "—" if f["time_to_recover_s"] is None else f"{f['time_to_recover_s']:,.0f}", str(f["retries_used"]),
+              f"{f['lost_chip_seconds']:,.0f}") for f in results.faults]))
+    evictions = results.summary["evictions"]
+    if evictions["total"]:
+        parts.append(table(("eviction", "pods", "jobs", "chip-seconds lost"),
+                           [(action, str(count), str(evictions["jobsByAction"].get(action, 0)),
+                             f"{evictions['lostChipSecondsByAction'].get(action, 0.0):,.0f}")
+                            for action, count in evictions["byAction"].items()]))
+    return "".join(parts)
+
+
 def _section(title: str, image: str | None, empty: str) -> str:
     body = (f'<img alt="{html.escape(title)}" src="data:image/png;base64,{image}">' if image
             else f'<p class="empty">{html.escape(empty)}</p>')
@@ -200,7 +223,8 @@ def render(results: Results, title: str) -> str:
         sections += [_section(f"{TITLES[3]}: {pool}", image, "") for pool, image in heatmaps]
     else:
         sections.append(_section(TITLES[3], None, "No accelerator nodes."))
-    sections.append(_section(TITLES[4], _faults(results, end), "No faults were injected and nothing was evicted."))
+    sections.append(_section(TITLES[4], _faults(results, end), "No faults were injected and nothing was evicted.")
+                    + _fault_table(results))
     style = ("body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}figure{margin:1.5em 0}"
              "img{max-width:100%}h2{font-size:1.1em}.empty{color:#777;font-style:italic}"
              "table.summary{border-collapse:collapse}table.summary th,table.summary td{border:1px solid #ccc;"

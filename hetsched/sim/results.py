@@ -4,8 +4,13 @@ Who calls it: ``sim.simulator`` feeds a :class:`Recorder` from watch events and 
 prints :func:`summary_rows` and writes :meth:`Results.to_json`.
 
 A workload is a PodGroup: every Volcano Job has one, every plain pod gets one. Its *start* is the moment
-its minMember-th pod started running (the gang is up), its *end* the moment its last pod finished.
-Queue wait = start − submit; completion time = end − submit.
+its minMember-th pod started running (the gang is up), its *end* the moment its last pod finished or was
+deleted (completed, evicted, aborted), or the moment its Job reached a final phase. Queue wait = start −
+submit; completion time = end − submit.
+
+A pod holds its chips only while it runs: each run (start → finish or deletion) is recorded, so an evicted
+pod that waits and runs again is not charged for the wait. Invariant: at no instant do the runs of one
+accelerator kind hold more chips than the cluster has, so allocation never exceeds 100 %.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from hetsched.scheduler.runner import CycleResult
 from hetsched.sim.timeline import Timeline
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+FINAL_PHASES = ("Completed", "Failed", "Aborted", "Terminated")
+WAITING_PHASES = ("Pending", "Inqueue", "Restarting")
+"""Phases of a workload that waits for its gang; at the end of a run that ran out of events, it is stuck."""
 MAX_REASONS = 10
 """Distinct unschedulable messages kept per job (the first ones met)."""
 
@@ -34,8 +42,26 @@ class PodRecord:
     name: str
     node: str = ""
     start: float | None = None
+    """When it first ran."""
     end: float | None = None
+    """When its last run ended (finished, or deleted: evicted, aborted); None while it runs or waits to run."""
     requests: dict[str, int] = field(default_factory=dict)
+    runs: list[list[float]] = field(default_factory=list)
+    """[start, end] of each run; the last one's end is missing while it runs."""
+    phase: str = ""
+    """How its last run ended: Succeeded, or Failed (also when deleted while running, as an evicted pod)."""
+
+    def open(self) -> bool:
+        return bool(self.runs) and len(self.runs[-1]) == 1
+
+    def close(self, now: float) -> None:
+        if self.open():
+            self.runs[-1].append(now)
+            self.end = now
+
+    def held(self, end_time: float) -> float:
+        """Seconds it ran, open run counted up to ``end_time``."""
+        return sum((run[1] if len(run) == 2 else end_time) - run[0] for run in self.runs)
 
 
 @dataclass
@@ -52,6 +78,10 @@ class WorkloadRecord:
     end: float | None = None
     pods: dict[str, PodRecord] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
+    final: float | None = None
+    """When its Job reached a final phase (Completed, Failed, Aborted, Terminated)."""
+    last_reason: str = ""
+    """The latest cycle's reason it could not be scheduled."""
 
 
 def _percentiles(values: list[float]) -> dict[str, float | None]:
@@ -115,9 +145,33 @@ class Recorder:
         """Chip occupancy per node over time (for the report; None unless asked for)."""
 
     def on_fault(self, time: float, target: str, kind: str, jobs: list[str]) -> None:
-        """A fault was applied at ``time``; ``jobs`` are the workloads it restarted."""
-        self.faults.append({"time": time, "target": target, "kind": kind, "jobs": jobs,
-                            "pending": set(jobs), "time_to_recover_s": None if jobs else 0.0})
+        """A fault was applied at ``time``; ``jobs`` are the workloads it restarted (more may follow:
+        :meth:`on_fault_hit`, and a drain's evictions, :meth:`on_drained`)."""
+        self.faults.append({"time": time, "target": target, "kind": kind, "jobs": [], "pending": set(),
+                            "time_to_recover_s": 0.0})
+        self.on_fault_hit(jobs)
+
+    def on_fault_hit(self, jobs: list[str]) -> None:
+        """The latest fault restarted ``jobs``: each is down until it runs its gang again."""
+        fault = self.faults[-1]
+        for job in jobs:
+            if job not in fault["jobs"]:
+                fault["jobs"].append(job)
+            fault["pending"].add(job)
+            fault["time_to_recover_s"] = None
+
+    def on_drained(self, node: str, job: str) -> None:
+        """A drain of ``node`` evicted a pod of ``job``: the latest drain of that node hit the job (which is
+        down until it runs its gang again; at once if it still does, as a service its budget protects)."""
+        fault = next((f for f in reversed(self.faults) if f["kind"] == "Drain" and f["target"] == node), None)
+        if fault is None:
+            return
+        if job not in fault["jobs"]:
+            fault["jobs"].append(job)
+        workload = self.workloads.get(job)
+        if workload is None or len(self.running.get(job, ())) < max(workload.min_member, 1):
+            fault["pending"].add(job)  # down: recovered once it runs its gang again
+            fault["time_to_recover_s"] = None
 
     def _recovered(self, key: str, now: float) -> None:
         for fault in self.faults:
@@ -154,8 +208,20 @@ class Recorder:
             key = f"{obj.metadata.namespace}/{obj.metadata.name}"
             self.job_phase[key] = obj.status.state.phase
             if key in self.workloads:
-                self.workloads[key].submit = min(self.workloads[key].submit, obj.metadata.creationTimestamp or now)
-        elif isinstance(obj, Pod) and event.type != "DELETED":
+                workload = self.workloads[key]
+                workload.submit = min(workload.submit, obj.metadata.creationTimestamp or now)
+                if obj.status.state.phase in FINAL_PHASES:
+                    workload.final = now if workload.final is None else workload.final
+                else:
+                    workload.final = None  # resumed, restarted
+        elif isinstance(obj, Pod) and event.type == "DELETED":
+            group = obj.metadata.annotations.get(GROUP_ANNOTATION)
+            workload = self.workloads.get(f"{obj.metadata.namespace}/{group}") if group else None
+            record = workload.pods.get(obj.metadata.name) if workload is not None else None
+            if record is not None and record.open():
+                record.close(now)  # evicted, deleted by a restart or an abort while it ran
+                record.phase = "Failed"
+        elif isinstance(obj, Pod):
             group = obj.metadata.annotations.get(GROUP_ANNOTATION)
             if not group:
                 return
@@ -168,20 +234,28 @@ class Recorder:
             record = workload.pods.setdefault(obj.metadata.name, PodRecord(obj.metadata.name,
                                                                            requests=dict(obj.spec.requests)))
             record.node = obj.spec.nodeName
-            if obj.status.phase == "Running" and record.start is None:
-                record.start = now
-                started = sorted(p.start for p in workload.pods.values() if p.start is not None)
-                if workload.start is None and len(started) >= max(workload.min_member, 1):
+            if obj.status.phase == "Running" and not record.open():
+                record.runs.append([now])
+                record.end = None
+                if record.start is None:
+                    record.start = now
+                started = sum(1 for p in workload.pods.values() if p.start is not None)
+                if workload.start is None and started >= max(workload.min_member, 1):
                     workload.start = now
-            elif obj.status.phase in ("Succeeded", "Failed") and record.end is None:
-                record.end = now
+            elif obj.status.phase in ("Succeeded", "Failed"):
+                record.close(now)
+                record.phase = obj.status.phase
+            else:  # Pending: alive again (a replacement after an eviction or a restart), not ended
+                record.end = None
+                record.phase = ""
 
     def _queue_shares(self, result: CycleResult, now: float) -> None:
         """Per queue, allocated and deserved dominant shares after the cycle (deserved comes from the
         ``proportion`` plugin; queues are skipped when it is off), and Jain's index over the queues that
         deserve something: how evenly allocated / deserved is spread."""
         snapshot = result.snapshot
-        total = snapshot.total_capacity().astype(np.float64)
+        # every node, cordoned or not: pods on a draining node still hold their share of the cluster
+        total = snapshot.nodes.alloc.sum(axis=1).astype(np.float64)
         ratios = []
         for name, queue in sorted(snapshot.queues.items()):
             if queue.deserved is None:
@@ -207,7 +281,10 @@ class Recorder:
             self.timeline.sample(result.snapshot, now)
         for key, status in result.decisions.unschedulable.items():
             workload = self.workloads.get(key)
-            if workload is not None and status.message not in workload.reasons and len(workload.reasons) < MAX_REASONS:
+            if workload is None:
+                continue
+            workload.last_reason = status.message
+            if status.message not in workload.reasons and len(workload.reasons) < MAX_REASONS:
                 workload.reasons.append(status.message)
 
 
@@ -222,6 +299,12 @@ def _fault_report(recorder: Recorder) -> list[dict[str, Any]]:
     hit the job (a grace period's restart comes later than its fault; an escalation is the same fault)."""
     retries = [0] * len(recorder.faults)
     lost = [0.0] * len(recorder.faults)
+    for eviction in recorder.evictions:
+        if eviction["action"] == "drain":  # charged to the latest drain of that node at or before it
+            causes = [i for i, f in enumerate(recorder.faults) if f["kind"] == "Drain"
+                      and f"node {f['target']} drained" == eviction["reason"] and f["time"] <= eviction["time"] + 1e-9]
+            if causes:
+                lost[max(causes, key=lambda i: recorder.faults[i]["time"])] += eviction.get("lostChipSeconds", 0.0)
     for time, job, pods, counted, _ in recorder.restarts:
         causes = [i for i, f in enumerate(recorder.faults) if job in f["jobs"] and f["time"] <= time + 1e-9]
         if not causes:
@@ -278,6 +361,8 @@ class Results:
 
 def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra: dict[str, Any]) -> Results:
     jobs: list[dict[str, Any]] = []
+    for eviction in recorder.evictions:  # what each eviction cost: the chip-seconds since its last checkpoint
+        eviction["lostChipSeconds"] = round(recorder.lost.get((eviction["pod"], eviction["time"]), 0.0), 3)
     lost_by_job: dict[str, float] = {}
     for (pod_key, _), chip_seconds in recorder.lost.items():
         job_key = recorder.pod_workload.get(pod_key)
@@ -288,24 +373,30 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
         phase = recorder.job_phase.get(workload.key) if workload.kind == "Job" else None
         if phase is None:
             if pods and all(p.end is not None for p in pods):
-                phase = "Completed"
+                phase = "Completed" if all(p.phase == "Succeeded" for p in pods) else "Failed"
             elif workload.start is not None:
                 phase = "Running"
             else:
                 phase = "Pending"
         workload.phase = phase
-        if pods and all(p.end is not None for p in pods):
-            workload.end = max(p.end for p in pods if p.end is not None)
+        ends = [p.end for p in pods if p.end is not None]
+        if pods and not any(p.open() for p in pods) and (len(ends) == len(pods) or workload.final is not None):
+            workload.end = max([*ends, *([workload.final] if workload.final is not None else [])])
         jobs.append({
             "name": workload.name, "namespace": workload.namespace, "kind": workload.kind,
             "queue": workload.queue, "phase": phase, "minMember": workload.min_member,
             "submit": workload.submit, "start": workload.start, "end": workload.end,
-            "pods": [{"name": p.name, "node": p.node or None, "start": p.start, "end": p.end}
+            "pods": [{"name": p.name, "node": p.node or None, "start": p.start, "end": p.end,
+                      "runs": [list(run) for run in p.runs]}
                      for p in sorted(pods, key=lambda p: p.name)],
             "unschedulableReasons": list(workload.reasons),
             **_retries(recorder, workload.key, lost_by_job),
         })
     waits = [w.start - w.submit for w in recorder.workloads.values() if w.start is not None]
+    waiting = [{"name": w.name, "namespace": w.namespace, "kind": w.kind, "queue": w.queue, "phase": w.phase,
+                "ran": w.start is not None, "reason": w.last_reason or (w.reasons[-1] if w.reasons else "")}
+               for w in sorted(recorder.workloads.values(), key=lambda w: (w.submit, w.namespace, w.name))
+               if w.phase in WAITING_PHASES]
     completions = [w.end - w.submit for w in recorder.workloads.values() if w.end is not None]
     capacity: Counter[str] = Counter()
     for node in nodes:
@@ -316,9 +407,9 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
     busy: dict[str, float] = {}
     for workload in recorder.workloads.values():
         for pod in workload.pods.values():
-            if pod.start is None:
+            run = pod.held(end_time)
+            if run <= 0:
                 continue
-            run = (pod.end if pod.end is not None else end_time) - pod.start
             for resource, amount in pod.requests.items():
                 kind = accelerator_kind(resource)
                 if kind is not None:
@@ -329,9 +420,15 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
     for workload in recorder.workloads.values():
         for fragment in {f for message in workload.reasons for f in reason_fragments(message)}:
             reasons[fragment] += 1
+    lost_by_action: Counter[str] = Counter()
+    for eviction in recorder.evictions:
+        lost_by_action[eviction["action"]] += eviction["lostChipSeconds"]
     evictions = {
         "total": len(recorder.evictions),
         "byAction": dict(sorted(Counter(e["action"] for e in recorder.evictions).items())),
+        "jobsByAction": {action: len({e["job"] for e in recorder.evictions if e["action"] == action})
+                         for action in sorted({e["action"] for e in recorder.evictions})},
+        "lostChipSecondsByAction": {a: round(v, 3) for a, v in sorted(lost_by_action.items())},
         "byReason": dict(Counter(e["reason"] for e in recorder.evictions).most_common(MAX_REASONS)),
     }
     fairness = float(np.mean([f for _, f in recorder.fairness])) if recorder.fairness else None
@@ -347,6 +444,7 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
         "binds": recorder.binds,
         "evictions": evictions,
         "fairnessIndex": fairness,
+        "waiting": waiting,
         **extra,
     }
     cluster = {"nodes": len(nodes), "acceleratorChips": dict(sorted(capacity.items()))}

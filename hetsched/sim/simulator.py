@@ -203,13 +203,13 @@ class Simulation:
     def _fault(self, fault: Fault) -> None:
         before = len(self.fault_controller.hit)
         apply_fault(self.cluster, fault, self.clock.now())
+        self.recorder.on_fault(fault.at, fault.target, fault.kind, [])  # before a drain's first evictions
         if fault.kind == "Drain":
             self._draining.add(fault.node)
         elif fault.kind == "Uncordon":  # an uncordon ends a drain still waiting on budgets
             self._draining.discard(fault.node)
         self._settle()
-        jobs = sorted({job for _, job in self.fault_controller.hit[before:]})
-        self.recorder.on_fault(fault.at, fault.target, fault.kind, jobs)
+        self.recorder.on_fault_hit(sorted({job for _, job in self.fault_controller.hit[before:]}))
 
     def _wake(self, event: WatchEvent) -> None:
         if not self._tick_pending and not self._in_tick:
@@ -257,6 +257,7 @@ class Simulation:
             for pod, job in done:
                 self.recorder.evictions.append({"time": self.clock.now(), "pod": pod, "job": job, "action": "drain",
                                                 "reason": f"node {node} drained", "for": ""})
+                self.recorder.on_drained(node, job)
             evicted += len(done)
             if empty:
                 self._draining.discard(node)
@@ -274,15 +275,20 @@ class Simulation:
     # ---------------------------------------------------------------------------------------- run
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> Results:
+        ended_by = "no more events"
         while True:
             upcoming = self.loop.peek()
-            if upcoming is None or (self.until is not None and upcoming > self.until):
+            if upcoming is None:
+                break
+            if self.until is not None and upcoming > self.until:
+                ended_by = "until"
                 break
             self.loop.step()
             self._settle()
             if on_progress is not None and self.loop.processed % 50 == 0:
                 on_progress(Progress(self.clock.now(), self.finished_workloads(), self.total_workloads))
-        end = self.clock.now() if self.until is None else max(self.clock.now(), min(self.until, self.clock.now()))
+        # stopped by --until: the cluster was watched up to that time (pods still running are counted to it)
+        end = max(self.clock.now(), self.until) if ended_by == "until" and self.until is not None else self.clock.now()
         if on_progress is not None:
             on_progress(Progress(end, self.finished_workloads(), self.total_workloads))
         for job in self.cluster.list("Job"):
@@ -297,5 +303,6 @@ class Simulation:
             self.metrics[1].observe_jobs(self.cluster.list("Job"))
         return build_results(self.recorder, self.nodes, end, {
             "periodSeconds": self.period,
+            "endedBy": ended_by,
             "deviceMismatches": self.scheduler.cache.mismatches(),
         })
