@@ -456,6 +456,24 @@ NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
 scheduler's ``numaaware`` plugin reads it."""
 
 
+def check_policies(policies: list[LifecyclePolicy]) -> None:
+    """Volcano's webhook rules across one list of policies (a job's, or one task's): an event may appear
+    in only one policy, an exit code in only one, and ``*`` (any event) only alone."""
+    events: set[str] = set()
+    codes: set[int] = set()
+    for index, policy in enumerate(policies):
+        for event in ([policy.event] if policy.event else []) + list(policy.events):
+            if event in events:
+                raise ValueError(f"policies[{index}]: duplicate event {event} across policies")
+            events.add(event)
+        if policy.exitCode is not None:
+            if policy.exitCode in codes:
+                raise ValueError(f"policies[{index}]: duplicate exitCode {policy.exitCode} across policies")
+            codes.add(policy.exitCode)
+    if "*" in events and len(events) > 1:
+        raise ValueError("policies: with event * (any event) no other event may have a policy")
+
+
 class DependsOn(_Strict):
     """Create this task's pods only once the named tasks are up (Volcano's ``dependsOn``)."""
 
@@ -478,6 +496,7 @@ class TaskSpec(_Strict):
     def _min_within_replicas(self) -> TaskSpec:
         if self.minAvailable is not None and self.minAvailable > self.replicas:
             raise ValueError(f"minAvailable ({self.minAvailable}) is greater than replicas ({self.replicas})")
+        check_policies(self.policies)
         return self
 
 
@@ -508,6 +527,7 @@ class JobSpec(_Strict):
             raise ValueError(f"minAvailable ({self.minAvailable}) is greater than the total replicas ({total})")
         if self.minSuccess is not None and self.minSuccess > total:
             raise ValueError(f"minSuccess ({self.minSuccess}) is greater than the total replicas ({total})")
+        check_policies(self.policies)
         for argument in self.plugins.get("ssh", []):
             name, _, value = argument.partition("=")
             if name != "--ssh-key-file-path" or not value.startswith("/"):

@@ -148,7 +148,7 @@ def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None
 
 def _titled(title: str) -> Table:
     """A table whose title stays on one line (rich would wrap it to the width of narrow columns)."""
-    return Table(title=title, title_justify="left", min_width=len(title))
+    return Table(title=Text(title, no_wrap=True, overflow="ignore"), title_justify="left")
 
 
 def _fmt(value: float | None) -> str:

@@ -69,6 +69,16 @@ ASCEND_INFO_PREFIX = "mindx-dl-deviceinfo-"
 whose inventory annotation is absent (a cluster running Huawei's device plugin, not hetsched's agent)."""
 CHIP_SLOTS = 16
 MAX_NUMA = 8
+PREEMPTABLE = "volcano.sh/preemptable"
+_TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
+
+
+def preemptable(pod: Pod) -> bool:
+    """Volcano's ``GetPodPreemptable``: the ``volcano.sh/preemptable`` annotation, else the label. Absent: the
+    pod may be a victim; present, only a value Go's ParseBool reads as true allows it ("false", and a value
+    that is not a boolean, protect the pod, as Volcano treats an unparsable one)."""
+    value = pod.metadata.annotations.get(PREEMPTABLE, pod.metadata.labels.get(PREEMPTABLE))
+    return value is None or value.strip() in _TRUE
 
 
 @dataclass(slots=True)
@@ -543,7 +553,8 @@ class SchedulerCache:
                     chips=dict(record.chips or {}), shares=dict(record.shares or {}),
                     numa=record.numa if record.numa is not None else -1,
                     budgets=tuple(i for i, b in enumerate(budgets)
-                                  if pod.status.phase == "Running" and covers(b, pod))))
+                                  if pod.status.phase == "Running" and covers(b, pod)),
+                    job_priority=jobs[job_key].priority, preemptable=preemptable(pod)))
         return result, allowed
 
     @staticmethod
@@ -678,7 +689,7 @@ class SchedulerCache:
                 guarantee=guarantee, state=queue.status.state if queue else "NotFound",
                 reclaimable=queue.spec.reclaimable if queue else True,
                 affinity=queue.spec.affinity if queue else None, parent=queue.spec.parent if queue else "",
-                fixed_deserved=fixed,
+                fixed_deserved=fixed, priority=queue.spec.priority if queue else 0,
                 allocated=np.zeros(width), inqueue=np.zeros(width), request=np.zeros(width),
             )
         for job in jobs.values():

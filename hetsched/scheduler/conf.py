@@ -14,7 +14,11 @@ Form::
 
 Every switch is spelled ``enable<ExtensionPoint>`` (see ``framework.EXTENSION_POINTS``). Volcano mixes
 ``enable…`` and ``enabled…``; here the odd spellings are rejected with the right one named, rather than
-silently ignored. Unknown plugins, actions and keys are errors.
+silently ignored. Unknown plugins, actions and keys are errors. Every switch does what Volcano's does
+(``enableReclaimable: false`` on ``proportion`` turns ``reclaim`` off, ``enableJobStarving: false`` on
+``gang`` stops evictions for gangs, ``enablePreemptable: false`` on ``conformance`` lets critical pods be
+victims). ``configurations:`` may only name listed actions, and since hetsched's actions take no
+arguments, any argument there is an error rather than a silent no-op.
 """
 
 from __future__ import annotations
@@ -130,6 +134,14 @@ def parse_conf(text: str, source: str = "<scheduler.conf>") -> SchedulerConf:
     for action in conf.action_names:
         if action not in ACTIONS:
             raise ConfError(f"{source}: actions: unknown action {action!r} (available: {', '.join(ACTIONS)})")
+    for c, configuration in enumerate(conf.configurations):
+        if configuration.name not in conf.action_names:
+            raise ConfError(f"{source}: configurations[{c}].name: {configuration.name!r} is not one of the actions "
+                            f"({', '.join(conf.action_names)}); its configuration would have no effect")
+        if configuration.arguments:
+            raise ConfError(f"{source}: configurations[{c}].arguments: hetsched's {configuration.name} action takes "
+                            f"no arguments (got: {', '.join(sorted(map(str, configuration.arguments)))}); "
+                            f"it would silently ignore them")
     for t, tier in enumerate(conf.tiers):
         for p, option in enumerate(tier.plugins):
             if option.name not in PLUGINS:

@@ -8,7 +8,9 @@ How victims are chosen (hetsched's rule, gang- and topology-aware by constructio
 1. Victim *units*: a job's pods above its minMember may go one at a time (newest first); otherwise the
    job goes only as a whole (every running pod of it) — a victim gang is never cut below minMember. When
    a whole job is chosen, single pods of it chosen before are folded into it. Units are tried cheapest first:
-   lowest priority, then single pods before whole gangs, then newest.
+   lowest *job* priority (the PodGroup's priorityClassName), then lowest pod priority (as Volcano orders
+   victims), then single pods before whole gangs, then newest. Pods labelled or annotated
+   ``volcano.sh/preemptable: "false"`` are never victims (nor, then, is their job as a whole).
 2. Units are released in the session one by one (their resources, chips, chip shares and NUMA pins
    become free) until the preemptor's gang can be placed — checked by a dry run of the same placement the
    ``allocate`` action uses, so a freed set counts only when it is a *legal* chip set under the device
@@ -52,7 +54,7 @@ def units(session: Session, allowed: list[RunningPod]) -> list[Unit]:
     for pod in session.snapshot.running:
         if pod.job in by_job:
             running[pod.job].append(pod)
-    result: list[tuple[tuple[float, int, float], Unit]] = []
+    result: list[tuple[tuple[float, float, int, float], Unit]] = []
     for job_key, pods in by_job.items():
         job = session.snapshot.jobs[job_key]
         spare = max(job.ready - job.min_member, 0)
@@ -60,11 +62,10 @@ def units(session: Session, allowed: list[RunningPod]) -> list[Unit]:
         singles = pods[:spare]
         whole = running[job_key]
         allowed_keys = {p.key for p in pods}
-        priority = float(max(p.priority for p in pods))
         for pod in singles:
-            result.append(((priority, 0, -pod.created), [pod]))
+            result.append(((job.priority, pod.priority, 0, -pod.created), [pod]))
         if whole and all(p.key in allowed_keys for p in whole):  # the whole job only when all of it may go
-            result.append(((priority, 1, -max(p.created for p in whole)), whole))
+            result.append(((job.priority, max(p.priority for p in whole), 1, -max(p.created for p in whole)), whole))
     result.sort(key=lambda item: item[0])
     return [unit for _, unit in result]
 
@@ -128,7 +129,7 @@ def plan(session: Session, job: JobInfo, candidates: list[RunningPod],
     """Victims whose eviction lets ``job``'s gang be placed, or None (see the module docstring).
     ``still_allowed`` is asked before each unit is released (e.g. reclaim stops taking from a queue
     once it is down to its deserved share)."""
-    allowed = [p for p in candidates if session.evictable(p)]
+    allowed = [p for p in candidates if p.preemptable and session.evictable(p)]
     counts: dict[str, int] = defaultdict(int)
     for pod in session.snapshot.running:
         counts[pod.job] += 1
@@ -207,7 +208,7 @@ def starving(session: Session) -> list[JobInfo]:
     jobs = [
         job for job in session.snapshot.jobs.values()
         if job.phase in ("Inqueue", "Running") and job.preempts and not job.unresolvable
-        and job.occupied() + job.session_pipelined < job.min_member
+        and session.job_starving(job)
         and any(g.pending and not g.best_effort for g in job.groups)
         and session.snapshot.queues[job.queue].state == "Open"
     ]

@@ -173,6 +173,16 @@ class Plugin:
         """May ``victim`` be evicted by ``preempt`` or ``reclaim``? Every enabled plugin must agree."""
         raise NotImplementedError
 
+    def job_starving(self, job: JobInfo) -> bool:
+        """Does the job want more than it holds, so that it may evict for it (``preempt``, ``reclaim``)?
+        Every enabled plugin must agree; with none enabled no job is starving (nothing is evicted)."""
+        raise NotImplementedError
+
+    def reclaimable(self, queue: QueueInfo, reclaimer: QueueInfo) -> bool:
+        """May ``reclaim`` take from ``queue``'s pods for a job of ``reclaimer``? Every enabled plugin must
+        agree; with none enabled nothing is reclaimable."""
+        raise NotImplementedError
+
     # -- nodes
     def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
         """Static predicates: ``(reason, failing-nodes mask)`` pairs over all snapshot nodes.
@@ -217,6 +227,8 @@ EXTENSION_POINTS: dict[str, str] = {
     "node_capacity": "enablePredicate",
     "node_score": "enableNodeOrder",
     "evictable": "enablePreemptable",
+    "job_starving": "enableJobStarving",
+    "reclaimable": "enableReclaimable",
 }
 """Extension point → the configuration switch that turns it off for one plugin."""
 

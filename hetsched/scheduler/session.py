@@ -74,7 +74,9 @@ class Session:
     # ------------------------------------------------------------------------------ ordering
 
     def queue_order_key(self, queue: QueueInfo) -> tuple[Any, ...]:
-        return (*(p.queue_order_key(queue) for p in self._points["queue_order_key"]), queue.name)
+        """Queue ``spec.priority`` first (higher first, as Volcano's queue priority), then the plugins' keys
+        (``proportion``: share, lowest first), then the name."""
+        return (-queue.priority, *(p.queue_order_key(queue) for p in self._points["queue_order_key"]), queue.name)
 
     def job_order_key(self, job: JobInfo) -> tuple[Any, ...]:
         return (*(p.job_order_key(job) for p in self._points["job_order_key"]), job.created, job.key)
@@ -115,6 +117,14 @@ class Session:
 
     def evictable(self, victim: RunningPod) -> bool:
         return all(p.evictable(victim) for p in self._points["evictable"])
+
+    def job_starving(self, job: JobInfo) -> bool:
+        points = self._points["job_starving"]
+        return bool(points) and all(p.job_starving(job) for p in points)
+
+    def reclaimable(self, queue: QueueInfo, reclaimer: QueueInfo) -> bool:
+        points = self._points["reclaimable"]
+        return bool(points) and all(p.reclaimable(queue, reclaimer) for p in points)
 
     def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
         for plugin in self._points["allocatable"]:

@@ -123,6 +123,8 @@ class QueueInfo:
     """Parent queue (``spec.parent``); empty or ``root`` = top level."""
     fixed_deserved: FloatArray | None = None
     """``spec.deserved`` per resource (NaN where not set): an entitlement that replaces the weighted one."""
+    priority: int = 0
+    """``spec.priority``: higher-priority queues are served first, before the plugins' order (share)."""
 
 
 @dataclass
@@ -184,6 +186,8 @@ class JobInfo:
     unresolvable: bool = False
     pipelined: bool = False
     """The gang holds a reservation on resources being released (Volcano's pipelined state)."""
+    best_effort_counts: bool = True
+    """Whether pending best-effort pods count toward the gang (see ``pending_best_effort``)."""
     preempts: bool = True
     """May evict others (False under ``preemptionPolicy: Never``, on the PriorityClass or the pods)."""
     max_unavailable: int | None = None
@@ -196,6 +200,15 @@ class JobInfo:
 
     def occupied_by_task(self, task: str) -> int:
         return self.ready_by_task.get(task, 0) + self.session_by_task.get(task, 0)
+
+    def pending_best_effort(self, task: str | None = None) -> int:
+        """Pending pods that request nothing but a pod slot (of ``task``, or of every task) and are not
+        placed yet: Volcano's ``PendingBestEffortTaskNum``, which counts toward a ready gang — except while
+        ``backfill`` places those very pods for a gang (``best_effort_counts`` False), which must then
+        really fit."""
+        if not self.best_effort_counts:
+            return 0
+        return sum(len(g.pending) for g in self.groups if g.best_effort and (task is None or g.task == task))
 
 
 @dataclass
@@ -296,6 +309,10 @@ class RunningPod:
     budgets: tuple[int, ...] = ()
     """Indexes (into :attr:`Snapshot.disruption_allowed`) of the PodDisruptionBudgets covering it, when it is
     healthy (Running): evicting it spends one disruption of each."""
+    job_priority: int = 0
+    """Its job's priority (the PodGroup's priorityClassName): victims are ordered by it first, as Volcano."""
+    preemptable: bool = True
+    """False when the pod says ``volcano.sh/preemptable: "false"`` (annotation, else label): never a victim."""
 
 
 def tightest_chip(free_milli: IntArray, milli: int, free_memory: IntArray | None = None,

@@ -1,7 +1,10 @@
 """``backfill``: place best-effort pods (no resource requests) on idle capacity (Volcano's backfill).
 
 Who calls it: the session runner, after ``allocate``. Best-effort pods take only a pod slot, so they
-never take resources a gang reserved; gangs made of them still go through one statement each.
+never take resources a gang reserved. Pending best-effort pods count toward a gang in ``allocate`` (as
+Volcano's ``IsReady``: an MPI master with no requests beside its GPU workers); here, a job whose gang is
+met places the rest one by one, and any other job's gang goes through one statement in which its
+best-effort pods must really be placed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,11 @@ def execute(session: Session) -> None:
     ]
     for job in sorted(jobs, key=session.job_order_key):
         groups = [g for g in job.groups if g.best_effort]
-        if session.job_ready(job):
-            place_job(session, job, groups, gang=False)
-        elif session.job_valid(job).ok:
-            place_job(session, job, groups)
+        job.best_effort_counts = False
+        try:
+            if session.job_ready(job):
+                place_job(session, job, groups, gang=False)
+            elif session.job_valid(job).ok:
+                place_job(session, job, groups)
+        finally:
+            job.best_effort_counts = True

@@ -34,9 +34,10 @@ def _share(queue: QueueInfo) -> float:
     return deserved_share(queue.allocated, queue.deserved)
 
 
-def _above(queue: QueueInfo, reclaimer: str) -> bool:
-    """May ``queue`` give back to ``reclaimer``'s queue: another queue, reclaimable, above its deserved share."""
-    return queue.name != reclaimer and queue.reclaimable and _share(queue) > 1.0 + _EPS
+def _above(session: Session, queue: QueueInfo, reclaimer: str) -> bool:
+    """May ``queue`` give back to ``reclaimer``'s queue (``proportion``: another queue, reclaimable, above its
+    deserved share)? Asked of every plugin with ``enableReclaimable``."""
+    return session.reclaimable(queue, session.snapshot.queues[reclaimer])
 
 
 def _within_deserved(queue: QueueInfo, job: JobInfo) -> bool:
@@ -49,7 +50,7 @@ def _within_deserved(queue: QueueInfo, job: JobInfo) -> bool:
 
 def _unit_allowed(session: Session, reclaimer: str, unit: Unit) -> bool:
     """Take the unit only while its queue is still above its deserved share."""
-    return _above(session.snapshot.queues[session.snapshot.jobs[unit[0].job].queue], reclaimer)
+    return _above(session, session.snapshot.queues[session.snapshot.jobs[unit[0].job].queue], reclaimer)
 
 
 def execute(session: Session) -> None:
@@ -64,7 +65,7 @@ def execute(session: Session) -> None:
             continue
         candidates = [
             pod for pod in session.snapshot.running
-            if _above(queues[jobs[pod.job].queue], mine) and jobs[pod.job].priority <= job.priority
+            if _above(session, queues[jobs[pod.job].queue], mine) and jobs[pod.job].priority <= job.priority
         ]
         if candidates:
             evict_for(session, NAME, job, candidates,

@@ -3,8 +3,12 @@
 Who calls it: the session. Extension points:
 - ``job_valid``: enough pods exist (not failed) to ever reach minMember;
 - ``job_ready``: bound + succeeded + tentatively allocated pods reach minMember, and every task reaches
-  its own minAvailable (``minTaskMember``);
+  its own minAvailable (``minTaskMember``); pending best-effort pods (no requests: an MPI or MindSpore
+  master beside accelerator workers) count too, as Volcano's ``IsReady`` counts them — they need only a
+  pod slot, and ``backfill`` places them once the rest of the gang is in;
 - ``job_pipelined``: the same counting pipelined pods too;
+- ``job_starving``: the gang is not met yet (counting pipelined pods): such a job may evict (``preempt``,
+  ``reclaim``) — ``enableJobStarving: false`` turns that off;
 - ``job_order_key``: jobs not yet ready go first, partly running gangs before untouched ones;
 - at session close, writes the PodGroup conditions: ``Unschedulable`` with "x/y tasks in gang
   unschedulable: <reasons>" for a job that could not be placed, ``Scheduled`` once it is ready.
@@ -26,8 +30,9 @@ if TYPE_CHECKING:
 NAME = "gang"
 
 
-def _tasks_ready(job: JobInfo, extra: int = 0) -> bool:
-    return all(job.occupied_by_task(task) >= need for task, need in job.min_task_member.items())
+def _tasks_ready(job: JobInfo) -> bool:
+    return all(job.occupied_by_task(task) + job.pending_best_effort(task) >= need
+               for task, need in job.min_task_member.items())
 
 
 class Gang(Plugin):
@@ -41,10 +46,13 @@ class Gang(Plugin):
         return Status(Code.SUCCESS)
 
     def job_ready(self, job: JobInfo) -> bool:
-        return job.occupied() >= job.min_member and _tasks_ready(job)
+        return job.occupied() + job.pending_best_effort() >= job.min_member and _tasks_ready(job)
 
     def job_pipelined(self, job: JobInfo) -> bool:
-        return job.occupied() + job.session_pipelined >= job.min_member
+        return job.occupied() + job.session_pipelined + job.pending_best_effort() >= job.min_member
+
+    def job_starving(self, job: JobInfo) -> bool:
+        return job.occupied() + job.session_pipelined < job.min_member
 
     def job_order_key(self, job: JobInfo) -> float:
         if self.job_ready(job):

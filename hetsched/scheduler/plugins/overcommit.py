@@ -87,7 +87,9 @@ class Overcommit(Plugin):
                 room = room + cumulative[below - 1]
         queues = self.session.snapshot.queues
         mine = queues[job.queue]
-        if self.reclaim and mine.deserved is not None and (mine.allocated < mine.deserved - 1e-6).any():
+        asked = job.min_resources > 0
+        if self.reclaim and mine.deserved is not None and bool(np.all(  # reclaim serves it (its ``preemptive`` rule)
+                mine.allocated[asked] + job.min_resources[asked] <= mine.deserved[asked] + 1e-6)):
             for queue in queues.values():
                 if queue.name != job.queue and queue.reclaimable and queue.deserved is not None:
                     room = room + np.maximum(queue.allocated - queue.deserved, 0)

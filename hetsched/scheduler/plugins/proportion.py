@@ -17,6 +17,8 @@ guarantee (when it asks for it). Rounds repeat until capacity or demand runs out
   beyond its deserved share is what ``reclaim`` takes back for a queue below its own. Invariant (work
   conservation): no capacity stays idle while a job it fits waits within its queue's capability;
 - ``overused``: the queue is at its capability in every resource (it can take nothing more);
+- ``reclaimable``: another queue's pods may be reclaimed while that queue is ``spec.reclaimable`` and
+  above its deserved share (``enableReclaimable: false`` turns reclaim off);
 - ``job_enqueueable``: allocated + inqueue + minResources within the queue's (and each ancestor's)
   capability — or allocated + admitted this cycle + minResources, so jobs admitted earlier that cannot be
   placed yet never hold capability another job could use now; a gang larger than a capability itself can
@@ -144,6 +146,10 @@ class Proportion(Plugin):
 
     def overused(self, queue: QueueInfo) -> bool:
         return bool(np.all(queue.capability <= queue.allocated + _EPS))
+
+    def reclaimable(self, queue: QueueInfo, reclaimer: QueueInfo) -> bool:
+        above = share(queue.allocated, self._deserved(queue)) > 1.0 + _EPS
+        return queue.name != reclaimer.name and queue.reclaimable and above
 
     def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
         columns = group.columns
