@@ -19,7 +19,9 @@ import pytest
 
 from hetsched.api.manifest import ManifestError, load_text
 from hetsched.api.objects import AnyObject, Pod
+from hetsched.cluster.spec import parse_cluster_spec
 from hetsched.scheduler.conf import DEFAULT_CONF_YAML, ConfError, parse_conf
+from hetsched.sim.simulator import Simulation
 from tests.builders import accel_node, gang, harness, pod, podgroup, priority_class, queue
 from tests.test_preemption import ASCEND, CONF, evicted, pods_of, running
 
@@ -195,3 +197,45 @@ def test_duplicate_policy_events_are_refused_as_volcanos_webhook_does(policies: 
     assert message in str(error.value.problems)
     load_text(JOB.replace("POLICIES", "[{event: PodEvicted, action: RestartJob}, {event: PodFailed, action: "
                                       "AbortJob}]"))  # distinct events: fine
+
+
+GENERATED = """apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {generateName: train-}
+spec:
+  tasks:
+  - name: w
+    replicas: 1
+    template:
+      metadata: {annotations: {hetsched.io/duration: "100"}}
+      spec:
+        nodeSelector: {kubernetes.io/arch: arm64, kubernetes.io/os: linux}
+        containers:
+        - name: w
+          resources:
+            limits: {huawei.com/Ascend910: "8"}
+            requests: {cpu: "4", ephemeral-storage: 200Gi}
+"""
+
+
+def test_generate_name_is_named_on_creation_and_nodes_carry_every_kubelets_labels() -> None:
+    """Two Jobs with the same generateName get distinct names (as the API server gives them); a selector on
+    the labels every real kubelet sets, and an ephemeral-storage request, work on simulated nodes."""
+    spec = {"apiVersion": "hetsched.io/v1alpha1", "kind": "ClusterSpec", "pools": [
+        {"name": "kunpeng", "count": 2, "cpu": "192", "arch": "arm64", "ephemeralStorage": "300Gi",
+         "accelerators": [{"kind": "ascend", "model": "Ascend910", "count": 8}]},
+        {"name": "x86", "count": 2, "accelerators": [{"kind": "ascend", "model": "Ascend910", "count": 8}]}]}
+    nodes = parse_cluster_spec(spec).nodes()
+    assert nodes[0].metadata.labels["kubernetes.io/hostname"] == "kunpeng-00"
+    assert nodes[0].metadata.labels["kubernetes.io/arch"] == "arm64" and nodes[2].metadata.labels[
+        "kubernetes.io/arch"] == "amd64"
+    assert nodes[0].status.allocatable["ephemeral-storage"] == 300 * 2**30 * 1000
+    simulation = Simulation(nodes, load_text(GENERATED + "---\n" + GENERATED))
+    jobs = simulation.run().jobs
+    names = [j["name"] for j in jobs]
+    assert len(set(names)) == 2 and all(re.fullmatch(r"train-[bcdfghjklmnpqrstvwxz2456789]{5}", n) for n in names)
+    assert all(j["phase"] == "Completed" for j in jobs)
+    assert {j["pods"][0]["node"] for j in jobs} == {"kunpeng-00", "kunpeng-01"}  # one each: 200Gi + 200Gi > 300Gi
+    with pytest.raises(ManifestError, match=r"metadata: name: required field is missing \(or give "
+                                            r"metadata.generateName\)"):
+        load_text(GENERATED.replace("{generateName: train-}", "{namespace: x}"))

@@ -105,7 +105,9 @@ class OwnerReference(_Model):
 
 
 class ObjectMeta(_Model):
-    name: str = Field(min_length=1, max_length=253)
+    name: str = Field(default="", max_length=253)
+    generateName: str = Field(default="", max_length=248)
+    """A prefix: the store names the object ``<generateName><5 characters>`` on creation (as Kubernetes)."""
     namespace: str | None = None
     uid: str = ""
     labels: StringMap = Field(default_factory=dict)
@@ -115,6 +117,12 @@ class ObjectMeta(_Model):
     """Seconds on the injected clock (simulated or real); set by the store on create."""
     deletionTimestamp: float | None = None
     ownerReferences: list[OwnerReference] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _named(self) -> ObjectMeta:
+        if not self.name and not self.generateName:
+            raise ValueError("name: required field is missing (or give metadata.generateName)")
+        return self
 
 
 class TemplateMeta(_Model):
@@ -796,6 +804,9 @@ KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("v1", "ConfigMap"): ConfigMap,
 }
 CLUSTER_SCOPED = frozenset({"Node", "PriorityClass", "Queue"})
+TIME_KEYS = frozenset({"creationTimestamp", "deletionTimestamp", "lastTransitionTime", "startTime", "finishedAt",
+                       "startedAt", "lastProbeTime", "lastHeartbeatTime", "lastUpdateTime"})
+"""Fields the API server writes as RFC 3339 times (hetsched's models hold seconds)."""
 
 
 def object_key(obj: AnyObject) -> str:

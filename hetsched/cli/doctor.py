@@ -38,7 +38,9 @@ console = stdout_console()
 errors = Console(stderr=True)
 SEVERITY_STYLE = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "red"}
 
-Cluster = Annotated[Path | None, typer.Option("--cluster", "-c", help="embedded cluster spec (with WORKLOADS)")]
+Cluster = Annotated[list[Path] | None, typer.Option(
+    "--cluster", "-c", help="embedded cluster (with WORKLOADS): a ClusterSpec or Node objects; repeat it to add a "
+    "dump of what runs there now")]
 Workloads = Annotated[list[Path] | None, typer.Argument(help="workload YAML files for the embedded cluster")]
 Kubeconfig = Annotated[str | None, typer.Option(envvar="KUBECONFIG", help="kubeconfig file")]
 Server = Annotated[str | None, typer.Option(envvar="HETSCHED_SERVER", help="API server URL (with --token-file)")]
@@ -75,11 +77,11 @@ def _raw_documents(paths: list[Path]) -> list[tuple[str, int, Any]]:
     return documents
 
 
-def embedded_facts(cluster: Path, workloads: list[Path], conf: SchedulerConf, until: float | None,
+def embedded_facts(cluster: list[Path], workloads: list[Path], conf: SchedulerConf, until: float | None,
                    faults: Path | None) -> tuple[ClusterFacts, list[Finding]]:
     """Run the workloads on the embedded cluster; the facts of its end state, and a finding per manifest
     that failed validation for another reason than what ``accelerator-limits`` reports."""
-    from hetsched.cluster.spec import load_cluster_spec
+    from hetsched.cluster.dump import load_cluster
     from hetsched.sim.faults import load_faults
     from hetsched.sim.simulator import Simulation
 
@@ -98,8 +100,8 @@ def embedded_facts(cluster: Path, workloads: list[Path], conf: SchedulerConf, un
             continue
         objects.append(parsed)
     try:
-        nodes = load_cluster_spec(cluster).nodes()
-        simulation = Simulation(nodes, objects, conf, until=until,
+        start = load_cluster(cluster)
+        simulation = Simulation(start.nodes, [*start.state, *objects], conf, until=until,
                                 faults=load_faults(faults) if faults is not None else ())
     except (ManifestError, ValueError) as exc:
         problems: list[Problem | str] = list(exc.problems) if isinstance(exc, ManifestError) else [str(exc)]
@@ -187,9 +189,9 @@ def doctor(
                                          kubeconfig, server, token_file, ca_file, scheduler_conf is not None, conf)
     else:
         extra: list[Finding] = []
-        if cluster is not None:
+        if cluster:
             facts, extra = embedded_facts(cluster, workloads or [], conf, until, faults)
-            title = f"embedded cluster {cluster.name}"
+            title = f"embedded cluster {', '.join(path.name for path in cluster)}"
         else:
             if workloads:
                 raise _fail("WORKLOADS are for the embedded cluster: add --cluster SPEC")
@@ -284,7 +286,7 @@ def explain(
     from hetsched.scheduler.why import explain_job, settings_of
 
     conf = _conf(scheduler_conf)
-    if cluster is not None:
+    if cluster:
         facts, _ = embedded_facts(cluster, workloads or [], conf, until, faults)
     else:
         facts = _kube_facts(kubeconfig, server, token_file, ca_file, "kube-system", probe=False)

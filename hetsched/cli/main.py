@@ -229,7 +229,9 @@ def print_summary(results: Results) -> None:
 @app.command()
 def simulate(
     workloads: Annotated[list[Path], typer.Argument(help="workload YAML files (Jobs, Pods, Queues, …)")],
-    cluster: Annotated[Path, typer.Option("--cluster", "-c", help="cluster spec YAML (node pools)")],
+    cluster: Annotated[list[Path], typer.Option(
+        "--cluster", "-c", help="the cluster: a ClusterSpec (node pools), or Nodes as kubectl get nodes -o yaml "
+        "prints; repeat it to add a dump of what runs there now (Pods, PodGroups, Queues …)")],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="write results.json here")] = None,
     scheduler_conf: Annotated[Path | None, typer.Option(help="volcano-scheduler.conf-style YAML")] = None,
     period: Annotated[float, typer.Option(help="scheduling period, simulated seconds")] = 1.0,
@@ -249,15 +251,16 @@ def simulate(
 
     Exit 0 when the run ends; 3 when it ran out of events with jobs still waiting for their gang (named,
     with why, and listed in results.json under summary.waiting); 2 on bad input."""
-    from hetsched.cluster.spec import load_cluster_spec
+    from hetsched.cluster.dump import load_cluster
 
     with user_errors():
-        nodes = load_cluster_spec(cluster).nodes()
-        objects = load_files(workloads)
+        start = load_cluster(cluster)
+        objects = [*start.state, *load_files(workloads)]
         conf = _conf(scheduler_conf)
         names = tuple(scheduler_name) if scheduler_name else ("hetsched", "volcano")
-        results = _run(nodes, objects, conf, period, until, output, quiet or as_json, f"simulating {cluster.name}",
-                       names, faults, report, metrics)
+        title = f"simulating {', '.join(path.name for path in cluster)}"
+        results = _run(start.nodes, objects, conf, period, until, output, quiet or as_json, title, names, faults,
+                       report, metrics)
     if as_json:
         sys.stdout.write(json.dumps(results.to_json(), indent=2) + "\n")
     _exit_if_stuck(results)

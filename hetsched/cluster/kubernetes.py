@@ -47,7 +47,7 @@ import kubernetes.config
 from pydantic import ValidationError
 
 from hetsched.api.manifest import parse_document
-from hetsched.api.objects import KINDS, AnyObject, Condition, object_key
+from hetsched.api.objects import KINDS, TIME_KEYS, AnyObject, Condition, object_key
 from hetsched.devices.inventory import POD_ANNOTATION, PREDICATE_TIME
 from hetsched.ports import Conflict, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
 
@@ -92,8 +92,6 @@ RESOURCES: dict[str, Resource] = {
 }
 FALLBACK_VERSIONS = {"PodDisruptionBudget": "v1beta1"}
 """Kinds served at an older version by older servers (policy/v1 arrived in Kubernetes 1.21)."""
-TIME_KEYS = frozenset({"creationTimestamp", "deletionTimestamp", "lastTransitionTime", "startTime", "finishedAt",
-                       "startedAt", "lastProbeTime", "lastHeartbeatTime", "lastUpdateTime"})
 
 
 class WallClock:

@@ -38,6 +38,9 @@ from hetsched.api.objects import (
 )
 from hetsched.ports import Clock, Conflict, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
 
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""Kubernetes' ``utilrand.String`` alphabet."""
+
 _MODELS = {kind: model for (_, kind), model in KINDS.items()}
 
 
@@ -137,11 +140,29 @@ class MemoryCluster:
         self._version += 1
         return str(self._version)
 
+    def _generated_name(self, kind: str, meta: Any) -> str:
+        """``generateName`` + 5 characters from Kubernetes' alphabet (no vowels, no 0/1/3), deterministic
+        here (from the store's version counter) so that a simulation replays the same names."""
+        seed = self._version * 2654435761 % (27 ** 5)
+        for attempt in range(27 ** 5):
+            value, suffix = (seed + attempt) % (27 ** 5), ""
+            for _ in range(5):
+                value, digit = divmod(value, 27)
+                suffix += _NAME_ALPHABET[digit]
+            name = f"{meta.generateName}{suffix}"
+            namespace = f"{meta.namespace}/" if meta.namespace else ""
+            if f"{namespace}{name}" not in self._objects[kind]:
+                return name
+        raise Conflict(f"{kind}: no free name left for generateName {meta.generateName!r}")
+
     def create(self, obj: AnyObject) -> AnyObject:
         kind = obj.kind
         meta = obj.metadata
         if kind not in CLUSTER_SCOPED and not meta.namespace:
             meta = meta.model_copy(update={"namespace": "default"})
+            obj = obj.model_copy(update={"metadata": meta})
+        if not meta.name:
+            meta = meta.model_copy(update={"name": self._generated_name(kind, meta)})
             obj = obj.model_copy(update={"metadata": meta})
         key = object_key(obj)
         if key in self._objects[kind]:

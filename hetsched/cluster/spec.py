@@ -94,6 +94,10 @@ class PoolSpec(BaseModel):
     taints: list[Taint] = Field(default_factory=list)
     cpu: str | int = "64"
     memory: str = "256Gi"
+    ephemeralStorage: str = "500Gi"
+    """Node-local scratch (``ephemeral-storage``), as every kubelet reports it."""
+    arch: Literal["amd64", "arm64"] = "amd64"
+    """``kubernetes.io/arch`` (Ascend servers are often arm64, Kunpeng)."""
     pods: int = Field(default=110, ge=1)
     accelerators: list[AcceleratorSpec] = Field(default_factory=list)
     extraResources: ResourceList = Field(default_factory=dict)
@@ -102,6 +106,7 @@ class PoolSpec(BaseModel):
     def _quantities(self) -> PoolSpec:
         parse_quantity(self.cpu)
         parse_quantity(self.memory)
+        parse_quantity(self.ephemeralStorage)
         return self
 
 
@@ -126,6 +131,7 @@ class ClusterSpec(BaseModel):
             capacity: dict[str, int] = {
                 "cpu": parse_quantity(pool.cpu),
                 "memory": parse_quantity(pool.memory),
+                "ephemeral-storage": parse_quantity(pool.ephemeralStorage),
                 "pods": pool.pods * 1000,
             }
             device_sets = [a.device_set() for a in pool.accelerators]
@@ -151,8 +157,11 @@ class ClusterSpec(BaseModel):
             width = max(2, len(str(pool.count - 1)))
             for index in range(pool.count):
                 name = f"{prefix}{index:0{width}d}"
-                labels = {"kubernetes.io/hostname": name, "hetsched.io/pool": pool.name, **model_labels,
-                          **pool.labels}
+                # the labels every kubelet sets on its node, so selectors and spread constraints written
+                # for a real cluster work here unchanged
+                labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": pool.arch,
+                          "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": pool.arch,
+                          "hetsched.io/pool": pool.name, **model_labels, **pool.labels}
                 nodes.append(Node.model_validate({
                     "metadata": {"name": name, "labels": labels, "annotations": annotations},
                     "spec": {"taints": [t.model_dump() for t in pool.taints]},
