@@ -235,8 +235,94 @@ class NodeAffinity(_Model):
     preferredDuringSchedulingIgnoredDuringExecution: list[PreferredSchedulingTerm] = Field(default_factory=list)
 
 
+class LabelSelectorRequirement(_Strict):
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_match_operator(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        if self.operator == "In":
+            return labels.get(self.key) in self.values
+        if self.operator == "NotIn":
+            return labels.get(self.key) not in self.values
+        if self.operator == "Exists":
+            return self.key in labels
+        return self.key not in labels
+
+
+class LabelSelector(_Strict):
+    matchLabels: StringMap = Field(default_factory=dict)
+    matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Kubernetes semantics: every label and every expression must hold (an empty selector matches all)."""
+        return (all(labels.get(k) == v for k, v in self.matchLabels.items())
+                and all(e.matches(labels) for e in self.matchExpressions))
+
+
+class PodAffinityTerm(_Strict):
+    """Kubernetes' ``PodAffinityTerm``: the pods ``labelSelector`` matches, in ``namespaces`` (default: the
+    pod's own; ``namespaceSelector: {}`` = every namespace), counted per ``topologyKey`` domain."""
+
+    labelSelector: LabelSelector | None = None
+    namespaces: list[str] = Field(default_factory=list)
+    namespaceSelector: LabelSelector | None = None
+    topologyKey: str = Field(min_length=1)
+    matchLabelKeys: list[str] = Field(default_factory=list)
+    mismatchLabelKeys: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _supported(self) -> PodAffinityTerm:
+        selector = self.namespaceSelector
+        if selector is not None and (selector.matchLabels or selector.matchExpressions):
+            raise ValueError("namespaceSelector with labels is not supported (hetsched does not read Namespace "
+                             "labels, and would place the pod as if it were absent): list the namespaces in "
+                             "namespaces, or use namespaceSelector: {} for all")
+        return self
+
+
+class WeightedPodAffinityTerm(_Strict):
+    weight: int = Field(ge=1, le=100)
+    podAffinityTerm: PodAffinityTerm
+
+
+class PodAffinity(_Strict):
+    requiredDuringSchedulingIgnoredDuringExecution: list[PodAffinityTerm] = Field(default_factory=list)
+    preferredDuringSchedulingIgnoredDuringExecution: list[WeightedPodAffinityTerm] = Field(default_factory=list)
+
+
 class Affinity(_Model):
     nodeAffinity: NodeAffinity | None = None
+    podAffinity: PodAffinity | None = None
+    podAntiAffinity: PodAffinity | None = None
+
+
+class TopologySpreadConstraint(_Strict):
+    """Kubernetes' ``TopologySpreadConstraint``: matching pods per ``topologyKey`` domain may differ by at
+    most ``maxSkew``."""
+
+    maxSkew: int = Field(ge=1)
+    topologyKey: str = Field(min_length=1)
+    whenUnsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
+    labelSelector: LabelSelector | None = None
+    minDomains: int | None = Field(default=None, ge=1)
+    nodeAffinityPolicy: Literal["Honor", "Ignore"] | None = None
+    nodeTaintsPolicy: Literal["Honor", "Ignore"] | None = None
+    matchLabelKeys: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _min_domains(self) -> TopologySpreadConstraint:
+        if self.minDomains is not None and self.whenUnsatisfiable != "DoNotSchedule":
+            raise ValueError("minDomains needs whenUnsatisfiable: DoNotSchedule")
+        return self
 
 
 class PodSpec(_Model):
@@ -252,6 +338,7 @@ class PodSpec(_Model):
     schedulerName: str = "default-scheduler"
     nodeName: str = ""
     restartPolicy: Literal["Always", "OnFailure", "Never"] | None = None
+    topologySpreadConstraints: list[TopologySpreadConstraint] = Field(default_factory=list)
 
     @cached_property
     def requests(self) -> dict[str, int]:
@@ -270,6 +357,13 @@ class PodSpec(_Model):
         return total
 
     @cached_property
+    def pod_topology(self) -> bool:
+        """Does the pod place itself relative to other pods (pod affinity, anti-affinity, spread)?"""
+        affinity = self.affinity
+        return bool(self.topologySpreadConstraints or (affinity is not None and (
+            affinity.podAffinity is not None or affinity.podAntiAffinity is not None)))
+
+    @cached_property
     def placement_key(self) -> str:
         """Everything that decides where this pod may go and how nodes are scored.
 
@@ -280,6 +374,7 @@ class PodSpec(_Model):
             "s": sorted(self.nodeSelector.items()),
             "a": self.affinity.model_dump(mode="json") if self.affinity else None,
             "t": [t.model_dump(mode="json") for t in self.tolerations],
+            "ts": [c.model_dump(mode="json") for c in self.topologySpreadConstraints],
         }
         return json.dumps(parts, sort_keys=True, separators=(",", ":"))
 
@@ -696,39 +791,6 @@ class Command(_Model):
     target: TargetReference
     reason: str = ""
     message: str = ""
-
-
-class LabelSelectorRequirement(_Strict):
-    key: str = Field(min_length=1)
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _values_match_operator(self) -> LabelSelectorRequirement:
-        if self.operator in ("In", "NotIn") and not self.values:
-            raise ValueError(f"operator {self.operator} needs at least one value")
-        if self.operator in ("Exists", "DoesNotExist") and self.values:
-            raise ValueError(f"operator {self.operator} takes no values")
-        return self
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        if self.operator == "In":
-            return labels.get(self.key) in self.values
-        if self.operator == "NotIn":
-            return labels.get(self.key) not in self.values
-        if self.operator == "Exists":
-            return self.key in labels
-        return self.key not in labels
-
-
-class LabelSelector(_Strict):
-    matchLabels: StringMap = Field(default_factory=dict)
-    matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list)
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        """Kubernetes semantics: every label and every expression must hold (an empty selector matches all)."""
-        return (all(labels.get(k) == v for k, v in self.matchLabels.items())
-                and all(e.matches(labels) for e in self.matchExpressions))
 
 
 def _int_or_percent(value: object) -> object:

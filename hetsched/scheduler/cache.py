@@ -54,6 +54,7 @@ from hetsched.scheduler.snapshot import (
     JobInfo,
     NodeArrays,
     NumaArrays,
+    PlacedPod,
     QueueInfo,
     ResourceIndex,
     RunningPod,
@@ -98,9 +99,10 @@ class _PodRecord:
     """Fractional holdings per accelerator resource: (chip, milli, memory MiB)."""
     numa: int | None = None
     """NUMA node its exclusive CPUs are pinned to (``hetsched.io/numa-node``), fixed when first accounted."""
-    placement: tuple[str, str, str, bool] | None = None
-    """Annotations that split pods into groups (models, MLU-Link policy, NUMA policy) and whether it says
-    ``preemptionPolicy: Never``: read once per pod, not once per cycle."""
+    placement: tuple[str, str, str, bool, tuple[tuple[str, str], ...]] | None = None
+    """Annotations that split pods into groups (models, MLU-Link policy, NUMA policy), whether it says
+    ``preemptionPolicy: Never``, and its labels (what pod affinity and spread selectors match): read once
+    per pod, not once per cycle."""
 
 
 class _Devices:
@@ -529,6 +531,19 @@ class SchedulerCache:
         self._register(podgroup.spec.minResources)
         self._group(key).podgroup = podgroup
 
+    def _placed(self) -> list[PlacedPod]:
+        """Every pod on a node (bound, or terminating there), for pod affinity and topology spread."""
+        placed = []
+        for record in self._pods.values():
+            if record.node < 0 or record.state not in ("bound", "releasing"):
+                continue
+            pod = record.pod
+            affinity = pod.spec.affinity
+            anti = affinity.podAntiAffinity if affinity is not None else None
+            placed.append(PlacedPod(pod.metadata.namespace or "default", pod.metadata.labels, record.node,
+                                    tuple(anti.requiredDuringSchedulingIgnoredDuringExecution) if anti else ()))
+        return placed
+
     def _running(self, jobs: dict[str, JobInfo]) -> tuple[list[RunningPod], list[int]]:
         """Bound pods of the snapshot's jobs with what they hold, and the disruptions each
         PodDisruptionBudget allows (``api.disruption``), for the eviction actions."""
@@ -631,7 +646,7 @@ class SchedulerCache:
             podgroup = group.podgroup
             if podgroup is None or (podgroup.status.phase == "Completed" and not group.pending):
                 continue
-            by_placement: dict[tuple[str, object, int, str, str, str], list[str]] = {}
+            by_placement: dict[tuple[str, object, int, str, str, str, tuple[tuple[str, str], ...]], list[str]] = {}
             never = False
             for pod_key in group.pending:
                 record = self._pods[pod_key]
@@ -640,11 +655,12 @@ class SchedulerCache:
                     record.placement = (annotations.get(MODELS_ANNOTATION, ""),
                                         annotations.get(MLU_LINK_ANNOTATION, "").strip(),
                                         annotations.get(NUMA_POLICY_ANNOTATION, "").strip(),
-                                        record.pod.spec.preemptionPolicy == "Never")
-                models, mlu_link, numa_policy, refuses = record.placement
+                                        record.pod.spec.preemptionPolicy == "Never",
+                                        tuple(sorted(record.pod.metadata.labels.items())))
+                models, mlu_link, numa_policy, refuses, labels = record.placement
                 never = never or refuses
                 by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority, models,
-                                         mlu_link, numa_policy), []).append(pod_key)
+                                         mlu_link, numa_policy, labels), []).append(pod_key)
             job = JobInfo(
                 key=key, podgroup=podgroup, queue=podgroup.spec.queue or self.default_queue,
                 priority=self._class_value(podgroup.spec.priorityClassName) if podgroup.spec.priorityClassName
@@ -658,7 +674,7 @@ class SchedulerCache:
                 preempts=not never and self._class_preempts(podgroup),
                 max_unavailable=self._budget(podgroup, len(group.pods)),
             )
-            for (task, placement_key, priority, models, mlu_link, numa_policy), keys in by_placement.items():
+            for (task, placement_key, priority, models, mlu_link, numa_policy, labels), keys in by_placement.items():
                 record = self._pods[keys[0]]
                 request = record.request
                 job.groups.append(TaskGroup(
@@ -666,6 +682,7 @@ class SchedulerCache:
                     placement_key=(placement_key, models, mlu_link, numa_policy), numa_policy=numa_policy,
                     request=request, columns=np.flatnonzero(request), priority=priority, pending=keys,
                     models=tuple(m.strip() for m in models.split("|") if m.strip()), mlu_link=mlu_link,
+                    labels=dict(labels), namespace=record.pod.metadata.namespace or "default",
                 ))
             jobs[key] = job
         queues: dict[str, QueueInfo] = {}
@@ -718,7 +735,7 @@ class SchedulerCache:
         numa = NumaArrays(cpu=numa_cpu.astype(np.int64), used=self._numa_used[:rows].copy())
         return Snapshot(
             resources=self.resources, nodes=self._node_arrays(), jobs=jobs, queues=queues, devices=devices,
-            numa=numa, running_source=lambda: self._running(jobs),
+            numa=numa, running_source=lambda: self._running(jobs), placed_source=self._placed,
             priority_classes={n: c.value for n, c in self._priority_classes.items()},
             default_queue=self.default_queue,
         )

@@ -193,10 +193,16 @@ class Plugin:
         """
         raise NotImplementedError
 
-    def node_capacity(self, session: Session, group: TaskGroup) -> IntArray:
+    def node_capacity(self, session: Session, group: TaskGroup) -> IntArray | None:
         """How many pods of ``group`` each node can take by this plugin's own rules (e.g. which chip sets
-        are still free and legal), on top of resource fit. Combined by minimum."""
+        are still free and legal), on top of resource fit; None: no limit for this group. Combined by
+        minimum. Unlike ``node_filter`` it is asked again after every placement (it may depend on them)."""
         raise NotImplementedError
+
+    def node_capacity_reasons(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
+        """Why ``node_capacity`` rules nodes out, as (reason, nodes) pairs, for ``explain``; [] = the
+        generic device-topology reason."""
+        return []
 
     def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         """Weighted score of putting one more pod of ``group`` on each ``nodes[i]`` that already holds

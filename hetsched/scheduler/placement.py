@@ -146,6 +146,11 @@ def explain(session: Session, group: TaskGroup) -> Status:
     limit = session.capacity_limit(group)
     if limit is not None:
         blocked = fits & (limit <= 0)
+        for reason, failing in session.capacity_reasons(group):  # pod affinity, spread: named
+            hit = blocked & failing
+            if hit.any():
+                counts[reason] += int(hit.sum())
+                blocked &= ~failing
         if blocked.any():
             counts[CAPACITY_REASON] += int(blocked.sum())
     parts = [f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
@@ -179,6 +184,18 @@ def place_job(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: 
         if wanted <= 0:
             return 0
         allowed = session.allocatable(queue, group, wanted)
+        if group.spec.pod_topology:  # each pod counts for the next (affinity, spread): one at a time
+            placed = 0
+            for _ in range(min(wanted, allowed)):
+                one = place_group(session, group, 1, future=future)
+                if not len(one):
+                    break
+                statement.allocate(group, one, pipelined=future)
+                placed += 1
+            if placed < wanted and not future:
+                _fail(job, explain(session, group) if placed < allowed else Status(
+                    Code.UNSCHEDULABLE, (f"queue {queue.name} is at its deserved share or capability",)))
+            return placed
         nodes = place_group(session, group, wanted, future=future)
         if len(nodes) > allowed:
             # The nodes could take more, the queue may not: blame the queue (placement is greedy, so the

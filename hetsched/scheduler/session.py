@@ -30,6 +30,7 @@ from hetsched.scheduler.framework import (
     implements,
 )
 from hetsched.scheduler.plugins.registry import PLUGINS
+from hetsched.scheduler.podtopology import PodTopology
 from hetsched.scheduler.snapshot import JobInfo, QueueInfo, RunningPod, Snapshot, TaskGroup
 
 
@@ -41,6 +42,8 @@ class Session:
         self.conf = conf
         self.now = now
         self.decisions = Decisions()
+        self.pod_topology = PodTopology(snapshot, snapshot.nodes)
+        """Placed pods per topology domain, for pod (anti-)affinity and spread (``predicates``, ``nodeorder``)."""
         self.bind_annotations: dict[str, dict[str, str]] = {}
         """Pod key → annotations to write at bind (device hand-off), filled by plugins on allocation."""
         self.plugins: list[Plugin] = []
@@ -158,12 +161,18 @@ class Session:
         return cached
 
     def capacity_limit(self, group: TaskGroup) -> IntArray | None:
-        """Per node, the fewest pods of ``group`` any ``node_capacity`` plugin allows (None: no plugin)."""
+        """Per node, the fewest pods of ``group`` any ``node_capacity`` plugin allows (None: no limit)."""
         limit: IntArray | None = None
         for plugin in self._points["node_capacity"]:
             cap = plugin.node_capacity(self, group)
-            limit = cap if limit is None else np.minimum(limit, cap)
+            if cap is not None:
+                limit = cap if limit is None else np.minimum(limit, cap)
         return limit
+
+    def capacity_reasons(self, group: TaskGroup) -> list[tuple[str, BoolArray]]:
+        """Why ``node_capacity`` plugins rule nodes out for ``group``: (reason, nodes) pairs, for ``explain``."""
+        return [reason for plugin in self._points["node_capacity"]
+                for reason in plugin.node_capacity_reasons(self, group)]
 
     def score(self, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         total = np.zeros(len(nodes), dtype=np.float64)
@@ -180,10 +189,12 @@ class Session:
     def on_allocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
         for plugin in self.plugins:
             plugin.on_allocate(group, pods, nodes)
+        self.pod_topology.on_allocate(group, nodes)
 
     def on_deallocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
         for plugin in self.plugins:
             plugin.on_deallocate(group, pods, nodes)
+        self.pod_topology.on_deallocate(group, nodes)
 
     # ------------------------------------------------------------------------------ close
 

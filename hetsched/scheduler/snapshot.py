@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.api.objects import PodGroup, PodSpec, QueueAffinity, Taint
+from hetsched.api.objects import PodAffinityTerm, PodGroup, PodSpec, QueueAffinity, Taint
 
 if TYPE_CHECKING:
     from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray
@@ -147,6 +147,9 @@ class TaskGroup:
     """The pods' own MLU-Link policy (``hetsched.io/mlu-link-policy``); empty = the cluster-wide one."""
     numa_policy: str = ""
     """The pods' NUMA topology policy (``volcano.sh/numa-topology-policy``); empty = none."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """The pods' labels (pods of a group share them: what pod affinity and spread selectors match)."""
+    namespace: str = "default"
 
     def __post_init__(self) -> None:
         self.size = self.size or len(self.pending)
@@ -287,6 +290,17 @@ class NumaArrays:
         return free
 
 
+@dataclass(frozen=True)
+class PlacedPod:
+    """A bound pod as pod affinity and spread constraints see it."""
+
+    namespace: str
+    labels: dict[str, str]
+    node: int
+    anti: tuple[PodAffinityTerm, ...] = ()
+    """Its own required anti-affinity terms (which keep matching pods out of its domain: symmetry)."""
+
+
 @dataclass
 class RunningPod:
     """A pod holding resources on a node (a possible eviction victim), as ``preempt`` and ``reclaim`` see it."""
@@ -353,6 +367,9 @@ class Snapshot:
     """Accelerator resource → per-node chip state (from node inventories)."""
     numa: NumaArrays | None = None
     """CPU per NUMA node (None in hand-built snapshots: no NUMA information)."""
+    placed_source: Callable[[], list[PlacedPod]] | None = None
+    """Builds :attr:`placed` on first use (only pods placing themselves relative to others need it)."""
+    _placed: list[PlacedPod] | None = None
     running_source: Callable[[], tuple[list[RunningPod], list[int]]] | None = None
     """Builds :attr:`running` and :attr:`disruption_allowed` on first use (only the eviction actions need
     them; at 100,000 bound pods they are not free)."""
@@ -361,6 +378,14 @@ class Snapshot:
     budget_spent: dict[int, int] = field(default_factory=dict)
     """PodDisruptionBudget index → disruptions this session's chosen victims spend (kept by the eviction
     planner as it releases and restores victims)."""
+
+    @property
+    def placed(self) -> list[PlacedPod]:
+        """Every pod bound to a node and not finished (any scheduler's): what pod affinity, anti-affinity and
+        topology spread count."""
+        if self._placed is None:
+            self._placed = self.placed_source() if self.placed_source is not None else []
+        return self._placed
 
     def _build_running(self) -> None:
         self._running, self._allowed = self.running_source() if self.running_source is not None else ([], [])

@@ -24,6 +24,7 @@ from hetsched.scheduler.conf import SchedulerConf
 from hetsched.scheduler.framework import Arguments, FloatArray
 from hetsched.scheduler.placement import capacity, shortages, static_failures
 from hetsched.scheduler.plugins import devicetopology
+from hetsched.scheduler.podtopology import AFFINITY_REASON, ANTI_AFFINITY_REASON, EXISTING_ANTI_REASON, SPREAD_REASON
 from hetsched.scheduler.session import Session
 from hetsched.scheduler.snapshot import JobInfo, QueueInfo, Snapshot, TaskGroup
 
@@ -83,6 +84,12 @@ def _node_reasons(session: Session, group: TaskGroup, accounts: ChipAccounts) ->
     limit = session.capacity_limit(group)
     if limit is not None:
         blocked = remaining & (limit <= 0)
+        for reason, failing in session.capacity_reasons(group):  # pod affinity, anti-affinity, spread
+            hit = blocked & failing
+            if hit.any():
+                counts[reason] += int(hit.sum())
+                blocked &= ~failing
+                remaining &= ~hit
         for row in np.flatnonzero(blocked).tolist():
             counts[_device_reason(session, group, row, accounts)] += 1
         remaining &= ~blocked
@@ -174,6 +181,16 @@ def explain_job(snapshot: Snapshot, conf: SchedulerConf, job_key: str, now: floa
     return explanation
 
 
+POD_RULE_HINTS = {
+    AFFINITY_REASON: "have none of the pods the pod's required podAffinity wants in their topology domain: "
+                     "start those first, or make the term preferred",
+    ANTI_AFFINITY_REASON: "already hold (in their topology domain) pods its required podAntiAffinity avoids: "
+                          "add nodes or domains, lower the replicas, or make the term preferred",
+    EXISTING_ANTI_REASON: "run pods whose own required podAntiAffinity keeps this pod out of their domain",
+    SPREAD_REASON: "would break a DoNotSchedule topology spread constraint (maxSkew, or a node without the "
+                   "topologyKey label): label the nodes, raise maxSkew, or use ScheduleAnyway",
+}
+
 def _unblock(explanation: Explanation, job: JobInfo, overused: bool) -> list[str]:
     if job.phase not in ("Pending", "Inqueue") and not any(g.pending for g in explanation.groups):
         return []  # running with nothing left to place: nothing to unblock
@@ -195,6 +212,8 @@ def _unblock(explanation: Explanation, job: JobInfo, overused: bool) -> list[str
     for group in explanation.groups:
         fits = sum(n for n, reason in group.nodes if reason == "fits")
         for n, reason in group.nodes:
+            if reason in POD_RULE_HINTS:
+                hints.append(f"{n} node(s) {POD_RULE_HINTS[reason]}")
             if reason.startswith("insufficient "):
                 hints.append(f"{reason.removeprefix('insufficient ')}: free capacity on {n} node(s) is short; "
                              "wait for running pods, preempt lower-priority work, or add nodes")

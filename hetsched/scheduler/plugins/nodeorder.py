@@ -15,8 +15,9 @@ Arguments (Volcano's keys and defaults)::
         balancedresource.weight: 1
         nodeaffinity.weight: 1       # preferredDuringScheduling node affinity
         tainttoleration.weight: 1    # fewer intolerable PreferNoSchedule taints is better
-        # podaffinity.weight, imagelocality.weight, podtopologyspread.weight: accepted, no effect
-        # (hetsched models no pod affinity, images or spread constraints yet)
+        podaffinity.weight: 1        # preferred pod affinity / anti-affinity (scheduler.podtopology)
+        podtopologyspread.weight: 2  # ScheduleAnyway spread: fewer matching pods in the domain is better
+        # imagelocality.weight: accepted, no effect (hetsched models no images)
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class NodeOrder(Plugin):
         self.balanced = arguments.number("balancedresource.weight", 1)
         self.affinity = arguments.number("nodeaffinity.weight", 1)
         self.taint = arguments.number("tainttoleration.weight", 1)
+        self.pod_affinity = arguments.number("podaffinity.weight", 1)
+        self.spread = arguments.number("podtopologyspread.weight", 2)
         self._static: dict[object, FloatArray] = {}
 
     def _static_scores(self, session: Session, group: TaskGroup) -> FloatArray | None:
@@ -88,4 +91,6 @@ class NodeOrder(Plugin):
         static = self._static_scores(session, group)
         if static is not None:
             score += static[nodes]
+        if group.spec.pod_topology and (self.pod_affinity or self.spread):
+            score += session.pod_topology.scores(group, nodes, self.pod_affinity, self.spread)
         return score

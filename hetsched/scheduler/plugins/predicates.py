@@ -1,9 +1,12 @@
-"""``predicates``: static node filters — readiness, cordon, nodeSelector, required node affinity, taints.
+"""``predicates``: node filters — readiness, cordon, nodeSelector, required node affinity, taints (static),
+and pod affinity, pod anti-affinity and topology spread (which depend on where pods are).
 
 Who calls it: the session's ``static_checks`` (``node_filter``), once per distinct placement key per cycle,
-vectorised over all nodes via integer label codes. Every failure here is *unresolvable*: freeing
-resources would not make the node fit. Resource fit and the pod-count limit are checked by the allocate
-action itself (the ``pods`` resource), as Volcano does.
+vectorised over all nodes via integer label codes. Every failure there is *unresolvable*: freeing
+resources would not make the node fit. Pod (anti-)affinity and ``DoNotSchedule`` spread constraints
+(``scheduler.podtopology``) are a ``node_capacity``, asked again after each placement: a node passes with
+room for one more pod of the group, and ``explain`` names the rule that failed. Resource fit and the
+pod-count limit are checked by the allocate action itself (the ``pods`` resource), as Volcano does.
 
 Arguments (Volcano's keys; the ones hetsched has no counterpart for are accepted and have no effect)::
 
@@ -11,6 +14,8 @@ Arguments (Volcano's keys; the ones hetsched has no counterpart for are accepted
       arguments:
         predicate.NodeAffinityEnable: true      # nodeSelector + required node affinity
         predicate.TaintTolerationEnable: true   # NoSchedule / NoExecute taints
+        predicate.PodAffinityEnable: true       # required pod affinity / anti-affinity
+        predicate.PodTopologySpreadEnable: true # DoNotSchedule topology spread constraints
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import Arguments, BoolArray, Plugin
+from hetsched.scheduler.framework import Arguments, BoolArray, IntArray, Plugin
 from hetsched.scheduler.nodematch import selector_matches, taint_text, term_matches, untolerated
+from hetsched.scheduler.podtopology import AFFINITY_REASON, ANTI_AFFINITY_REASON, EXISTING_ANTI_REASON, SPREAD_REASON
 from hetsched.scheduler.snapshot import TaskGroup
 
 if TYPE_CHECKING:
@@ -44,6 +50,34 @@ class Predicates(Plugin):
         arguments.check_known(_ACCEPTED)
         self.affinity = arguments.flag("predicate.NodeAffinityEnable", True)
         self.taints = arguments.flag("predicate.TaintTolerationEnable", True)
+        self.pod_affinity = arguments.flag("predicate.PodAffinityEnable", True)
+        self.spread = arguments.flag("predicate.PodTopologySpreadEnable", True)
+
+    def _pod_rules(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
+        topology = session.pod_topology
+        if not (group.spec.pod_topology or (self.pod_affinity and topology.repels())):
+            return []
+        skip = set()
+        if not self.pod_affinity:
+            skip |= {AFFINITY_REASON, ANTI_AFFINITY_REASON, EXISTING_ANTI_REASON}
+        if not self.spread:
+            skip.add(SPREAD_REASON)
+        return [(reason, mask) for reason, mask in topology.failures(group) if reason not in skip]
+
+    def node_capacity(self, session: Session, group: TaskGroup) -> IntArray | None:
+        rules = self._pod_rules(session, group)
+        if not rules:
+            return None
+        failing = np.zeros(len(session.nodes), dtype=bool)
+        for _, mask in rules:
+            failing |= mask
+        # pods placing themselves relative to others go one at a time (placement.place_job), so one more
+        # per passing node; otherwise only placed pods' anti-affinity applies, which these pods do not change
+        room = 1 if group.spec.pod_topology else np.iinfo(np.int64).max // 4
+        return np.where(failing, 0, room).astype(np.int64)
+
+    def node_capacity_reasons(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
+        return self._pod_rules(session, group)
 
     def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
         nodes = session.nodes
