@@ -138,3 +138,31 @@ def test_explain_names_the_pod_rule_and_what_would_unblock_it() -> None:
     assert reasons == ["node(s) didn't satisfy existing pods anti-affinity rules"]
     assert any("keeps this pod out of their domain" in hint for hint in explanation.unblock)
     assert "node(s) didn't satisfy existing pods anti-affinity rules" in h2.condition("web")
+
+
+def with_spec(objects: list[AnyObject], **update: Any) -> list[AnyObject]:
+    out: list[AnyObject] = []
+    for obj in objects:
+        if isinstance(obj, Pod):
+            data = obj.model_dump(mode="json")
+            data["spec"].update(update)
+            obj = Pod.model_validate(data)
+        out.append(obj)
+    return out
+
+
+def test_host_ports_are_free_per_node_and_scheduling_gates_hold_a_pod_back() -> None:
+    ports = [{"name": "main", "ports": [{"containerPort": 29500, "hostPort": 29500}],
+              "resources": {"limits": {ASCEND: 1}, "requests": {"cpu": "1"}}}]
+    taken = with_spec(replicas("old", 1, labels={"app": "old"}, placed_on=["n0"]), containers=ports)
+    h = harness([*zoned(3), *taken, *with_spec(replicas("web", 2, labels={"app": "web"}), containers=ports)])
+    h.cycle()
+    assert sorted(h.bindings()[f"web-{i}"] for i in range(2)) == ["n1", "n2"]  # not n0, not both on one node
+    h = harness([*zoned(1), *taken, *with_spec(replicas("web", 1, labels={"app": "web"}), containers=ports)])
+    h.cycle()
+    assert "node(s) didn't have free ports for the requested pod ports" in h.condition("web")
+    gated = with_spec(replicas("web", 1, labels={"app": "web"}), schedulingGates=[{"name": "quota.example/wait"}])
+    h = harness([*zoned(2), *gated])
+    h.cycle()
+    assert h.bindings() == {}
+    assert "the pod has scheduling gates (quota.example/wait)" in h.condition("web")

@@ -171,9 +171,21 @@ class ResourceRequirements(_Model):
         return {k: v for k, v in merged.items() if v}
 
 
+class ContainerPort(_Model):
+    containerPort: int = Field(ge=1, le=65535)
+    hostPort: int | None = Field(default=None, ge=0, le=65535)
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    hostIP: str = ""
+
+
 class Container(_Model):
     name: str = Field(min_length=1)
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
+    ports: list[ContainerPort] = Field(default_factory=list)
+
+
+class SchedulingGate(_Strict):
+    name: str = Field(min_length=1)
 
 
 class Toleration(_Model):
@@ -339,6 +351,9 @@ class PodSpec(_Model):
     nodeName: str = ""
     restartPolicy: Literal["Always", "OnFailure", "Never"] | None = None
     topologySpreadConstraints: list[TopologySpreadConstraint] = Field(default_factory=list)
+    schedulingGates: list[SchedulingGate] = Field(default_factory=list)
+    """While any gate is listed the pod is not scheduled (kube-scheduler's SchedulingGates)."""
+    hostNetwork: bool = False
 
     @cached_property
     def requests(self) -> dict[str, int]:
@@ -357,10 +372,19 @@ class PodSpec(_Model):
         return total
 
     @cached_property
+    def host_ports(self) -> frozenset[tuple[str, int]]:
+        """(protocol, port) it takes on its node: each container's hostPort (with ``hostNetwork``, its
+        containerPort), as kube-scheduler's NodePorts counts them."""
+        return frozenset((port.protocol, port.hostPort or (port.containerPort if self.hostNetwork else 0))
+                         for container in (*self.initContainers, *self.containers) for port in container.ports
+                         if port.hostPort or self.hostNetwork)
+
+    @cached_property
     def pod_topology(self) -> bool:
-        """Does the pod place itself relative to other pods (pod affinity, anti-affinity, spread)?"""
+        """Does the pod place itself relative to other pods (pod affinity, anti-affinity, spread, host
+        ports)?"""
         affinity = self.affinity
-        return bool(self.topologySpreadConstraints or (affinity is not None and (
+        return bool(self.topologySpreadConstraints or self.host_ports or (affinity is not None and (
             affinity.podAffinity is not None or affinity.podAntiAffinity is not None)))
 
     @cached_property
@@ -375,6 +399,8 @@ class PodSpec(_Model):
             "a": self.affinity.model_dump(mode="json") if self.affinity else None,
             "t": [t.model_dump(mode="json") for t in self.tolerations],
             "ts": [c.model_dump(mode="json") for c in self.topologySpreadConstraints],
+            "g": [g.name for g in self.schedulingGates],
+            "p": sorted(self.host_ports),
         }
         return json.dumps(parts, sort_keys=True, separators=(",", ":"))
 

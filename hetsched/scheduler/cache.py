@@ -541,7 +541,8 @@ class SchedulerCache:
             affinity = pod.spec.affinity
             anti = affinity.podAntiAffinity if affinity is not None else None
             placed.append(PlacedPod(pod.metadata.namespace or "default", pod.metadata.labels, record.node,
-                                    tuple(anti.requiredDuringSchedulingIgnoredDuringExecution) if anti else ()))
+                                    tuple(anti.requiredDuringSchedulingIgnoredDuringExecution) if anti else (),
+                                    pod.spec.host_ports))
         return placed
 
     def _running(self, jobs: dict[str, JobInfo]) -> tuple[list[RunningPod], list[int]]:

@@ -26,6 +26,8 @@ Rules (kube-scheduler's):
   required node affinity (``nodeAffinityPolicy: Honor``, the default) and, with ``nodeTaintsPolicy:
   Honor``, tolerate their NoSchedule taints; with fewer eligible domains than ``minDomains`` the fewest is
   0. A node without the key fails;
+- host ports (``hostPort``, or ``containerPort`` with ``hostNetwork``): a node where a placed pod takes
+  the same (protocol, port) fails, as kube-scheduler's NodePorts;
 - preferred terms: Σ weight × matching pods in the node's domain (anti-affinity subtracts), and spread
   ``ScheduleAnyway``: fewer matching pods in the domain is better; both scaled to 0–100 over the
   candidate nodes, as kube-scheduler normalises them.
@@ -46,6 +48,7 @@ AFFINITY_REASON = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY_REASON = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
 SPREAD_REASON = "node(s) didn't match pod topology spread constraints"
+PORTS_REASON = "node(s) didn't have free ports for the requested pod ports"
 MAX_SCORE = 100.0
 
 
@@ -56,6 +59,7 @@ class _Added:
     namespace: str
     labels: dict[str, str]
     anti: tuple[PodAffinityTerm, ...]
+    ports: frozenset[tuple[str, int]]
     rows: list[int] = field(default_factory=list)
 
 
@@ -107,7 +111,7 @@ class PodTopology:
             anti = affinity.podAntiAffinity if affinity is not None else None
             added = self._added[id(group)] = _Added(
                 group.namespace, group.labels, tuple(anti.requiredDuringSchedulingIgnoredDuringExecution) if anti
-                else ())
+                else (), group.spec.host_ports)
         added.rows += nodes.tolist()
 
     def on_deallocate(self, group: TaskGroup, nodes: IntArray) -> None:
@@ -172,6 +176,8 @@ class PodTopology:
             result.append((ANTI_AFFINITY_REASON, failing))
         if self.repels():
             result.append((EXISTING_ANTI_REASON, self._existing_anti(group)))
+        if spec.host_ports:
+            result.append((PORTS_REASON, self._ports_taken(spec.host_ports)))
         spread = [c for c in spec.topologySpreadConstraints if c.whenUnsatisfiable == "DoNotSchedule"]
         if spread:
             failing = np.zeros(len(self.nodes), dtype=bool)
@@ -179,6 +185,14 @@ class PodTopology:
                 failing |= self._skewed(group, constraint)
             result.append((SPREAD_REASON, failing))
         return result
+
+    def _ports_taken(self, wanted: frozenset[tuple[str, int]]) -> BoolArray:
+        """Nodes where a placed pod (or one placed this session) already takes one of ``wanted``."""
+        taken = np.zeros(len(self.nodes), dtype=bool)
+        rows = [pod.node for pod in self.snapshot.placed if pod.ports & wanted]
+        rows += [row for added in self._added.values() if added.ports & wanted for row in added.rows]
+        taken[np.asarray(rows, dtype=np.int64)] = True
+        return taken
 
     def _existing_anti(self, group: TaskGroup) -> BoolArray:
         """Nodes in the domain of a placed pod whose required anti-affinity matches this group's pods."""

@@ -299,6 +299,8 @@ class PlacedPod:
     node: int
     anti: tuple[PodAffinityTerm, ...] = ()
     """Its own required anti-affinity terms (which keep matching pods out of its domain: symmetry)."""
+    ports: frozenset[tuple[str, int]] = frozenset()
+    """Host ports it takes on its node."""
 
 
 @dataclass

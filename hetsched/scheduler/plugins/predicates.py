@@ -16,6 +16,9 @@ Arguments (Volcano's keys; the ones hetsched has no counterpart for are accepted
         predicate.TaintTolerationEnable: true   # NoSchedule / NoExecute taints
         predicate.PodAffinityEnable: true       # required pod affinity / anti-affinity
         predicate.PodTopologySpreadEnable: true # DoNotSchedule topology spread constraints
+        predicate.NodePortsEnable: true         # host ports free on the node
+
+A pod with ``schedulingGates`` fits no node until its gates are removed (the reason names them).
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ import numpy as np
 
 from hetsched.scheduler.framework import Arguments, BoolArray, IntArray, Plugin
 from hetsched.scheduler.nodematch import selector_matches, taint_text, term_matches, untolerated
-from hetsched.scheduler.podtopology import AFFINITY_REASON, ANTI_AFFINITY_REASON, EXISTING_ANTI_REASON, SPREAD_REASON
+from hetsched.scheduler.podtopology import (
+    AFFINITY_REASON,
+    ANTI_AFFINITY_REASON,
+    EXISTING_ANTI_REASON,
+    PORTS_REASON,
+    SPREAD_REASON,
+)
 from hetsched.scheduler.snapshot import TaskGroup
 
 if TYPE_CHECKING:
@@ -52,12 +61,15 @@ class Predicates(Plugin):
         self.taints = arguments.flag("predicate.TaintTolerationEnable", True)
         self.pod_affinity = arguments.flag("predicate.PodAffinityEnable", True)
         self.spread = arguments.flag("predicate.PodTopologySpreadEnable", True)
+        self.ports = arguments.flag("predicate.NodePortsEnable", True)
 
     def _pod_rules(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
         topology = session.pod_topology
         if not (group.spec.pod_topology or (self.pod_affinity and topology.repels())):
             return []
         skip = set()
+        if not self.ports:
+            skip.add(PORTS_REASON)
         if not self.pod_affinity:
             skip |= {AFFINITY_REASON, ANTI_AFFINITY_REASON, EXISTING_ANTI_REASON}
         if not self.spread:
@@ -98,4 +110,8 @@ class Predicates(Plugin):
         if self.taints:
             for taint, mask in untolerated(nodes, spec.tolerations, ("NoSchedule", "NoExecute")).items():
                 failures.append((f"node(s) had untolerated taint {taint_text(taint)}", mask))
+        if spec.schedulingGates:  # kube-scheduler's SchedulingGates: not scheduled until the gates are removed
+            gates = ", ".join(gate.name for gate in spec.schedulingGates)
+            failures.append((f"the pod has scheduling gates ({gates}); it is scheduled once they are removed",
+                             np.ones(len(nodes), dtype=bool)))
         return failures
