@@ -15,7 +15,9 @@ Volcano's FutureIdle = idle + releasing). Not thread-safe.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from hetsched.api.objects import (
     ConfigMap,
     Node,
     Pod,
+    PodAffinityTerm,
     PodDisruptionBudget,
     PodGroup,
     PriorityClass,
@@ -70,6 +73,12 @@ ASCEND_INFO_PREFIX = "mindx-dl-deviceinfo-"
 whose inventory annotation is absent (a cluster running Huawei's device plugin, not hetsched's agent)."""
 CHIP_SLOTS = 16
 MAX_NUMA = 8
+def _required_anti(pod: Pod) -> tuple[PodAffinityTerm, ...]:
+    affinity = pod.spec.affinity
+    anti = affinity.podAntiAffinity if affinity is not None else None
+    return tuple(anti.requiredDuringSchedulingIgnoredDuringExecution) if anti is not None else ()
+
+
 PREEMPTABLE = "volcano.sh/preemptable"
 _TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
 
@@ -185,6 +194,8 @@ class SchedulerCache:
         self._numa_used = np.zeros((0, MAX_NUMA), dtype=np.int64)
         """node row × NUMA node: milli CPU pinned there by bound pods."""
         self._pods: dict[str, _PodRecord] = {}
+        self._anti_pods: set[str] = set()
+        """Placed pods with required pod anti-affinity (which every pod placed after them must respect)."""
         self._groups: dict[str, _Group] = {}
         self._queues: dict[str, Queue] = {}
         self._priority_classes: dict[str, PriorityClass] = {}
@@ -293,6 +304,11 @@ class SchedulerCache:
 
     def _account(self, key: str, record: _PodRecord, sign: int = 1) -> None:
         if record.node >= 0 and record.state in ("bound", "releasing"):
+            if _required_anti(record.pod):
+                if sign > 0:
+                    self._anti_pods.add(key)
+                else:
+                    self._anti_pods.discard(key)
             self._used[:, record.node] += sign * record.request
             if record.state == "releasing":
                 self._releasing[:, record.node] += sign * record.request
@@ -531,18 +547,17 @@ class SchedulerCache:
         self._register(podgroup.spec.minResources)
         self._group(key).podgroup = podgroup
 
-    def _placed(self) -> list[PlacedPod]:
-        """Every pod on a node (bound, or terminating there), for pod affinity and topology spread."""
+    def _placed(self, keys: Iterable[str] | None = None) -> list[PlacedPod]:
+        """Every pod on a node (bound, or terminating there) — or those of ``keys`` — for pod affinity,
+        topology spread and host ports."""
         placed = []
-        for record in self._pods.values():
+        records = self._pods.values() if keys is None else [self._pods[k] for k in keys if k in self._pods]
+        for record in records:
             if record.node < 0 or record.state not in ("bound", "releasing"):
                 continue
             pod = record.pod
-            affinity = pod.spec.affinity
-            anti = affinity.podAntiAffinity if affinity is not None else None
             placed.append(PlacedPod(pod.metadata.namespace or "default", pod.metadata.labels, record.node,
-                                    tuple(anti.requiredDuringSchedulingIgnoredDuringExecution) if anti else (),
-                                    pod.spec.host_ports))
+                                    _required_anti(pod), pod.spec.host_ports))
         return placed
 
     def _running(self, jobs: dict[str, JobInfo]) -> tuple[list[RunningPod], list[int]]:
@@ -737,6 +752,7 @@ class SchedulerCache:
         return Snapshot(
             resources=self.resources, nodes=self._node_arrays(), jobs=jobs, queues=queues, devices=devices,
             numa=numa, running_source=lambda: self._running(jobs), placed_source=self._placed,
+            anti_source=partial(self._placed, tuple(self._anti_pods)) if self._anti_pods else None,
             priority_classes={n: c.value for n, c in self._priority_classes.items()},
             default_queue=self.default_queue,
         )

@@ -92,6 +92,8 @@ class PodTopology:
         self._added: dict[int, _Added] = {}
         """id(group) → its placements in this session."""
         self._anti: list[PlacedPod] | None = None
+        self._repelling = 0
+        """Pods placed this session that carry required anti-affinity."""
         self._base: dict[tuple[str, frozenset[str] | None], list[int]] = {}
         """(selector, namespaces) → rows of the snapshot's placed pods it matches (they do not change in a
         session; the session's own placements are added on top)."""
@@ -99,12 +101,14 @@ class PodTopology:
     def repels(self) -> bool:
         """Does any placed pod (or one placed this session) keep matching pods out of its domain?"""
         if self._anti is None:
-            self._anti = [pod for pod in self.snapshot.placed if pod.anti]
-        return bool(self._anti) or any(a.anti and a.rows for a in self._added.values())
+            self._anti = self.snapshot.placed_anti
+        return bool(self._anti) or self._repelling > 0
 
     # ----------------------------------------------------------------------------------- session
 
     def on_allocate(self, group: TaskGroup, nodes: IntArray) -> None:
+        if not (group.spec.pod_topology or group.labels):
+            return  # nothing can match it, and it constrains nothing
         added = self._added.get(id(group))
         if added is None:
             affinity = group.spec.affinity
@@ -113,6 +117,8 @@ class PodTopology:
                 group.namespace, group.labels, tuple(anti.requiredDuringSchedulingIgnoredDuringExecution) if anti
                 else (), group.spec.host_ports)
         added.rows += nodes.tolist()
+        if added.anti:
+            self._repelling += len(nodes)
 
     def on_deallocate(self, group: TaskGroup, nodes: IntArray) -> None:
         added = self._added.get(id(group))
@@ -120,6 +126,8 @@ class PodTopology:
             return
         for row in nodes.tolist():
             added.rows.remove(row)
+        if added.anti:
+            self._repelling -= len(nodes)
 
     # ----------------------------------------------------------------------------------- counting
 

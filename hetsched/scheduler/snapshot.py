@@ -372,6 +372,9 @@ class Snapshot:
     placed_source: Callable[[], list[PlacedPod]] | None = None
     """Builds :attr:`placed` on first use (only pods placing themselves relative to others need it)."""
     _placed: list[PlacedPod] | None = None
+    anti_source: Callable[[], list[PlacedPod]] | None = None
+    """Builds :attr:`placed_anti`: only the placed pods with required anti-affinity (None: there are none),
+    which every placement must respect — cheap to ask about when there are none."""
     running_source: Callable[[], tuple[list[RunningPod], list[int]]] | None = None
     """Builds :attr:`running` and :attr:`disruption_allowed` on first use (only the eviction actions need
     them; at 100,000 bound pods they are not free)."""
@@ -388,6 +391,13 @@ class Snapshot:
         if self._placed is None:
             self._placed = self.placed_source() if self.placed_source is not None else []
         return self._placed
+
+    @property
+    def placed_anti(self) -> list[PlacedPod]:
+        """The placed pods with required pod anti-affinity."""
+        if self._placed is not None:
+            return [pod for pod in self._placed if pod.anti]
+        return self.anti_source() if self.anti_source is not None else []
 
     def _build_running(self) -> None:
         self._running, self._allowed = self.running_source() if self.running_source is not None else ([], [])
