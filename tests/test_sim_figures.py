@@ -3,6 +3,7 @@
 - Allocation never exceeds 100 %: over random runs with preemption, reclaim, chip faults, NotReady nodes
   and drains, at no instant do the recorded runs of one accelerator kind hold more chips than the cluster
   has; so chip-seconds held ≤ chips × time, per kind and per queue, and the summary's ratio is ≤ 1.
+- A queue's share of the cluster never goes above 1 (a draining node's pods still count against it).
 - Every eviction (preempt, reclaim, drain) is in the evictions table with its cost, and a drain is
   charged with the jobs it hit.
 - Pods and jobs ended by CompleteJob, AbortJob or eviction have their end time.
@@ -92,6 +93,8 @@ def test_allocation_never_exceeds_what_the_cluster_has_and_every_eviction_is_cha
                        for job in case.jobs if job["queue"] == queue and job["kind"] == kind
                        for record in results.jobs if record["name"] == job["name"])
             assert held <= count * KINDS[kind][2] * end + 1e-6
+    for name, queue in results.queues.items():  # the share plot: never above the whole cluster, drains included
+        assert all(point[1] <= 1.0 + 1e-9 for point in queue["series"]), (name, queue["series"])
     for eviction in results.evictions:
         assert eviction["lostChipSeconds"] >= 0
         if eviction["action"] == "drain":
