@@ -166,3 +166,20 @@ def test_host_ports_are_free_per_node_and_scheduling_gates_hold_a_pod_back() -> 
     h.cycle()
     assert h.bindings() == {}
     assert "the pod has scheduling gates (quota.example/wait)" in h.condition("web")
+
+
+def test_min_domains_counts_missing_domains_as_empty() -> None:
+    """Three replicas, two zones, maxSkew 1: fine (2 + 1). With minDomains 3 the fewest is taken as 0 (a
+    third zone is missing), so each zone takes one replica and the third waits — the gang with it."""
+    spread = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+              "labelSelector": {"matchLabels": {"app": "web"}}}
+    h = harness([*zoned(4), *replicas("web", 3, labels={"app": "web"}, spread=[spread])])
+    h.cycle()
+    assert len(h.bindings()) == 3
+    h = harness([*zoned(4), *replicas("web", 3, labels={"app": "web"}, spread=[{**spread, "minDomains": 3}])])
+    h.cycle()
+    assert h.bindings() == {} and "node(s) didn't match pod topology spread constraints" in h.condition("web")
+    # a pod the selector does not match adds nothing to the skew it is checked against
+    h = harness([*zoned(4), *replicas("other", 3, labels={"app": "other"}, spread=[{**spread, "minDomains": 3}])])
+    h.cycle()
+    assert len(h.bindings()) == 3

@@ -21,11 +21,11 @@ Rules (kube-scheduler's):
   matches its own term (the first pod of a group may go anywhere);
 - required anti-affinity: the node's domain holds no matching pod; and, symmetrically, no placed pod
   whose own required anti-affinity matches this pod is in the node's domain (under that term's key);
-- spread, ``DoNotSchedule``: matching pods of the pod's namespace in the node's domain + 1 − the fewest in
-  any eligible domain ≤ ``maxSkew``. Eligible: domains of nodes that pass the pod's nodeSelector and
-  required node affinity (``nodeAffinityPolicy: Honor``, the default) and, with ``nodeTaintsPolicy:
-  Honor``, tolerate their NoSchedule taints; with fewer eligible domains than ``minDomains`` the fewest is
-  0. A node without the key fails;
+- spread, ``DoNotSchedule``: matching pods of the pod's namespace in the node's domain, + 1 when the pod
+  matches the selector itself, − the fewest in any eligible domain ≤ ``maxSkew``. Eligible: domains of
+  nodes that pass the pod's nodeSelector and required node affinity (``nodeAffinityPolicy: Honor``, the
+  default) and, with ``nodeTaintsPolicy: Honor``, tolerate their NoSchedule taints; with fewer eligible
+  domains than ``minDomains`` the fewest is 0. A node without the key fails;
 - host ports (``hostPort``, or ``containerPort`` with ``hostNetwork``): a node where a placed pod takes
   the same (protocol, port) fails, as kube-scheduler's NodePorts;
 - preferred terms: Σ weight × matching pods in the node's domain (anti-affinity subtracts), and spread
@@ -249,8 +249,10 @@ class PodTopology:
         fewest = int(counts[domains].min())
         if constraint.minDomains is not None and int(domains.sum()) < constraint.minDomains:
             fewest = 0
+        selector = _selector(constraint.labelSelector, group, constraint.matchLabelKeys, [])
+        itself = int(selector is not None and selector.matches(group.labels))  # kube-scheduler's selfMatchNum
         mine = np.where(codes >= 0, counts[np.maximum(codes, 0)], 0)
-        return (codes < 0) | (mine + 1 - fewest > constraint.maxSkew)
+        return (codes < 0) | (mine + itself - fewest > constraint.maxSkew)
 
     # ----------------------------------------------------------------------------------- scores
 
