@@ -163,7 +163,7 @@ def test_simulate_takes_the_dumps_on_the_command_line(tmp_path: Path) -> None:
     (NODES + "---\n" + NODES.split("- apiVersion: v1\n  kind: Node\n  metadata: {name: npu-a02")[0] + "kind: List\n",
      "(Node/npu-a01): metadata.name: this node is given twice"),
     ("apiVersion: v1\nkind: List\nitems: []\n", "no nodes: give a ClusterSpec or Node objects"),
-    ("[" * 5000 + "]" * 5000, "nested too deeply"),
+    ("[" * 5000 + "]" * 5000, "nested more than 100 levels deep"),
     ("items: [", "malformed YAML"),
 ], ids=["bad-quantity", "unknown-kind", "node-twice", "no-nodes", "deep", "malformed"])
 def test_bad_dumps_are_errors_naming_the_file_item_and_field(tmp_path: Path, text: str, message: str) -> None:

@@ -60,9 +60,18 @@ def test_second_gang_waits_for_the_first_to_finish() -> None:
 
 
 def test_bad_simulator_annotation_is_an_input_error() -> None:
-    objects = load_text(TWO_JOBS.replace('submit-at: "10"', 'submit-at: "soon"'))
+    """Caught where the file is read (``validate`` names file, document and field), and by the simulator for
+    objects built in code."""
     with pytest.raises(ManifestError) as info:
-        Simulation([node("n1")], objects)
+        load_text(TWO_JOBS.replace('submit-at: "10"', 'submit-at: "soon"'), "jobs.yaml")
+    assert str(info.value) == ('jobs.yaml: document 2 (Job/second): metadata.annotations["hetsched.io/submit-at"]: '
+                               "must be a number of seconds from 0 to 31,536,000, got 'soon'")
+    objects = load_text(TWO_JOBS)
+    second = objects[1]
+    bad = second.model_copy(update={"metadata": second.metadata.model_copy(
+        update={"annotations": {**second.metadata.annotations, "hetsched.io/submit-at": "soon"}})})
+    with pytest.raises(ManifestError) as info:
+        Simulation([node("n1")], [objects[0], bad])
     assert "(Job/second)" in str(info.value) and "hetsched.io/submit-at" in str(info.value)
 
 

@@ -20,7 +20,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from hetsched.api.objects import CLUSTER_SCOPED, KINDS, AnyObject
+from hetsched.api import workload_annotations
+from hetsched.api.objects import CLUSTER_SCOPED, KINDS, AnyObject, Job, object_key
+from hetsched.api.yamlsafe import YamlLimitError, safe_load_all
 
 
 @dataclass(frozen=True)
@@ -109,15 +111,31 @@ def parse_document(doc: Any, source: str, index: int) -> AnyObject | list[Proble
         return _pydantic_problems(exc, source, index, kind, name)
     if kind not in CLUSTER_SCOPED and not obj.metadata.namespace:
         obj = obj.model_copy(update={"metadata": obj.metadata.model_copy(update={"namespace": "default"})})
+    bad = workload_annotations.problems(kind, obj.metadata.annotations, [
+        (f"spec.tasks[{i}].template.metadata.annotations", task.template.metadata.annotations)
+        for i, task in enumerate(obj.spec.tasks)] if isinstance(obj, Job) else [])
+    if bad:
+        return [Problem(source, index, kind, name, field, message) for field, message in bad]
     return obj
 
 
 def load_text(text: str, source: str = "<string>") -> list[AnyObject]:
-    """Parse and validate every document of a YAML stream; raise :class:`ManifestError` on any problem."""
-    objects: list[AnyObject] = []
+    """Parse and validate every document of a YAML stream; raise :class:`ManifestError` on any problem
+    (including an object named twice)."""
+    entries = _entries(text, source)
+    duplicates = duplicate_problems(entries)
+    if duplicates:
+        raise ManifestError(duplicates)
+    return [obj for _, _, obj in entries]
+
+
+def _entries(text: str, source: str) -> list[tuple[str, int, AnyObject]]:
+    objects: list[tuple[str, int, AnyObject]] = []
     problems: list[Problem] = []
     try:
-        documents = list(yaml.safe_load_all(text))
+        documents = safe_load_all(text)
+    except YamlLimitError as exc:
+        raise ManifestError([Problem(source, 0, "", "", "", str(exc))]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -132,15 +150,38 @@ def load_text(text: str, source: str = "<string>") -> list[AnyObject]:
         if isinstance(result, list):
             problems.extend(result)
         else:
-            objects.append(result)
+            objects.append((source, index, result))
     if problems:
         raise ManifestError(problems)
     return objects
 
 
+def duplicate_problems(entries: list[tuple[str, int, AnyObject]]) -> list[Problem]:
+    """Objects named twice (same kind, namespace and name), across all files, as the API server would refuse
+    the second create. A Job may be listed again with a later ``hetsched.io/submit-at``: that is an update
+    (scaling), as ``kubectl apply`` would send it."""
+    seen: dict[tuple[str, str], list[tuple[str, str, int]]] = {}
+    problems = []
+    for source, index, obj in entries:
+        if not obj.metadata.name:
+            continue  # generateName: named on creation
+        key = (obj.kind, object_key(obj))
+        at = obj.metadata.annotations.get(workload_annotations.SUBMIT_AT, "0")
+        earlier = seen.setdefault(key, [])
+        if earlier and (obj.kind != "Job" or any(float(at) == float(previous) for previous, _, _ in earlier)):
+            first_source, first_index = earlier[0][1], earlier[0][2]
+            hint = (f" (a Job listed again needs a later {workload_annotations.SUBMIT_AT}: it is an update)"
+                    if obj.kind == "Job" else "")
+            problems.append(Problem(source, index, obj.kind, obj.metadata.name, "metadata.name",
+                                    f"{obj.kind} {object_key(obj)} is already defined in {first_source} document "
+                                    f"{first_index}{hint}"))
+        earlier.append((at, source, index))
+    return problems
+
+
 def load_files(paths: Iterable[str | Path]) -> list[AnyObject]:
     """Load several files; problems of all files are collected before raising."""
-    objects: list[AnyObject] = []
+    entries: list[tuple[str, int, AnyObject]] = []
     problems: list[Problem] = []
     for path in paths:
         source = str(path)
@@ -151,9 +192,10 @@ def load_files(paths: Iterable[str | Path]) -> list[AnyObject]:
             problems.append(Problem(source, 0, "", "", "", f"cannot read file: {reason}"))
             continue
         try:
-            objects.extend(load_text(text, source))
+            entries.extend(_entries(text, source))
         except ManifestError as exc:
             problems.extend(exc.problems)
+    problems += duplicate_problems(entries)
     if problems:
         raise ManifestError(problems)
-    return objects
+    return [obj for _, _, obj in entries]

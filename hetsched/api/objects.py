@@ -19,10 +19,10 @@ import re
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
 from hetsched.api import fault_labels
-from hetsched.api.quantity import QuantityError, parse_quantity
+from hetsched.api.quantity import QuantityError, format_quantity, parse_quantity
 
 # --------------------------------------------------------------------------------------------- helpers
 
@@ -104,6 +104,26 @@ class OwnerReference(_Model):
     controller: bool = False
 
 
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def dns1123_label(value: str, what: str = "name") -> str:
+    """Kubernetes' DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and ending with a
+    letter or digit; ValueError saying so otherwise."""
+    if len(value) > 63 or not DNS1123_LABEL.fullmatch(value):
+        raise ValueError(f"{what} {value[:80]!r} is not a DNS-1123 label (at most 63 lowercase letters, digits "
+                         f"and '-', starting and ending with a letter or digit)")
+    return value
+
+
+def dns1123_subdomain(value: str, what: str = "name") -> str:
+    if len(value) > 253 or not DNS1123_SUBDOMAIN.fullmatch(value):
+        raise ValueError(f"{what} {value[:80]!r} is not a DNS-1123 subdomain (lowercase letters, digits, '-' "
+                         f"and '.', starting and ending with a letter or digit, at most 253)")
+    return value
+
+
 class ObjectMeta(_Model):
     name: str = Field(default="", max_length=253)
     generateName: str = Field(default="", max_length=248)
@@ -122,6 +142,12 @@ class ObjectMeta(_Model):
     def _named(self) -> ObjectMeta:
         if not self.name and not self.generateName:
             raise ValueError("name: required field is missing (or give metadata.generateName)")
+        if self.name:
+            dns1123_subdomain(self.name)
+        elif not DNS1123_SUBDOMAIN.fullmatch(self.generateName + "x"):
+            raise ValueError(f"generateName {self.generateName[:80]!r} is not the start of a DNS-1123 subdomain")
+        if self.namespace:
+            dns1123_label(self.namespace, "namespace")
         return self
 
 
@@ -150,6 +176,10 @@ class ResourceRequirements(_Model):
 
     @model_validator(mode="after")
     def _extended_resources_in_limits(self) -> ResourceRequirements:
+        for name, amount in (*self.limits.items(), *self.requests.items()):
+            if is_extended_resource(name) and amount % 1000:
+                raise ValueError(f"{name}: {format_quantity(amount, name)} is not a whole number; extended resources "
+                                 f"(accelerators) are counted in whole units, as Kubernetes requires")
         for name, amount in self.requests.items():
             if not is_extended_resource(name):
                 continue
@@ -610,9 +640,13 @@ class DependsOn(_Strict):
     iteration: Literal["any", "all"] = "all"
 
 
+MAX_JOB_PODS = 100_000
+"""Pods of one Job (all tasks): more than a 10,000-server cluster runs at once; beyond it is a typo."""
+
+
 class TaskSpec(_Strict):
-    name: str = Field(min_length=1, max_length=63)
-    replicas: int = Field(default=1, ge=0)
+    name: Annotated[str, AfterValidator(lambda v: dns1123_label(v, "task name"))]
+    replicas: int = Field(default=1, ge=0, le=100_000)
     minAvailable: int | None = Field(default=None, ge=0)
     template: PodTemplateSpec
     policies: list[LifecyclePolicy] = Field(default_factory=list)
@@ -652,6 +686,8 @@ class JobSpec(_Strict):
         if duplicates:
             raise ValueError(f"task names must be unique; repeated: {', '.join(duplicates)}")
         total = self.total_replicas
+        if total > MAX_JOB_PODS:
+            raise ValueError(f"the tasks ask for {total:,} pods in all; a Job may have at most {MAX_JOB_PODS:,}")
         if self.minAvailable is not None and self.minAvailable > total:
             raise ValueError(f"minAvailable ({self.minAvailable}) is greater than the total replicas ({total})")
         if self.minSuccess is not None and self.minSuccess > total:

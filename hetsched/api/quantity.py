@@ -34,6 +34,13 @@ class QuantityError(ValueError):
     """A value that is not a Kubernetes quantity."""
 
 
+MAX_TEXT = 64
+"""Characters in a quantity; Kubernetes' own quantities are far shorter."""
+MAX_EXPONENT = 30
+MAX_AMOUNT = Decimal(2 ** 63 - 1) / MILLI
+"""What fits a signed 64-bit count of milli-units, as Kubernetes' ``resource.Quantity`` holds."""
+
+
 def parse_quantity(value: object) -> int:
     """Return ``value`` in milli-units; raise :class:`QuantityError` with a readable reason.
 
@@ -48,6 +55,8 @@ def parse_quantity(value: object) -> int:
         text = value.strip()
     else:
         raise QuantityError(f"expected a quantity such as '2', '500m' or '8Gi', got {type(value).__name__}")
+    if len(text) > MAX_TEXT:
+        raise QuantityError(f"{text[:20]!r}… ({len(text)} characters) is too long for a quantity")
     match = _PATTERN.match(text)
     if match is None:
         raise QuantityError(f"{value!r} is not a valid quantity (examples: '2', '500m', '1.5', '8Gi', '2e3')")
@@ -59,11 +68,15 @@ def parse_quantity(value: object) -> int:
     if suffix in _BINARY:
         amount = number * _BINARY[suffix]
     elif suffix[:1] in ("e", "E"):
+        if abs(int(suffix[1:])) > MAX_EXPONENT:
+            raise QuantityError(f"{value!r}: the exponent is out of range (±{MAX_EXPONENT})")
         amount = number.scaleb(int(suffix[1:]))
     else:
         amount = number * _DECIMAL[suffix]
     if amount < 0:
         raise QuantityError(f"{value!r} is a negative quantity; requests, limits and capacities must be zero or more")
+    if amount > MAX_AMOUNT:
+        raise QuantityError(f"{value!r} is too large (at most {MAX_AMOUNT:.3g})")
     milli = (amount * MILLI).to_integral_value(rounding=ROUND_CEILING)
     if milli > 2**62:
         raise QuantityError(f"{value!r} is too large")

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Console
 
 from hetsched.agents.backends import make_backend
 from hetsched.agents.deviceplugin.server import DEFAULT_DIR, DevicePlugin
@@ -29,6 +28,7 @@ from hetsched.agents.kubelet_config import DEFAULT_PATH as DEFAULT_KUBELET_CONFI
 from hetsched.agents.node_agent import CONDITION, NodeAgent
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Node, Pod
+from hetsched.cli.output import say, stderr_console
 from hetsched.cli.serve import serve_metrics
 from hetsched.cli.shutdown import Shutdown
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock, from_api
@@ -38,7 +38,7 @@ from hetsched.metrics.agents import DevicePluginMetrics, NodeAgentMetrics
 from hetsched.metrics.serve import PORTS
 from hetsched.ports import ObjectStore
 
-errors = Console(stderr=True)
+errors = stderr_console()
 Vendor = Literal["ascend", "cambricon", "nvidia", "fake"]
 
 
@@ -72,15 +72,14 @@ def device_plugin(
     try:
         backend = make_backend(vendor, config=config, ascend_runtime=ascend_runtime, resource=resource)
     except (ValueError, ToolError) as exc:
-        errors.print(f"[red]error:[/red] {exc}", highlight=False)
+        say(errors, "error", f"{exc}")
         raise typer.Exit(2) from None
     pods = None
     if node:
         try:
             client = _connect(kubeconfig, server, token_file, ca_file)
         except Exception as exc:  # no cluster: kubelet's pick still works
-            errors.print(f"[yellow]warning:[/yellow] no cluster connection ({exc}); mounting kubelet's pick",
-                         highlight=False)
+            say(errors, "warning", f"no cluster connection ({exc}); mounting kubelet's pick")
         else:
             def pods() -> list[Pod]:
                 data = client.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"})
@@ -92,7 +91,7 @@ def device_plugin(
     try:
         plugin.start()
     except Exception as exc:  # kubelet not there yet: say so; the DaemonSet restarts us
-        errors.print(f"[red]error:[/red] cannot register with kubelet at {directory}: {exc}", highlight=False)
+        say(errors, "error", f"cannot register with kubelet at {directory}: {exc}")
         plugin.stop(timeout=shutdown.remaining())
         raise typer.Exit(1) from None
     shutdown.wait()
@@ -124,7 +123,7 @@ def node_agent(
     try:
         backend = make_backend(vendor, config=config, resource=resource)
     except (ValueError, ToolError) as exc:
-        errors.print(f"[red]error:[/red] {exc}", highlight=False)
+        say(errors, "error", f"{exc}")
         raise typer.Exit(2) from None
     store: ObjectStore
     if dry_run:
@@ -135,8 +134,8 @@ def node_agent(
         try:
             store = KubeCluster(_connect(kubeconfig, server, token_file, ca_file))
         except Exception as exc:
-            errors.print(f"[red]error:[/red] cannot connect to the cluster: {exc} (use --dry-run to check the "
-                         f"node without one)", highlight=False)
+            say(errors, "error", f"cannot connect to the cluster: {exc} (use --dry-run to check the "
+                         f"node without one)")
             raise typer.Exit(2) from None
     agent = NodeAgent(store, node, backend, kubelet_config=kubelet_config)
     metrics = NodeAgentMetrics()
@@ -149,7 +148,7 @@ def node_agent(
             published = agent.sync()
             metrics.observe(backend, agent.last_chips, agent.last_error or None, time.perf_counter() - started)
         except Exception as exc:  # the API server away: say so, try again next period
-            errors.print(f"[yellow]warning:[/yellow] {exc}", highlight=False)
+            say(errors, "warning", f"{exc}")
             if once or shutdown.wait(period):
                 raise typer.Exit(1) from None
             continue

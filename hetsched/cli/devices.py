@@ -11,16 +11,15 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from hetsched.agents import cnmon, npu_smi
 from hetsched.agents.tables import ToolOutputError
-from hetsched.cli.output import stdout_console
+from hetsched.cli.output import say, stderr_console, stdout_console
 
 devices_app = typer.Typer(no_args_is_help=True, help="Inspect accelerator tools' output as the node agent reads it.")
 console = stdout_console()
-errors = Console(stderr=True)
+errors = stderr_console()
 PARSERS = {"ascend": npu_smi.parse, "cambricon": cnmon.parse}
 
 
@@ -35,7 +34,7 @@ def parse(
         text = file.read_text(encoding="utf-8", errors="replace")
         chips = PARSERS[vendor](text)
     except (OSError, ToolOutputError) as exc:
-        errors.print(f"[red]error:[/red] {file}: {exc}", highlight=False, soft_wrap=True)
+        say(errors, "error", f"{file}: {exc}")
         raise typer.Exit(2) from None
     if as_json:
         print(json.dumps({"vendor": vendor, "file": str(file), "chips": [c.to_json() for c in chips]}, indent=1))

@@ -25,17 +25,17 @@ from typing import Annotated, Any
 
 import typer
 import yaml
-from rich.console import Console
 
 from hetsched.api.manifest import ManifestError, Problem, parse_document
 from hetsched.api.objects import AnyObject, Node
-from hetsched.cli.output import stdout_console
+from hetsched.api.yamlsafe import YamlLimitError, safe_load_all
+from hetsched.cli.output import say, stderr_console, stdout_console
 from hetsched.diagnose.checks import ClusterFacts, ComponentStatus, run_checks
 from hetsched.diagnose.findings import Finding, exit_code
 from hetsched.scheduler.conf import SchedulerConf, default_conf, load_conf
 
 console = stdout_console()
-errors = Console(stderr=True)
+errors = stderr_console()
 SEVERITY_STYLE = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "red"}
 
 Cluster = Annotated[list[Path] | None, typer.Option(
@@ -54,7 +54,7 @@ JsonOut = Annotated[bool, typer.Option("--json", help="machine-readable output")
 
 
 def _fail(message: str) -> typer.Exit:
-    errors.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    say(errors, "error", f"{message}")
     return typer.Exit(2)
 
 
@@ -70,8 +70,8 @@ def _raw_documents(paths: list[Path]) -> list[tuple[str, int, Any]]:
     for path in paths:
         try:
             text = path.read_text(encoding="utf-8")
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            docs = safe_load_all(text)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlLimitError) as exc:
             raise _fail(f"{path}: cannot read: {str(exc).splitlines()[0]}") from None
         documents += [(str(path), i, doc) for i, doc in enumerate(docs, start=1)]
     return documents
@@ -106,7 +106,7 @@ def embedded_facts(cluster: list[Path], workloads: list[Path], conf: SchedulerCo
     except (ManifestError, ValueError) as exc:
         problems: list[Problem | str] = list(exc.problems) if isinstance(exc, ManifestError) else [str(exc)]
         for problem in problems[:-1]:
-            errors.print(f"[red]error:[/red] {problem}", highlight=False, soft_wrap=True)
+            say(errors, "error", f"{problem}")
         raise _fail(str(problems[-1])) from None
     simulation.run()
     cycles = simulation.scheduler.cycles
@@ -242,7 +242,7 @@ def _node_findings(vendors: list[str] | None, config: Path | None, plugin_dir: P
             fetched = from_api("Node", client.request("GET", f"/api/v1/nodes/{node_name}"))
             node_object = fetched if isinstance(fetched, Node) else None
         except Exception as exc:  # no API access on this node: the comparison is skipped, and says so
-            errors.print(f"[yellow]warning:[/yellow] cannot read Node {node_name}: {exc}", highlight=False)
+            say(errors, "warning", f"cannot read Node {node_name}: {exc}")
     numaaware = None
     if conf_given:
         numaaware = any(o.name == "numaaware" for tier in conf.tiers for o in tier.plugins)

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -25,7 +24,7 @@ from hetsched.api.manifest import ManifestError, load_files
 from hetsched.api.objects import AnyObject, Node
 from hetsched.cli import agents, doctor, install, serve
 from hetsched.cli.devices import devices_app
-from hetsched.cli.output import stdout_console
+from hetsched.cli.output import say, stderr_console, stdout_console
 from hetsched.scheduler.conf import ConfError, SchedulerConf, load_conf
 from hetsched.sim.results import Results
 
@@ -44,7 +43,7 @@ app.command("doctor")(doctor.doctor)
 app.command("explain")(doctor.explain)
 app.command("install")(install.install)
 console = stdout_console()
-errors = Console(stderr=True)
+errors = stderr_console()
 
 
 @contextmanager
@@ -54,10 +53,10 @@ def user_errors() -> Iterator[None]:
         yield
     except ManifestError as exc:
         for problem in exc.problems:
-            errors.print(f"[red]error:[/red] {problem}", highlight=False, soft_wrap=True)
+            say(errors, "error", f"{problem}")
         raise typer.Exit(2) from None
     except (ConfError, ValueError) as exc:
-        errors.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        say(errors, "error", f"{exc}")
         raise typer.Exit(2) from None
 
 
@@ -119,8 +118,8 @@ def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None
     simulation = Simulation(nodes, objects, conf, period=period, until=until, scheduler_names=scheduler_names,
                             faults=load_faults(faults) if faults is not None else (), metrics=observers,
                             timeline=report is not None)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("jobs done · sim t={task.fields[now]:.0f}s"), TimeElapsedColumn(),
+    with Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("jobs done · sim t={task.fields[now]:.0f}s", markup=False), TimeElapsedColumn(),
                   console=errors, disable=quiet, transient=False) as bar:
         task = bar.add_task(title, total=simulation.total_workloads, now=0.0)
 
@@ -274,8 +273,8 @@ def _exit_if_stuck(results: Results) -> None:
     never = sum(1 for job in summary["waiting"] if not job["ran"])
     detail = "; ".join(f"{j['namespace']}/{j['name']}: {j['reason'] or 'no reason'}" for j in summary["waiting"][:10])
     more = "; …" if len(summary["waiting"]) > 10 else ""
-    errors.print(Text.assemble(("stuck: ", "red"), f"the run ended with {len(summary['waiting'])} job(s) still "
-                               f"waiting ({never} never ran): {detail}{more}"), highlight=False, soft_wrap=True)
+    say(errors, "stuck", f"the run ended with {len(summary['waiting'])} job(s) still waiting ({never} never ran): "
+                         f"{detail}{more}")
     raise typer.Exit(3)
 
 
@@ -369,7 +368,7 @@ def bench_live(
     try:
         figures = run_live_benchmark(nodes, pods, qps=qps, burst=burst, workers=workers)
     except RuntimeError as exc:
-        errors.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        say(errors, "error", f"{exc}")
         raise typer.Exit(2) from None
     _print_figures(figures, json_out)
 
@@ -430,7 +429,7 @@ def replay_openb(
     try:
         report = run_replay(trace_dir, pods, resolve_policies(policy), _seeds(seeds))
     except (TraceError, ValueError) as exc:
-        errors.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        say(errors, "error", f"{exc}")
         raise typer.Exit(2) from None
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -27,6 +27,7 @@ import typer
 import yaml
 from prometheus_client import CollectorRegistry
 
+from hetsched.api.yamlsafe import YamlLimitError, safe_load
 from hetsched.cli.shutdown import Shutdown
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock
 from hetsched.cluster.leader import LeaderElector
@@ -40,8 +41,8 @@ def _load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | No
     """``--config FILE``: its keys become the defaults of the other options (flags and env still win)."""
     if value:
         try:
-            data = yaml.safe_load(Path(value).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
+            data = safe_load(Path(value).read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlLimitError) as exc:
             raise typer.BadParameter(f"cannot read {value}: {exc}") from None
         if not isinstance(data, dict):
             raise typer.BadParameter(f"{value}: expected a mapping of option names to values")

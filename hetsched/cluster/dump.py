@@ -30,6 +30,7 @@ import yaml
 
 from hetsched.api.manifest import ManifestError, Problem, parse_document
 from hetsched.api.objects import TIME_KEYS, AnyObject, Node, Pod
+from hetsched.api.yamlsafe import YamlLimitError, safe_load_all
 from hetsched.cluster.spec import is_cluster_spec, load_cluster_spec
 
 SERVER_OWNED = frozenset({"managedFields", "resourceVersion", "selfLink", "generation"})
@@ -82,14 +83,14 @@ def load_dump(path: Path) -> ClusterFiles:
     source = str(path)
     try:
         text = path.read_text(encoding="utf-8")
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+        documents = safe_load_all(text)
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or exc
         raise ManifestError([Problem(source, 0, "", "", "", f"cannot read file: {reason}")]) from None
     except yaml.YAMLError as exc:
         raise ManifestError([Problem(source, 0, "", "", "", f"malformed YAML: {exc}".splitlines()[0])]) from None
-    except RecursionError:
-        raise ManifestError([Problem(source, 0, "", "", "", "malformed YAML: nested too deeply")]) from None
+    except YamlLimitError as exc:
+        raise ManifestError([Problem(source, 0, "", "", "", str(exc))]) from None
     found = ClusterFiles()
     problems: list[Problem] = []
     for index, document in enumerate(documents, start=1):

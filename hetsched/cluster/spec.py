@@ -30,6 +30,7 @@ from hetsched.api.accelerators import AcceleratorKind, resource_for
 from hetsched.api.manifest import ManifestError, Problem, format_location
 from hetsched.api.objects import Node, ResourceList, StringMap, Taint, quantity_strings
 from hetsched.api.quantity import parse_quantity
+from hetsched.api.yamlsafe import YamlLimitError, safe_load_all
 from hetsched.devices.catalog import MODEL_LABEL, TOPOLOGIES, chips_of, default_topology
 from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, Chip, DeviceSet, NodeDevices
 
@@ -183,9 +184,12 @@ def load_cluster_spec(path: str | Path) -> ClusterSpec:
     """Read and validate a cluster spec file; raise :class:`ManifestError` naming file, pool and field."""
     source = str(path)
     try:
-        documents = [d for d in yaml.safe_load_all(Path(path).read_text(encoding="utf-8")) if d is not None]
-    except OSError as exc:
-        raise ManifestError([Problem(source, 0, "", "", "", f"cannot read file: {exc.strerror or exc}")]) from None
+        documents = safe_load_all(Path(path).read_text(encoding="utf-8"))
+    except YamlLimitError as exc:
+        raise ManifestError([Problem(source, 0, "", "", "", str(exc))]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise ManifestError([Problem(source, 0, "", "", "", f"cannot read file: {reason}")]) from None
     except yaml.YAMLError as exc:
         raise ManifestError([Problem(source, 0, "", "", "", f"malformed YAML: {exc}".splitlines()[0])]) from None
     if len(documents) != 1:

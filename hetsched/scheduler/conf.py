@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hetsched.api.yamlsafe import YamlLimitError, safe_load
 from hetsched.scheduler.framework import EXTENSION_POINTS, Arguments
 
 SWITCHES = sorted({*EXTENSION_POINTS.values(), "enablePreemptable", "enableReclaimable", "enableJobStarving"})
@@ -119,7 +120,9 @@ def parse_conf(text: str, source: str = "<scheduler.conf>") -> SchedulerConf:
     from hetsched.scheduler.plugins.registry import PLUGINS
 
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
+    except YamlLimitError as exc:
+        raise ConfError(f"{source}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfError(f"{source}: malformed YAML: {str(exc).splitlines()[0]}") from None
     try:

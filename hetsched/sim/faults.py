@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hetsched.api.disruption import owner_job
 from hetsched.api.objects import Condition, Job, Node, Pod, max_unavailable
+from hetsched.api.yamlsafe import YamlLimitError, safe_load
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, DeviceSet, parse_node_devices
 from hetsched.ports import NotFound, TooManyRequests
@@ -66,8 +67,8 @@ class FaultError(ValueError):
 
 def load_faults(path: Path) -> list[Fault]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        data = safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlLimitError) as exc:
         raise FaultError(f"{path}: cannot read: {exc}") from None
     try:
         faults = _File.model_validate(data if data is not None else {}).faults

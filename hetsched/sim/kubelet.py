@@ -29,29 +29,15 @@ from functools import partial
 
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.api.objects import ContainerState, ContainerStateTerminated, ContainerStatus, Pod
+from hetsched.api.workload_annotations import CHECKPOINT_INTERVAL, DURATION, EXIT_CODE, exit_codes
 from hetsched.controllers.fault import CHECKPOINT_BY
 from hetsched.ports import NotFound, ObjectStore, WatchEvent
 from hetsched.sim.kernel import COMPLETION, EventLoop
-
-DURATION = "hetsched.io/duration"
-EXIT_CODE = "hetsched.io/exit-code"
-CHECKPOINT_INTERVAL = "hetsched.io/checkpoint-interval"
 
 
 def chips_of(pod: Pod) -> float:
     """Whole accelerator chips the pod requests (CPU, memory and chip shares are not counted)."""
     return sum(amount / 1000 for name, amount in pod.spec.requests.items() if accelerator_kind(name) is not None)
-
-
-def exit_codes(raw: str, where: str) -> list[int]:
-    """Parse ``hetsched.io/exit-code``; a ValueError names ``where`` and the annotation."""
-    try:
-        codes = [int(part) for part in raw.split(",")]
-    except ValueError:
-        codes = []
-    if not codes or any(not 0 <= c <= 255 for c in codes):
-        raise ValueError(f"{where}: {EXIT_CODE} must be exit codes 0–255, comma-separated, got {raw!r}")
-    return codes
 
 
 def exit_code_of(pod: Pod) -> int:

@@ -21,9 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from hetsched.api import workload_annotations
 from hetsched.api.job_update import apply_update, update_problem
 from hetsched.api.manifest import ManifestError, Problem
 from hetsched.api.objects import AnyObject, Job, Node, Queue, object_key
+from hetsched.api.workload_annotations import SUBMIT_AT
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.controllers.fault import FAULT_RETRIES, FaultController
 from hetsched.controllers.job import JobController
@@ -37,10 +39,8 @@ from hetsched.scheduler.runner import Scheduler
 from hetsched.sim.faults import Fault, drain_step
 from hetsched.sim.faults import apply as apply_fault
 from hetsched.sim.kernel import ARRIVAL, SCHEDULE, EventLoop, SimClock
-from hetsched.sim.kubelet import CHECKPOINT_INTERVAL, DURATION, EXIT_CODE, SimKubelet, exit_codes
+from hetsched.sim.kubelet import SimKubelet
 from hetsched.sim.results import Recorder, Results, build_results
-
-SUBMIT_AT = "hetsched.io/submit-at"
 
 
 def _seconds(obj: AnyObject, annotation: str, index: int) -> float | None:
@@ -48,46 +48,20 @@ def _seconds(obj: AnyObject, annotation: str, index: int) -> float | None:
     if raw is None:
         return None
     try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
+        return workload_annotations.seconds(raw)
+    except ValueError as exc:
         raise ManifestError([Problem("<workload>", index, obj.kind, obj.metadata.name,
-                                     f'metadata.annotations["{annotation}"]',
-                                     f"must be a number of seconds ≥ 0, got {raw!r}")])
-    return value
+                                     f'metadata.annotations["{annotation}"]', str(exc))]) from None
 
 
 def check_durations(obj: AnyObject, index: int) -> None:
-    """Validate ``hetsched.io/duration``, ``hetsched.io/checkpoint-interval`` and ``hetsched.io/exit-code`` on a
-    pod or on a Job's task templates before the run starts."""
-    if obj.kind == "Pod":
-        places = [("metadata.annotations", obj.metadata.annotations)]
-    elif obj.kind == "Job":
-        places = [(f"spec.tasks[{t.name}].template.metadata.annotations", t.template.metadata.annotations)
-                  for t in obj.spec.tasks]
-    else:
-        return
-    for where, values in places:
-        for name in (DURATION, CHECKPOINT_INTERVAL):
-            raw = values.get(name)
-            if raw is None:
-                continue
-            try:
-                ok = math.isfinite(float(raw)) and float(raw) >= 0
-            except ValueError:
-                ok = False
-            if not ok:
-                raise ManifestError([Problem("<workload>", index, obj.kind, obj.metadata.name,
-                                             f'{where}["{name}"]', f"must be a number of seconds ≥ 0, got {raw!r}")])
-        raw = values.get(EXIT_CODE)
-        if raw is not None:
-            try:
-                exit_codes(raw, "")
-            except ValueError:
-                raise ManifestError([Problem("<workload>", index, obj.kind, obj.metadata.name,
-                                             f'{where}["{EXIT_CODE}"]',
-                                             f"must be exit codes 0–255, comma-separated, got {raw!r}")]) from None
+    """The simulation annotations of an object built in code (files are checked when read)."""
+    templates = [(f"spec.tasks[{t.name}].template.metadata.annotations", t.template.metadata.annotations)
+                 for t in obj.spec.tasks] if isinstance(obj, Job) else []
+    bad = workload_annotations.problems(obj.kind, obj.metadata.annotations, templates)
+    if bad:
+        raise ManifestError([Problem("<workload>", index, obj.kind, obj.metadata.name, field, message)
+                             for field, message in bad])
 
 
 def check_queues(objects: Sequence[AnyObject]) -> None:

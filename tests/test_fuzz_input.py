@@ -1,0 +1,102 @@
+"""Hostile input is normal input (issue 17): grammar-aware mutations of the shipped examples — a value
+replaced by something hostile (markup, huge or fractional numbers, exponents, long or non-ASCII text, deep
+nesting, wrong types), a key dropped, an item duplicated — fed to ``hetsched validate`` and ``hetsched
+simulate`` (in process, through the CLI). Every run ends with exit 0 or 2 and a message, never a
+traceback, and in bounded time (``simulate`` is bounded by ``--until``).
+
+CI runs ``HETSCHED_FUZZ_EXAMPLES`` cases (default 500); a long run: ``HETSCHED_FUZZ_EXAMPLES=20000``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from hetsched.cli.main import app
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SOURCES = [EXAMPLES / "workloads/seeds.yaml", EXAMPLES / "scenarios/preempt.yaml",
+           EXAMPLES / "scenarios/fault-jobs.yaml", EXAMPLES / "scenarios/two-queues.yaml"]
+CASES = int(os.environ.get("HETSCHED_FUZZ_EXAMPLES", "500"))
+HOSTILE: list[Any] = [
+    "[/x]", "[bold red]boom", "1e9999999", "-1", "0.5", "1500m", "9" * 400, "x" * 100_000, "名前",
+    "\u0663", "", " ", None, True, 2**64, -(2**63), 1e308, float("inf"), 0.1, [], {}, [[[[[[]]]]]],
+    {"a": {"b": {"c": {}}}}, "UPPERCASE", "a.b..c", "-leading", "${HOME}", "\x00", "inf", "NaN",
+]
+
+
+def documents(path: Path) -> list[Any]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += paths(item, (*prefix, index))
+    return found
+
+
+def mutate(data: list[Any], draw: st.DrawFn) -> list[Any]:
+    data = copy.deepcopy(data)
+    for _ in range(draw(st.integers(1, 3))):
+        where = draw(st.sampled_from(paths(data)[1:]))
+        parent = data
+        for step in where[:-1]:
+            parent = parent[step]
+        last = where[-1]
+        action = draw(st.sampled_from(["replace", "replace", "drop", "duplicate"]))
+        if action == "replace":
+            parent[last] = copy.deepcopy(draw(st.sampled_from(HOSTILE)))
+        elif action == "drop" and isinstance(parent, dict):
+            del parent[last]
+        elif action == "drop" and isinstance(parent, list):
+            parent.pop(last)
+        elif isinstance(parent, list):
+            parent.insert(last, copy.deepcopy(parent[last]))
+        elif isinstance(parent, dict):
+            parent[f"{last}-copy"] = copy.deepcopy(parent[last])
+    return data
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> str:
+    source = draw(st.sampled_from(SOURCES))
+    data = mutate(documents(source), draw)
+    return yaml.safe_dump_all(data, sort_keys=False, allow_unicode=True)
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args), catch_exceptions=True)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"{args[0]} raised {type(result.exception).__name__}: {result.exception!r}"[:2000]) \
+            from result.exception
+    return result.exit_code, result.output
+
+
+@settings(max_examples=CASES)
+@given(text=mutated())
+def test_mutated_manifests_are_valid_or_a_clear_error_never_a_traceback(text: str, tmp_path_factory: Any) -> None:
+    folder = tmp_path_factory.mktemp("fuzz")
+    workload = folder / "workload.yaml"
+    workload.write_text(text, encoding="utf-8")
+    code, output = run("validate", str(workload))
+    assert code in (0, 2), output[-2000:]
+    assert "Traceback" not in output
+    if code == 2:
+        assert "error:" in output
+        return
+    code, output = run("simulate", "--cluster", str(EXAMPLES / "scenarios/ascend-4.yaml"), str(workload),
+                       "--until", "20000", "-q")
+    assert code in (0, 2, 3), output[-2000:]  # 3: the run ended with jobs that never got their gang
+    assert "Traceback" not in output
