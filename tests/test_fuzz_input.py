@@ -50,7 +50,10 @@ def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 def mutate(data: list[Any], draw: st.DrawFn) -> list[Any]:
     data = copy.deepcopy(data)
     for _ in range(draw(st.integers(1, 3))):
-        where = draw(st.sampled_from(paths(data)[1:]))
+        places = paths(data)[1:]
+        if not places:
+            break
+        where = draw(st.sampled_from(places))
         parent = data
         for step in where[:-1]:
             parent = parent[step]
@@ -99,4 +102,31 @@ def test_mutated_manifests_are_valid_or_a_clear_error_never_a_traceback(text: st
     code, output = run("simulate", "--cluster", str(EXAMPLES / "scenarios/ascend-4.yaml"), str(workload),
                        "--until", "20000", "-q")
     assert code in (0, 2, 3), output[-2000:]  # 3: the run ended with jobs that never got their gang
+    assert "Traceback" not in output
+
+
+CLUSTERS = [EXAMPLES / "scenarios/ascend-4.yaml", EXAMPLES / "clusters/mixed.yaml"]
+
+
+@st.composite
+def mutated_cluster(draw: st.DrawFn) -> tuple[str, str]:
+    spec = draw(st.sampled_from(CLUSTERS))
+    cluster = yaml.safe_dump_all(mutate(documents(spec), draw), sort_keys=False, allow_unicode=True) \
+        if draw(st.booleans()) else spec.read_text()
+    faults = documents(EXAMPLES / "scenarios/faults.yaml")
+    text = yaml.safe_dump_all(mutate(faults, draw) if draw(st.booleans()) else faults, sort_keys=False)
+    return cluster, text
+
+
+@settings(max_examples=max(CASES // 5, 20))
+@given(files=mutated_cluster())
+def test_mutated_cluster_specs_and_fault_files_are_a_clear_error_never_a_traceback(
+        files: tuple[str, str], tmp_path_factory: Any) -> None:
+    folder = tmp_path_factory.mktemp("fuzz")
+    (folder / "cluster.yaml").write_text(files[0], encoding="utf-8")
+    (folder / "faults.yaml").write_text(files[1], encoding="utf-8")
+    code, output = run("simulate", "--cluster", str(folder / "cluster.yaml"),
+                       str(EXAMPLES / "scenarios/fault-jobs.yaml"), "--faults", str(folder / "faults.yaml"),
+                       "--until", "20000", "-q")
+    assert code in (0, 2, 3), output[-2000:]
     assert "Traceback" not in output

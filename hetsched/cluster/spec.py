@@ -199,7 +199,8 @@ def load_cluster_spec(path: str | Path) -> ClusterSpec:
 
 
 def parse_cluster_spec(data: object, source: str = "<cluster>") -> ClusterSpec:
-    name = str(data.get("metadata", {}).get("name", "")) if isinstance(data, dict) else ""
+    metadata = data.get("metadata") if isinstance(data, dict) else None
+    name = str(metadata.get("name", ""))[:253] if isinstance(metadata, dict) else ""
     try:
         return ClusterSpec.model_validate(data)
     except ValidationError as exc:

@@ -45,7 +45,7 @@ HEALTH = {"ChipUnhealthy": "Unhealthy", "ChipNetworkUnhealthy": "NetworkUnhealth
 
 class Fault(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    at: float = Field(ge=0)
+    at: float = Field(ge=0, le=365 * 24 * 3600, allow_inf_nan=False)
     node: str = Field(min_length=1)
     kind: FaultKind
     chips: list[int] = Field(default_factory=list)
