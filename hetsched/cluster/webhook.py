@@ -10,7 +10,11 @@ Who calls it: the API server (``ValidatingWebhookConfiguration`` → ``/validate
 - **Mutate** (Jobs): Volcano's defaults — ``schedulerName: volcano``, ``queue: default``, ``maxRetry: 3``,
   ``minAvailable`` = the sum of the tasks' replicas, each task's ``name`` when missing (``task-<i>``) — as a
   JSON Patch. (PodGroups for plain pods are made by the controller.)
-- The server never crashes on a malformed review: it answers 400 and logs.
+- It cannot be tricked or blocked: a body that is not an AdmissionReview with a request and a uid gets
+  HTTP 400; a review it cannot read (no object for a create or an update) is denied, never allowed; an
+  unknown path is 404; a body over ``MAX_BODY`` is refused (413) before it is read; JSON nested too deep is
+  a 400; each connection has a read timeout and its own thread (HTTP/1.1 keep-alive, so the API server
+  reuses it); metric labels are bounded (known paths and kinds, else ``other``).
 """
 
 from __future__ import annotations
@@ -32,19 +36,35 @@ from hetsched.metrics.agents import WebhookMetrics
 
 log = logging.getLogger("hetsched.webhook")
 SOURCE = "admission"
+PATHS = ("/validate", "/mutate")
+KINDS = frozenset({"Job", "Queue", "PodGroup", "Command", "PodDisruptionBudget"})
+MAX_BODY = 8 * 2**20
+"""Bytes of one review: an object and its old version, each within etcd's 1.5 MiB, with room to spare."""
 
 
-def review(body: dict[str, Any], path: str) -> dict[str, Any]:
+class MalformedReview(ValueError):
+    """Not an AdmissionReview this webhook can answer (HTTP 400)."""
+
+
+def review(body: Any, path: str) -> dict[str, Any]:
     """The AdmissionReview answer for one request (``path``: ``/validate`` or ``/mutate``)."""
-    request = body.get("request") or {}
-    uid = request.get("uid", "")
+    if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
+        raise MalformedReview("expected an AdmissionReview with a request")
+    request = body["request"]
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise MalformedReview("the request has no uid")
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     raw = request.get("object")
-    if isinstance(raw, dict) and path.startswith("/validate"):
+    if not isinstance(raw, dict):
+        if request.get("operation") != "DELETE":  # nothing to judge only for a deletion
+            response = {"uid": uid, "allowed": False, "status": {
+                "code": 400, "reason": "BadRequest", "message": "the review carries no object to check"}}
+    elif path.startswith("/validate"):
         problem = validate(raw, request.get("oldObject") if request.get("operation") == "UPDATE" else None)
         if problem:
             response = {"uid": uid, "allowed": False, "status": {"code": 400, "reason": "Invalid", "message": problem}}
-    elif isinstance(raw, dict) and path.startswith("/mutate"):
+    else:
         patch = defaults(raw)
         if patch:
             response["patchType"] = "JSONPatch"
@@ -87,31 +107,53 @@ def defaults(raw: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        metrics: WebhookMetrics | None = getattr(self.server, "metrics", None)
-        started = time.perf_counter()
-        try:
-            length = int(self.headers.get("Content-Length", "0"))
-            body = json.loads(self.rfile.read(length))
-            result = review(body, self.path)
-            answer = json.dumps(result).encode()
-            code = 200
-            if metrics is not None:
-                kind = str(((body.get("request") or {}).get("kind") or {}).get("kind", ""))
-                allowed = str(bool((result.get("response") or {}).get("allowed"))).lower()
-                metrics.reviews.labels(self.path, kind, allowed).inc()
-                metrics.duration.labels(self.path).observe(time.perf_counter() - started)
-        except (ValueError, TypeError, AttributeError) as exc:
-            log.warning("malformed admission review: %s", exc)
-            answer, code = json.dumps({"error": f"malformed AdmissionReview: {exc}"}).encode(), 400
+    protocol_version = "HTTP/1.1"  # keep-alive: the API server reuses its connections
+
+    def _answer(self, code: int, answer: bytes) -> None:
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
         self.wfile.write(answer)
 
+    def _error(self, code: int, message: str) -> None:
+        log.warning("admission request refused (%d): %s", code, message)
+        self._answer(code, json.dumps({"error": message}).encode())
+
+    def do_POST(self) -> None:
+        metrics: WebhookMetrics | None = getattr(self.server, "metrics", None)
+        started = time.perf_counter()
+        path = self.path.split("?", 1)[0]
+        label = path if path in PATHS else "other"
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            self.close_connection = True
+            return self._error(411, "a Content-Length is required")
+        if length < 0 or length > MAX_BODY:
+            self.close_connection = True  # the body is not read
+            return self._error(413, f"the review is {length:,} bytes; at most {MAX_BODY:,} are read")
+        data = self.rfile.read(length)
+        if path not in PATHS:
+            return self._error(404, f"unknown path {path[:100]!r}; the webhook serves {', '.join(PATHS)}")
+        try:
+            body = json.loads(data)
+            result = review(body, path)
+        except (ValueError, RecursionError, UnicodeDecodeError) as exc:  # MalformedReview, JSON errors
+            if metrics is not None:
+                metrics.reviews.labels(label, "other", "malformed").inc()
+            return self._error(400, f"malformed AdmissionReview: {str(exc)[:200]}")
+        if metrics is not None:
+            kind = ((body["request"].get("kind") or {}) if isinstance(body["request"].get("kind"), dict) else {})
+            kind_label = kind.get("kind") if kind.get("kind") in KINDS else "other"
+            allowed = str(bool(result["response"].get("allowed"))).lower()
+            metrics.reviews.labels(label, kind_label, allowed).inc()
+            metrics.duration.labels(label).observe(time.perf_counter() - started)
+        self._answer(200, json.dumps(result).encode())
+
     def do_GET(self) -> None:
         self.send_response(200 if self.path in ("/healthz", "/readyz") else 404)
+        self.send_header("Content-Length", "0")
         self.end_headers()
 
     def log_message(self, format: str, *args: Any) -> None:

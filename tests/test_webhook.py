@@ -1,0 +1,126 @@
+"""The admission webhook cannot be tricked or blocked (issue 17): over real HTTPS on loopback, malformed
+reviews are a 400 or a denial (never ``allowed: true`` for what it could not read), unknown paths 404, an
+oversized body is refused before it is read, deep JSON is a 400, idle connections do not delay anyone,
+keep-alive works, and metric labels stay bounded whatever the requests say."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hetsched.cluster.webhook import MAX_BODY, WebhookServer
+from hetsched.cluster.webhook_tls import generate
+from hetsched.metrics.agents import WebhookMetrics
+
+JOB = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "train", "namespace": "default"},
+       "spec": {"tasks": [{"name": "w", "replicas": 1,
+                           "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}}}]}}
+
+
+@pytest.fixture
+def webhook(tmp_path: Path) -> Iterator[tuple[WebhookServer, ssl.SSLContext, WebhookMetrics]]:
+    tls = generate(["127.0.0.1"])
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_bytes(tls.cert)
+    key.write_bytes(tls.key)
+    metrics = WebhookMetrics()
+    server = WebhookServer(str(cert), str(key), port=0, metrics=metrics)
+    server.start()
+    context = ssl.create_default_context(cadata=tls.ca.decode())
+    try:
+        yield server, context, metrics
+    finally:
+        server.stop()
+
+
+def connect(server: WebhookServer, context: ssl.SSLContext) -> http.client.HTTPSConnection:
+    return http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=30)
+
+
+def post(connection: http.client.HTTPSConnection, path: str, body: bytes | Any) -> tuple[int, dict[str, Any]]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    connection.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    payload = response.read()
+    return response.status, json.loads(payload) if payload else {}
+
+
+def review(obj: Any, operation: str = "CREATE", **extra: Any) -> dict[str, Any]:
+    request: dict[str, Any] = {"uid": "u-1", "operation": operation, "kind": {"kind": "Job"}, **extra}
+    if obj is not None:
+        request["object"] = obj
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def test_malformed_reviews_are_refused_never_allowed(webhook: Any) -> None:
+    server, context, _ = webhook
+    connection = connect(server, context)  # one keep-alive connection for every request below
+    try:
+        malformed_and_good(connection)
+    finally:
+        connection.close()
+
+
+def malformed_and_good(connection: http.client.HTTPSConnection) -> None:
+    for body in ({}, {"request": None}, {"request": {"object": JOB}}, [], "x", {"request": {"uid": 7}}):
+        status, answer = post(connection, "/validate", body)
+        assert status == 400 and "malformed AdmissionReview" in answer["error"], (body, status, answer)
+    for path in ("/validate", "/mutate"):
+        status, answer = post(connection, path, review(None))
+        assert status == 200 and answer["response"]["allowed"] is False  # nothing to judge: denied
+    status, answer = post(connection, "/validate", review(None, "DELETE", oldObject=JOB))
+    assert status == 200 and answer["response"]["allowed"] is True  # a deletion carries no object
+    status, answer = post(connection, "/elsewhere", review(JOB))
+    assert status == 404
+    status, answer = post(connection, "/validate", b"{" * 100_000)
+    assert status == 400  # nested too deep or not JSON: a clear 400, the thread survives
+    status, answer = post(connection, "/validate", b"\xff\xfe")
+    assert status == 400
+    status, answer = post(connection, "/validate", review(JOB))
+    assert status == 200 and answer["response"] == {"uid": "u-1", "allowed": True}
+    bad = {**JOB, "spec": {**JOB["spec"], "tasks": [{**JOB["spec"]["tasks"][0], "replicas": -1}]}}
+    status, answer = post(connection, "/validate", review(bad))
+    assert answer["response"]["allowed"] is False and "replicas: must not be negative" in \
+        answer["response"]["status"]["message"]
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(webhook: Any) -> None:
+    server, context, _ = webhook
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(f"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_BODY + 1}\r\n\r\n".encode())
+        head = tls.recv(4096).decode()  # answered at once: nothing of the body was sent, none is awaited
+    assert head.startswith("HTTP/1.1 413")
+
+
+def test_idle_connections_do_not_delay_reviews(webhook: Any) -> None:
+    server, context, _ = webhook
+    idle = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(20)]
+    try:
+        for _ in range(5):
+            connection = connect(server, context)
+            status, answer = post(connection, "/validate", review(JOB))
+            connection.close()
+            assert status == 200 and answer["response"]["allowed"] is True
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_metric_labels_stay_bounded_whatever_the_requests_say(webhook: Any) -> None:
+    server, context, metrics = webhook
+    connection = connect(server, context)
+    for i in range(60):
+        post(connection, f"/validate-{i}", review(JOB))
+        post(connection, "/validate", review({**JOB, "kind": f"Kind{i}"}, kind={"kind": f"Kind{i}"}))
+    connection.close()
+    series = {tuple(sorted(sample.labels.items())) for family in metrics.registry.collect()
+              for sample in family.samples if sample.name.startswith("hetsched_webhook_reviews")}
+    assert len(series) <= 6, series
