@@ -236,3 +236,48 @@ def test_the_device_plugin_command_refuses_bad_input(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "device-plugin", "--vendor", "fake"],
                          capture_output=True, text=True, check=False)
     assert run.returncode == 2 and "--vendor fake needs --config FILE" in run.stderr
+
+
+class ExplodingBackend(CountingBackend):
+    """A tool or parser that fails in a way nobody planned for (not a ToolError)."""
+
+    explode = False
+
+    def chips(self) -> Any:
+        if self.explode:
+            raise IndexError("list index out of range")
+        return super().chips()
+
+
+def test_any_exception_in_a_poll_marks_every_chip_unhealthy_and_polling_goes_on(tmp_path: Path) -> None:
+    config = tmp_path / "chips.yaml"
+    write_chips(config)
+    backend = ExplodingBackend(config)
+    plugin = DevicePlugin(backend, directory=tmp_path, period=PERIOD)
+    plugin.poll()
+    assert set(plugin._health.values()) == {"Healthy"}
+    backend.explode = True
+    plugin.poll()  # no exception escapes: the poll thread would die and the last health stay forever
+    assert set(plugin._health.values()) == {"Unhealthy"} and len(plugin._health) == 4
+    assert "IndexError" in plugin.last_error
+    backend.explode = False
+    plugin.poll()
+    assert set(plugin._health.values()) == {"Healthy"}
+
+
+def test_allocate_refuses_duplicate_empty_unknown_and_unhealthy_ids_shortly(world: SimpleNamespace) -> None:
+    def allocate(ids: list[str]) -> str:
+        request = api_pb2.AllocateRequest(container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=ids)])
+        with pytest.raises(grpc.RpcError) as info:
+            world.stub.Allocate(request)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        return str(info.value.details())
+
+    assert "requested twice: fake-1" in allocate(["fake-1", "fake-1"])
+    assert "an empty device id" in allocate(["fake-0", ""])
+    assert "no device ids" in allocate([])
+    many = allocate([f"unknown-{i}" for i in range(10_000)])  # gRPC's metadata limit would refuse a long list
+    assert "10000 device id(s) are not this plugin's" in many and len(many) < 600
+    write_chips(world.config, {3: "Critical"})
+    world.plugin.poll()
+    assert "1 device(s) are Unhealthy now: fake-3" in allocate(["fake-2", "fake-3"])

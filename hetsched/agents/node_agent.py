@@ -94,12 +94,14 @@ class NodeAgent:
                 condition = Condition(type=CONDITION, status="False",
                                       reason="ChipsUnhealthy" if usable else "NoHealthyChips",
                                       message=f"unhealthy chip(s): {why}")
-        except (ToolError, ToolOutputError) as exc:
-            self.last_error = str(exc)
+        except Exception as exc:  # whatever the tool or a parser does, the node's health never freezes
+            message = str(exc) if isinstance(exc, ToolError | ToolOutputError) else \
+                f"{self.backend.resource}: reading the chips failed ({type(exc).__name__}: {exc})"
+            self.last_error = message
             self.last_chips = None
             device_set = self._last_known()
             usable = False
-            condition = Condition(type=CONDITION, status="False", reason="ToolFailed", message=str(exc))
+            condition = Condition(type=CONDITION, status="False", reason="ToolFailed", message=message[:1024])
         node = self._update_node(device_set, condition, usable)
         if device_set is not None and self.backend.vendor == "ascend":
             self._publish_ascend(device_set)

@@ -11,7 +11,10 @@ the HBM total when there is an HBM column, else the Memory-Usage total. Health l
 Alarm, Critical, UNKNOWN (anything else reads as UNKNOWN). The process table after the chips is ignored.
 
 Bad output is a :class:`~hetsched.agents.tables.ToolOutputError` naming the line: no header, an NPU row
-without its chip row (truncated output), a cell that should be a number, or no NPU at all.
+without its chip row (truncated output), a row with neither a Health nor a Bus-Id, a cell that should be a
+number (ASCII digits: a '٣' is garbage), repeated NPU or device ids, a bus id under two NPUs (a duplicated
+or garbled row), a chip index twice under one NPU (its NPU row is missing), or no NPU at all. Invariant: a
+chip's health comes from its own NPU row, never from a neighbour's.
 """
 
 from __future__ import annotations
@@ -32,10 +35,15 @@ def _level(raw: str) -> Level:
     return "UNKNOWN"
 
 
+_DIGITS = re.compile(r"[0-9]{1,9}")
+
+
 def _int(value: str | None, row: Row, what: str) -> int:
-    if value is None or not value.strip().isdigit():
-        raise ToolOutputError(f"{TOOL}: line {row.number}: {what} should be a number, got {value!r}")
-    return int(value)
+    """An id: ASCII digits only (a '٣' or '²' that ``str.isdigit`` accepts is garbage here), short."""
+    if value is None or not _DIGITS.fullmatch(value.strip()):
+        raise ToolOutputError(f"{TOOL}: line {row.number}: {what} should be a number, got {value[:40]!r}"
+                              if value is not None else f"{TOOL}: line {row.number}: {what} is missing")
+    return int(value.strip())
 
 
 def parse(text: str) -> list[ToolChip]:
@@ -61,8 +69,18 @@ def parse(text: str) -> list[ToolChip]:
             found[-1][2].append((row, columns(chip_head, row.cells)))
         elif row.cells[1].strip():
             found.append((row, columns(npu_head, row.cells), []))
+        elif row.cells[0].strip():  # an NPU row without its Health: never skip it (its chip would inherit)
+            raise ToolOutputError(f"{TOOL}: line {row.number}: a row with neither a Health nor a Bus-Id cell")
     if not found:
         raise ToolOutputError(f"{TOOL}: line {table[header].number}: the header is followed by no NPU row")
+    cards = [_int(npu.get("NPU"), row, "the NPU id") for row, npu, _ in found]
+    if len(set(cards)) != len(cards):
+        raise ToolOutputError(f"{TOOL}: line {found[0][0].number}: NPU ids repeat: {cards} (a duplicated row?)")
+    for npu_row, _, chips in found:  # a chip row never inherits another NPU's health
+        indexes = [chip.get("Chip", "").strip() for _, chip in chips]
+        if len(set(indexes)) != len(indexes):
+            raise ToolOutputError(f"{TOOL}: line {npu_row.number}: chip {indexes[0]!r} appears twice under one NPU "
+                                  f"(an NPU row is missing?)")
     one_each = all(len(chips) == 1 for _, _, chips in found)
     result: list[ToolChip] = []
     for npu_row, npu, chips in found:
@@ -82,6 +100,13 @@ def parse(text: str) -> list[ToolChip]:
     ids = [c.id for c in result]
     if len(set(ids)) != len(ids):
         raise ToolOutputError(f"{TOOL}: line {found[0][0].number}: device ids repeat: {ids}")
+    cards_of: dict[str, set[int]] = {}
+    for found_chip in result:
+        cards_of.setdefault(found_chip.bus_id, set()).add(found_chip.card)
+    shared = sorted(bus for bus, owners in cards_of.items() if len(owners) > 1)
+    if shared:  # chips of one card may share its PCI address (a Duo card); two cards never do
+        raise ToolOutputError(f"{TOOL}: line {found[0][0].number}: bus id {shared[0]} belongs to two NPUs "
+                              f"(a garbled or duplicated row)")
     return result
 
 

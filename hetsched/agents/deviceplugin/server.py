@@ -88,10 +88,12 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             self.last_error = ""
             found = {self.device_id(c): c for c in chips}
             health = {key: "Healthy" if chip.healthy else "Unhealthy" for key, chip in found.items()}
-        except (ToolError, ToolOutputError) as exc:
-            if exc.args[0] != self.last_error:
-                log.error("%s: reporting every chip Unhealthy", exc)
-            self.last_error = str(exc)
+        except Exception as exc:  # whatever the tool or a parser does, health never freezes
+            message = str(exc) if isinstance(exc, ToolError | ToolOutputError) else \
+                f"{self.backend.resource}: reading the chips failed ({type(exc).__name__}: {exc})"
+            if message != self.last_error:
+                log.error("%s: reporting every chip Unhealthy", message)
+            self.last_error = message
             found = dict(self._chips)
             health = dict.fromkeys(found, "Unhealthy")
             if self.metrics is not None:
@@ -165,11 +167,9 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         responses = []
         for wanted in request.container_requests:
             ids = list(wanted.devices_ids)
-            unknown = [k for k in ids if k not in self._chips]
-            if unknown:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                              f"{self.backend.resource}: device(s) {', '.join(unknown)} are not this plugin's "
-                              f"(it serves {', '.join(sorted(self._chips))})")
+            problem = self._refused(ids)
+            if problem:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.backend.resource}: {problem}")
             handed = self._handoff(len(ids))
             chosen = handed or ids
             if self.metrics is not None:
@@ -180,6 +180,29 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
                 devices=[api_pb2.DeviceSpec(container_path=c, host_path=h, permissions=p) for c, h, p in found.devices],
                 mounts=[api_pb2.Mount(container_path=c, host_path=h, read_only=r) for c, h, r in found.mounts]))
         return api_pb2.AllocateResponse(container_responses=responses)
+
+    def _refused(self, ids: list[str]) -> str:
+        """Why kubelet's request cannot be served ("" when it can): no ids, an empty or repeated id, an id that
+        is not this plugin's, or a chip that is Unhealthy now. Short (gRPC metadata is small): ids are
+        counted, only the first few named."""
+        def few(keys: list[str]) -> str:
+            shown = ", ".join(k[:64] for k in keys[:5])
+            return shown + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+
+        if not ids:
+            return "no device ids requested"
+        if any(not k for k in ids):
+            return "an empty device id was requested"
+        repeated = sorted({k for k in ids if ids.count(k) > 1}) if len(set(ids)) != len(ids) else []
+        if repeated:
+            return f"device id(s) requested twice: {few(repeated)}"
+        unknown = [k for k in ids if k not in self._chips]
+        if unknown:
+            return f"{len(unknown)} device id(s) are not this plugin's: {few(unknown)}"
+        sick = [k for k in ids if self._health.get(k) != "Healthy"]
+        if sick:
+            return f"{len(sick)} device(s) are Unhealthy now: {few(sick)}"
+        return ""
 
     def _handoff(self, count: int) -> list[str] | None:
         """The chips the scheduler chose for the pod kubelet is admitting — the first by bind order
