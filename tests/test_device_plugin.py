@@ -21,6 +21,7 @@ import grpc
 import pytest
 
 from hetsched.agents.backends.fake import FakeBackend
+from hetsched.agents.chips import InventoryGuard
 from hetsched.agents.deviceplugin import api_pb2, api_pb2_grpc
 from hetsched.agents.deviceplugin.server import DevicePlugin
 from hetsched.api.objects import Pod
@@ -281,3 +282,21 @@ def test_allocate_refuses_duplicate_empty_unknown_and_unhealthy_ids_shortly(worl
     write_chips(world.config, {3: "Critical"})
     world.plugin.poll()
     assert "1 device(s) are Unhealthy now: fake-3" in allocate(["fake-2", "fake-3"])
+
+
+def test_fewer_chips_than_before_is_an_error_not_a_shrink_until_it_holds(tmp_path: Path) -> None:
+    """A table cut short (3 chips where there were 4) makes every chip Unhealthy, with the reason; a count
+    that holds for InventoryGuard.CONFIRM reads in a row is the new inventory (a chip really removed)."""
+    config = tmp_path / "chips.yaml"
+    write_chips(config)
+    plugin = DevicePlugin(CountingBackend(config), directory=tmp_path, period=PERIOD)
+    plugin.poll()
+    assert len(plugin._health) == 4
+    three = [{"id": i, "health": "OK"} for i in range(3)]
+    config.write_text(json.dumps({"resource": "hetsched.io/fake", "model": "FakeChip", "chips": three}))
+    for _ in range(InventoryGuard.CONFIRM - 1):
+        plugin.poll()
+        assert plugin._health == dict.fromkeys((f"fake-{i}" for i in range(4)), "Unhealthy")
+        assert "3 chip(s) ([0, 1, 2]) where there were 4" in plugin.last_error
+    plugin.poll()
+    assert plugin._health == dict.fromkeys((f"fake-{i}" for i in range(3)), "Healthy")

@@ -41,3 +41,37 @@ class ToolChip:
         return {"id": self.id, "model": self.model, "health": "Healthy" if self.healthy else "Unhealthy",
                 "level": self.level, "memoryMiB": self.memory_mib, "busId": self.bus_id, "card": self.card,
                 "uuid": self.uuid, "numa": self.numa, "reason": self.reason}
+
+
+class InventoryGuard:
+    """A chip list that suddenly has fewer (or more) chips than the last good one is the tool's output cut
+    short or garbled, not chips gone: :meth:`check` raises for it, until the new count has held for
+    ``CONFIRM`` reads in a row (a chip really removed or added, after a driver reload). The node agent and
+    the device plugin read through one each, so a truncated table is every chip Unhealthy, never a shrink.
+
+    Who calls it: ``agents.node_agent``, ``agents.deviceplugin.server``."""
+
+    CONFIRM = 3
+
+    def __init__(self) -> None:
+        self.known: frozenset[int] | None = None
+        self._pending: frozenset[int] | None = None
+        self._seen = 0
+
+    def check(self, chips: list[ToolChip], tool: str) -> list[ToolChip]:
+        ids = frozenset(c.id for c in chips)
+        if self.known is None or ids == self.known:
+            self.known, self._pending, self._seen = ids, None, 0
+            return chips
+        self._seen = self._seen + 1 if ids == self._pending else 1
+        self._pending = ids
+        if self._seen >= self.CONFIRM:
+            self.known, self._pending, self._seen = ids, None, 0
+            return chips
+        raise ChipCountChanged(f"{tool}: {len(ids)} chip(s) ({sorted(ids)[:16]}) where there were {len(self.known)} "
+                               f"({sorted(self.known)[:16]}); truncated or garbled output? (accepted after "
+                               f"{self.CONFIRM} reads in a row)")
+
+
+class ChipCountChanged(ValueError):
+    """The chips read differ from the last good inventory (see :class:`InventoryGuard`)."""

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hetsched.agents.backends import Backend
-from hetsched.agents.chips import ToolChip
+from hetsched.agents.chips import InventoryGuard, ToolChip
 from hetsched.agents.kubelet_config import read_policies
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
@@ -75,12 +75,13 @@ class NodeAgent:
         self.last_error = ""
         self.last_chips: list[ToolChip] | None = None
         """What the tool reported at the last sync (None when it failed)."""
+        self.guard = InventoryGuard()
 
     def sync(self) -> Node:
         """One check: read the chips, publish health, condition, taint and labels; returns the node."""
         device_set: DeviceSet | None
         try:
-            chips = self.backend.chips()
+            chips = self.guard.check(self.backend.chips(), self.backend.resource)
             self.last_chips = chips
             self.last_error = ""
             device_set = self._device_set(chips)

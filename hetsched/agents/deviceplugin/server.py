@@ -38,7 +38,7 @@ from typing import Any
 import grpc
 
 from hetsched.agents.backends import Backend
-from hetsched.agents.chips import ToolChip
+from hetsched.agents.chips import InventoryGuard, ToolChip
 from hetsched.agents.deviceplugin import api_pb2, api_pb2_grpc
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
@@ -73,6 +73,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         self._threads: list[threading.Thread] = []
         self.registrations = 0
         self.last_error = ""
+        self.guard = InventoryGuard()
 
     # ------------------------------------------------------------------------------------- health
 
@@ -84,7 +85,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
     def poll(self) -> bool:
         """Read the backend once; True when the device list or a health changed (streams are woken)."""
         try:
-            chips = self.backend.chips()
+            chips = self.guard.check(self.backend.chips(), self.backend.resource)
             self.last_error = ""
             found = {self.device_id(c): c for c in chips}
             health = {key: "Healthy" if chip.healthy else "Unhealthy" for key, chip in found.items()}
