@@ -736,3 +736,18 @@ def test_every_component_stops_within_2s_of_sigterm_with_its_watches_idle(api: A
         for leftover in plugin_dir.iterdir():
             leftover.unlink()
         plugin_dir.rmdir()
+
+
+def test_the_api_servers_certificate_is_verified_unless_insecure_is_asked_for(api: ApiServer, tmp_path: Path) -> None:
+    """--server + --token-file without --ca-file checks the certificate against the system's CAs (this test
+    server's self-signed one fails there) instead of sending the token over unverified TLS; --insecure is the
+    explicit way to skip it."""
+    token = tmp_path / "token"
+    token.write_text(api.token)
+    with pytest.raises(Exception, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+        KubeClient.connect(server=api.url, token_file=str(token)).request("GET", "/version")
+    import urllib3
+
+    with pytest.warns(urllib3.exceptions.InsecureRequestWarning):  # and urllib3 says so, every time
+        assert KubeClient.connect(server=api.url, token_file=str(token), insecure=True).request("GET", "/version")
+    assert KubeClient.connect(server=api.url, token_file=str(token), ca_file=api.ca).request("GET", "/version")

@@ -43,9 +43,9 @@ Vendor = Literal["ascend", "cambricon", "nvidia", "fake"]
 
 
 def _connect(kubeconfig: str | None, server: str | None, token_file: Path | None,
-             ca_file: Path | None) -> KubeClient:
+             ca_file: Path | None, insecure: bool = False) -> KubeClient:
     return KubeClient.connect(kubeconfig, server, str(token_file) if token_file else None,
-                              str(ca_file) if ca_file else None)
+                              str(ca_file) if ca_file else None, insecure)
 
 
 def device_plugin(
@@ -55,6 +55,8 @@ def device_plugin(
     server: Annotated[str | None, typer.Option(envvar="HETSCHED_SERVER")] = None,
     token_file: Annotated[Path | None, typer.Option(envvar="HETSCHED_TOKEN_FILE")] = None,
     ca_file: Annotated[Path | None, typer.Option(envvar="HETSCHED_CA_FILE")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", envvar="HETSCHED_INSECURE",
+                                           help="do not verify the API server's certificate")] = False,
     directory: Annotated[Path, typer.Option("--dir", help="kubelet's device-plugin directory")] = DEFAULT_DIR,
     period: Annotated[float, typer.Option(help="seconds between health checks")] = 5.0,
     config: Annotated[Path | None, typer.Option(help="fake vendor: the chips file (health can be edited live)")]
@@ -77,7 +79,7 @@ def device_plugin(
     pods = None
     if node:
         try:
-            client = _connect(kubeconfig, server, token_file, ca_file)
+            client = _connect(kubeconfig, server, token_file, ca_file, insecure)
         except Exception as exc:  # no cluster: kubelet's pick still works
             say(errors, "warning", f"no cluster connection ({exc}); mounting kubelet's pick")
         else:
@@ -108,6 +110,8 @@ def node_agent(
     server: Annotated[str | None, typer.Option(envvar="HETSCHED_SERVER")] = None,
     token_file: Annotated[Path | None, typer.Option(envvar="HETSCHED_TOKEN_FILE")] = None,
     ca_file: Annotated[Path | None, typer.Option(envvar="HETSCHED_CA_FILE")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", envvar="HETSCHED_INSECURE",
+                                           help="do not verify the API server's certificate")] = False,
     period: Annotated[float, typer.Option(help="seconds between checks")] = 10.0,
     once: Annotated[bool, typer.Option(help="check once, print, exit (exit 1 when the node is unusable)")] = False,
     config: Annotated[Path | None, typer.Option(help="fake vendor: the chips file")] = None,
@@ -132,7 +136,7 @@ def node_agent(
         store = memory
     else:
         try:
-            store = KubeCluster(_connect(kubeconfig, server, token_file, ca_file))
+            store = KubeCluster(_connect(kubeconfig, server, token_file, ca_file, insecure))
         except Exception as exc:
             say(errors, "error", f"cannot connect to the cluster: {exc} (use --dry-run to check the "
                          f"node without one)")

@@ -46,6 +46,8 @@ Kubeconfig = Annotated[str | None, typer.Option(envvar="KUBECONFIG", help="kubec
 Server = Annotated[str | None, typer.Option(envvar="HETSCHED_SERVER", help="API server URL (with --token-file)")]
 TokenFile = Annotated[Path | None, typer.Option(envvar="HETSCHED_TOKEN_FILE", help="bearer token file")]
 CaFile = Annotated[Path | None, typer.Option(envvar="HETSCHED_CA_FILE", help="CA of the API server")]
+Insecure = Annotated[bool, typer.Option("--insecure", envvar="HETSCHED_INSECURE",
+                                        help="do not verify the API server's certificate")]
 SchedulerConfOpt = Annotated[Path | None, typer.Option(
     envvar="HETSCHED_SCHEDULER_CONF", help="the scheduler's configuration (default: hetsched's built-in one)")]
 Until = Annotated[float | None, typer.Option(help="embedded: stop the simulation at this simulated time")]
@@ -126,13 +128,13 @@ def embedded_facts(cluster: list[Path], workloads: list[Path], conf: SchedulerCo
 
 
 def _kube_facts(kubeconfig: str | None, server: str | None, token_file: Path | None, ca_file: Path | None,
-                lease_namespace: str, probe: bool = True) -> ClusterFacts:
+                lease_namespace: str, probe: bool = True, insecure: bool = False) -> ClusterFacts:
     from hetsched.cluster.facts import kube_facts
     from hetsched.cluster.kubernetes import KubeClient
 
     try:
         client = KubeClient.connect(kubeconfig, server, str(token_file) if token_file else None,
-                                    str(ca_file) if ca_file else None)
+                                    str(ca_file) if ca_file else None, insecure)
         return kube_facts(client, lease_namespace=lease_namespace, probe=probe)
     except Exception as exc:  # no cluster to read: the doctor cannot run, say why
         raise _fail(f"cannot read the cluster: {exc}") from None
@@ -162,6 +164,7 @@ def doctor(
     cluster: Cluster = None,
     node: Annotated[bool, typer.Option("--node", help="check this machine (vendor tools, kubelet) instead")] = False,
     kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
+    insecure: Insecure = False,
     scheduler_conf: SchedulerConfOpt = None, until: Until = None, faults: Faults = None,
     check: Annotated[list[str] | None, typer.Option(help="run only this check (repeatable)")] = None,
     stuck_after: Annotated[float, typer.Option(help="seconds Pending/Inqueue before a gang counts as stuck")]
@@ -186,7 +189,8 @@ def doctor(
     conf = _conf(scheduler_conf)
     if node:
         findings, title = _node_findings(vendor, config, plugin_dir, kubelet_config, dev_root, node_name, check,
-                                         kubeconfig, server, token_file, ca_file, scheduler_conf is not None, conf)
+                                         kubeconfig, server, token_file, ca_file, scheduler_conf is not None, conf,
+                                         insecure)
     else:
         extra: list[Finding] = []
         if cluster:
@@ -195,7 +199,7 @@ def doctor(
         else:
             if workloads:
                 raise _fail("WORKLOADS are for the embedded cluster: add --cluster SPEC")
-            facts = _kube_facts(kubeconfig, server, token_file, ca_file, lease_namespace)
+            facts = _kube_facts(kubeconfig, server, token_file, ca_file, lease_namespace, insecure=insecure)
             facts.conf = conf
             title = "Kubernetes cluster"
         if scheduler_name:
@@ -212,7 +216,7 @@ def doctor(
 def _node_findings(vendors: list[str] | None, config: Path | None, plugin_dir: Path, kubelet_config: Path,
                    dev_root: Path, node_name: str | None, only: list[str] | None, kubeconfig: str | None,
                    server: str | None, token_file: Path | None, ca_file: Path | None, conf_given: bool,
-                   conf: SchedulerConf) -> tuple[list[Finding], str]:
+                   conf: SchedulerConf, insecure: bool = False) -> tuple[list[Finding], str]:
     from hetsched.agents.backends import Backend, make_backend
     from hetsched.agents.doctor import NodeFacts, run_node_checks
 
@@ -238,7 +242,7 @@ def _node_findings(vendors: list[str] | None, config: Path | None, plugin_dir: P
             from hetsched.cluster.kubernetes import KubeClient, from_api
 
             client = KubeClient.connect(kubeconfig, server, str(token_file) if token_file else None,
-                                        str(ca_file) if ca_file else None)
+                                        str(ca_file) if ca_file else None, insecure)
             fetched = from_api("Node", client.request("GET", f"/api/v1/nodes/{node_name}"))
             node_object = fetched if isinstance(fetched, Node) else None
         except Exception as exc:  # no API access on this node: the comparison is skipped, and says so
@@ -275,6 +279,7 @@ def explain(
     workloads: Workloads = None,
     cluster: Cluster = None,
     kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
+    insecure: Insecure = False,
     scheduler_conf: SchedulerConfOpt = None, until: Until = None, faults: Faults = None,
     node: Annotated[list[str] | None, typer.Option("--node", help="also show this node's chip map (repeatable)")]
     = None,
@@ -289,7 +294,7 @@ def explain(
     if cluster:
         facts, _ = embedded_facts(cluster, workloads or [], conf, until, faults)
     else:
-        facts = _kube_facts(kubeconfig, server, token_file, ca_file, "kube-system", probe=False)
+        facts = _kube_facts(kubeconfig, server, token_file, ca_file, "kube-system", probe=False, insecure=insecure)
     snapshot = facts.snapshot()
     key = _job_key(snapshot.jobs, job)
     explanation = explain_job(snapshot, conf, key, facts.now)

@@ -56,6 +56,9 @@ Kubeconfig = Annotated[str | None, typer.Option(envvar="KUBECONFIG", help="kubec
 Server = Annotated[str | None, typer.Option(envvar="HETSCHED_SERVER", help="API server URL (with --token-file)")]
 TokenFile = Annotated[Path | None, typer.Option(envvar="HETSCHED_TOKEN_FILE", help="bearer token file")]
 CaFile = Annotated[Path | None, typer.Option(envvar="HETSCHED_CA_FILE", help="CA of the API server")]
+Insecure = Annotated[bool, typer.Option(
+    "--insecure", envvar="HETSCHED_INSECURE",
+    help="do not verify the API server's certificate (without --ca-file it is checked against the system's CAs)")]
 LeaderElect = Annotated[bool, typer.Option(envvar="HETSCHED_LEADER_ELECT", help="elect a leader on a Lease")]
 LeaseNamespace = Annotated[str, typer.Option(envvar="HETSCHED_LEASE_NAMESPACE")]
 LeaseDuration = Annotated[float, typer.Option(envvar="HETSCHED_LEASE_DURATION", help="seconds")]
@@ -85,10 +88,11 @@ def serve_metrics(registry: CollectorRegistry, address: str) -> MetricsServer | 
     return server
 
 
-def _client(kubeconfig: str | None, server: str | None, token_file: Path | None, ca_file: Path | None) -> KubeClient:
+def _client(kubeconfig: str | None, server: str | None, token_file: Path | None, ca_file: Path | None,
+            insecure: bool = False) -> KubeClient:
     try:
         return KubeClient.connect(kubeconfig, server, str(token_file) if token_file else None,
-                                  str(ca_file) if ca_file else None)
+                                  str(ca_file) if ca_file else None, insecure)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 
@@ -177,6 +181,7 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
 def scheduler(
     config: ConfigOption = None,
     kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
+    insecure: Insecure = False,
     scheduler_conf: Annotated[Path | None, typer.Option(envvar="HETSCHED_SCHEDULER_CONF",
                                                         help="Volcano scheduler configuration")] = None,
     period: Annotated[float, typer.Option(envvar="HETSCHED_PERIOD", help="seconds between cycles")] = 1.0,
@@ -195,7 +200,7 @@ def scheduler(
     from hetsched.scheduler.why import settings_of
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    client = _client(kubeconfig, server, token_file, ca_file)
+    client = _client(kubeconfig, server, token_file, ca_file, insecure)
     conf = load_conf(scheduler_conf) if scheduler_conf else default_conf()
     metrics = SchedulerMetrics(settings=settings_of(conf))
     serve_metrics(metrics.registry, metrics_address)
@@ -223,6 +228,7 @@ def scheduler(
 def controller(
     config: ConfigOption = None,
     kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
+    insecure: Insecure = False,
     period: Annotated[float, typer.Option(envvar="HETSCHED_PERIOD", help="seconds between rounds")] = 0.2,
     leader_elect: LeaderElect = True, lease_namespace: LeaseNamespace = "kube-system",
     lease_duration: LeaseDuration = 10.0, retry_period: RetryPeriod = 2.0, identity: Identity = None,
@@ -235,7 +241,7 @@ def controller(
     from hetsched.metrics.controller import ControllerMetrics
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    client = _client(kubeconfig, server, token_file, ca_file)
+    client = _client(kubeconfig, server, token_file, ca_file, insecure)
     metrics = ControllerMetrics()
     serve_metrics(metrics.registry, metrics_address)
 
@@ -283,6 +289,7 @@ def webhook(
     host: Annotated[str, typer.Option(envvar="HETSCHED_WEBHOOK_HOST", help="bind address")] = "127.0.0.1",
     port: Annotated[int, typer.Option(envvar="HETSCHED_WEBHOOK_PORT")] = 9443,
     kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
+    insecure: Insecure = False,
     metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['webhook']}",
 ) -> None:
     """Serve the validating (/validate) and mutating (/mutate) admission webhook over HTTPS until SIGTERM."""
@@ -303,7 +310,7 @@ def webhook(
     client: KubeClient | None = None
     ca = b""
     if tls_secret is not None:
-        client = _client(kubeconfig, server, token_file, ca_file)
+        client = _client(kubeconfig, server, token_file, ca_file, insecure)
         tls = None
         while tls is None:  # the API server may not answer yet: the Deployment's pod waits, then serves
             try:

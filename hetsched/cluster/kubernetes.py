@@ -206,24 +206,26 @@ class KubeClient:
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, server: str | None = None, token_file: str | None = None,
-                ca_file: str | None = None) -> KubeClient:
+                ca_file: str | None = None, insecure: bool = False) -> KubeClient:
         """What the processes' connection flags say: ``server`` + ``token_file`` (+ ``ca_file``), else a
-        kubeconfig, else the in-cluster ServiceAccount. A ValueError names a missing flag."""
+        kubeconfig, else the in-cluster ServiceAccount. A ValueError names a missing flag. The API server's
+        certificate is verified (against ``ca_file``, else the system's CAs) unless ``insecure`` is asked
+        for explicitly: a token is never sent over unverified TLS by default."""
         if server:
             if token_file is None:
                 raise ValueError("--server needs --token-file")
             with open(token_file, encoding="utf-8") as token:
-                return cls.from_token(server, token.read().strip(), ca_file=ca_file)
+                return cls.from_token(server, token.read().strip(), ca_file=ca_file, insecure=insecure)
         return cls.from_kubeconfig(kubeconfig)
 
     @classmethod
-    def from_token(cls, host: str, token: str, *, ca_file: str | None = None) -> KubeClient:
+    def from_token(cls, host: str, token: str, *, ca_file: str | None = None, insecure: bool = False) -> KubeClient:
         configuration = kubernetes.client.Configuration()
         configuration.connection_pool_maxsize = cls.POOL
         configuration.host = host
         configuration.api_key = {"BearerToken": token}
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
-        configuration.verify_ssl = ca_file is not None
+        configuration.verify_ssl = not insecure  # no CA file: the system's CAs
         configuration.ssl_ca_cert = ca_file
         return cls(kubernetes.client.ApiClient(configuration))
 
