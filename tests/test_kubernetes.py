@@ -751,3 +751,39 @@ def test_the_api_servers_certificate_is_verified_unless_insecure_is_asked_for(ap
     with pytest.warns(urllib3.exceptions.InsecureRequestWarning):  # and urllib3 says so, every time
         assert KubeClient.connect(server=api.url, token_file=str(token), insecure=True).request("GET", "/version")
     assert KubeClient.connect(server=api.url, token_file=str(token), ca_file=api.ca).request("GET", "/version")
+
+
+def test_lists_are_read_page_by_page(api: ApiServer) -> None:
+    """LIST with limit/continue: with a page of 2, seven Queues come back whole, and the informer built on it
+    syncs with all of them."""
+    cluster = cluster_for(api)
+    cluster.PAGE = 2
+    client = cluster.client
+    names = [f"paged-{i}" for i in range(7)]
+    for name in names:
+        client.request("POST", "/apis/scheduling.volcano.sh/v1beta1/queues", body={
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
+            "spec": {"weight": 1}})
+    pages: list[int] = []
+    request = client.request
+
+    def counting(method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        answer = request(method, path, **kwargs)
+        if method == "GET" and path.endswith("/queues"):
+            assert (kwargs.get("query") or {}).get("limit") == 2
+            pages.append(len(answer.get("items") or []))
+        return answer
+
+    client.request = counting  # type: ignore[method-assign]
+    try:
+        items, version = cluster._list("Queue")
+        assert set(names) <= {item["metadata"]["name"] for item in items} and version
+        assert len(pages) >= 4 and max(pages) <= 2, pages
+        cluster.start(["Queue"])
+        assert cluster.wait_synced(60)
+        cluster.pump()
+        assert set(names) <= {q.metadata.name for q in cluster.list("Queue")}
+    finally:
+        cluster.stop(2.0)
+        for name in names:
+            client.request("DELETE", f"/apis/scheduling.volcano.sh/v1beta1/queues/{name}")

@@ -371,6 +371,8 @@ class KubeCluster:
         self._bucket = _TokenBucket(qps, burst)
         self._cache: dict[str, dict[str, AnyObject]] = {}
         self._synced: dict[str, threading.Event] = {}
+        self._resources: dict[str, Resource] = {}
+        """Kinds this server serves at another version than :data:`RESOURCES` says (found by listing)."""
         self._events: queue.Queue[tuple[str, str, dict[str, Any] | None]] = queue.Queue()
         self._watchers: list[tuple[frozenset[str], WatchHandler]] = []
         self._stopping = threading.Event()
@@ -384,7 +386,7 @@ class KubeCluster:
     # ------------------------------------------------------------------------------ informers
 
     def _resource(self, kind: str) -> Resource:
-        return RESOURCES[kind]
+        return self._resources.get(kind) or RESOURCES[kind]
 
     def start(self, kinds: Sequence[str]) -> None:
         """Start an informer per kind (idempotent per kind)."""
@@ -407,17 +409,37 @@ class KubeCluster:
                     return False
         return True
 
+    PAGE = 500
+    """Objects per LIST page (``limit``/``continue``): a 100,000-pod cluster is read in bounded pieces."""
+
     def _list(self, kind: str) -> tuple[list[dict[str, Any]], str]:
+        """Every object of ``kind``, page by page, and the list's resourceVersion (the first page's: the
+        pages are one consistent snapshot). An expired ``continue`` (410) starts the list again."""
         resource = self._resource(kind)
-        try:
-            data = self.client.request("GET", resource.path())
-        except NotFound:
-            fallback = FALLBACK_VERSIONS.get(kind)
-            if fallback is None:
-                raise
-            RESOURCES[kind] = resource = Resource(resource.group, fallback, resource.plural, resource.namespaced)
-            data = self.client.request("GET", resource.path())
-        return list(data.get("items", [])), str(data.get("metadata", {}).get("resourceVersion", ""))
+        while True:
+            items: list[dict[str, Any]] = []
+            version, token = "", ""
+            try:
+                while True:
+                    query = {"limit": self.PAGE, **({"continue": token} if token else {})}
+                    try:
+                        data = self.client.request("GET", resource.path(), query=query)
+                    except NotFound:
+                        fallback = FALLBACK_VERSIONS.get(kind)
+                        if fallback is None or resource.version == fallback:
+                            raise
+                        resource = Resource(resource.group, fallback, resource.plural, resource.namespaced)
+                        self._resources[kind] = resource
+                        continue
+                    items += data.get("items") or []
+                    metadata = data.get("metadata") or {}
+                    version = version or str(metadata.get("resourceVersion", ""))
+                    token = str(metadata.get("continue") or "")
+                    if not token:
+                        return items, version
+            except ApiError as exc:
+                if exc.status != 410:  # Gone: the continue token expired; list again from the start
+                    raise
 
     def _inform(self, kind: str) -> None:
         backoff = 0.5
