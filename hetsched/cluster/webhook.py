@@ -167,6 +167,9 @@ class _TLSServer(ThreadingHTTPServer):
 
     TIMEOUT = 10.0
     daemon_threads = True
+    request_queue_size = 1024
+    """The listen backlog (socketserver's default is 5: a burst of connections beyond it waits for the
+    clients' SYN retries, 1 s and 3 s — measured as a 2.6 s p99 with 100 clients before this)."""
 
     def __init__(self, address: tuple[str, int], context: ssl.SSLContext) -> None:
         super().__init__(address, _Handler)
