@@ -787,3 +787,34 @@ def test_lists_are_read_page_by_page(api: ApiServer) -> None:
         cluster.stop(2.0)
         for name in names:
             client.request("DELETE", f"/apis/scheduling.volcano.sh/v1beta1/queues/{name}")
+
+
+def test_lease_expiry_is_judged_by_locally_observed_time_not_the_holders_clock(api: ApiServer) -> None:
+    """A holder whose clock is an hour behind is not robbed while it renews; one whose clock is years ahead
+    loses the Lease once nobody has seen it change for its duration (client-go's observedTime)."""
+    from hetsched.cluster.leader import LeaderElector
+
+    client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+    path = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+
+    def lease(name: str, renew: str) -> None:
+        client.request("POST", path, body={"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                           "metadata": {"name": name}, "spec": {
+                                               "holderIdentity": "other", "leaseDurationSeconds": 1,
+                                               "renewTime": renew, "acquireTime": renew}})
+
+    def renew(name: str, when: str) -> None:
+        current = client.request("GET", f"{path}/{name}")
+        client.request("PUT", f"{path}/{name}", body={**current, "spec": {**current["spec"], "renewTime": when}})
+
+    lease("skew-behind", "2026-01-01T00:00:00.000000Z")  # an hour (or a year) behind: old, but renewed
+    behind = LeaderElector(client, "default", "skew-behind", "me", duration=1)
+    for second in range(3):
+        assert not behind.try_acquire_or_renew()  # it changed since we last looked: the holder is alive
+        renew("skew-behind", f"2026-01-01T00:00:0{second + 1}.000000Z")
+        time.sleep(0.5)
+    lease("skew-ahead", "2100-01-01T00:00:00.000000Z")  # the holder's clock is far ahead, and it died
+    ahead = LeaderElector(client, "default", "skew-ahead", "me", duration=1)
+    assert not ahead.try_acquire_or_renew()  # first seen now: give it its duration
+    time.sleep(1.5)  # no change seen for longer than its duration (1 s) on this process's monotonic clock
+    assert ahead.try_acquire_or_renew() and ahead.holder() == "me"

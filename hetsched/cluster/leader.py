@@ -5,9 +5,12 @@ over when the holder stops renewing.
 Who calls it: the ``hetsched scheduler`` and ``hetsched controller`` processes, every ``retry`` seconds.
 
 Rules: the Lease names its holder and when it last renewed; a holder renews every ``retry`` seconds; the
-Lease is free when it has no holder or its last renewal is older than ``duration`` seconds; taking it is
-a write with the resourceVersion read, so of two replicas racing only one wins (the other's write is a
-409). On SIGTERM the holder releases the Lease (empty holder) so another replica takes over at once.
+Lease is free when it has no holder, or when this replica has seen no change to it for ``duration``
+seconds of its *own* monotonic clock (as client-go's ``observedTime``): the holder's ``renewTime`` is
+never compared with the local clock, so a holder whose clock is hours behind is not robbed while it
+renews, and one whose clock is ahead does not hold the Lease forever after it dies. Taking it is a write
+with the resourceVersion read, so of two replicas racing only one wins (the other's write is a 409). On
+SIGTERM the holder releases the Lease (empty holder) so another replica takes over at once.
 """
 
 from __future__ import annotations
@@ -28,12 +31,6 @@ def _micro(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime(_FORMAT)
 
 
-def _seconds(text: str | None) -> float:
-    if not text:
-        return 0.0
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
 class LeaderElector:
     def __init__(self, client: KubeClient, namespace: str, name: str, identity: str, *,
                  duration: float = 10.0) -> None:
@@ -42,6 +39,10 @@ class LeaderElector:
         self.collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self.namespace, self.name, self.identity, self.duration = namespace, name, identity, duration
         self.leading = False
+        self._observed: tuple[Any, ...] | None = None
+        """The Lease's holder, renewTime and resourceVersion when last read ..."""
+        self._observed_at = 0.0
+        """... and when (this process's monotonic clock) that record was first seen."""
 
     def _spec(self, now: float, transitions: int) -> dict[str, Any]:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.duration),
@@ -63,7 +64,10 @@ class LeaderElector:
             return self.leading
         spec = lease.get("spec", {})
         holder = spec.get("holderIdentity") or ""
-        expired = _seconds(spec.get("renewTime")) + float(spec.get("leaseDurationSeconds") or self.duration) < now
+        record = (holder, spec.get("renewTime"), (lease.get("metadata") or {}).get("resourceVersion"))
+        if record != self._observed:
+            self._observed, self._observed_at = record, time.monotonic()
+        expired = time.monotonic() - self._observed_at > float(spec.get("leaseDurationSeconds") or self.duration)
         if holder and holder != self.identity and not expired:
             self.leading = False
             return False
