@@ -170,3 +170,14 @@ def test_bad_dumps_are_errors_naming_the_file_item_and_field(tmp_path: Path, tex
     with pytest.raises(ManifestError) as error:
         load_cluster([write(tmp_path, "bad.yaml", text)])
     assert message in "; ".join(map(str, error.value.problems))
+
+
+def test_an_object_in_both_the_dump_and_a_workload_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    queue = "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: research}\nspec: {weight: 2}\n"
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "simulate", "-c",
+                          str(write(tmp_path, "n.yaml", NODES)), "-c", str(write(tmp_path, "r.yaml", RUNNING)),
+                          str(write(tmp_path, "q.yaml", queue)), "-q"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 2, run.stderr
+    assert "(Queue/research): metadata.name: Queue research is already defined" in run.stderr
+    assert "Traceback" not in run.stderr

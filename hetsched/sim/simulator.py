@@ -23,7 +23,7 @@ from functools import partial
 
 from hetsched.api import workload_annotations
 from hetsched.api.job_update import apply_update, update_problem
-from hetsched.api.manifest import ManifestError, Problem
+from hetsched.api.manifest import ManifestError, Problem, duplicate_problems
 from hetsched.api.objects import AnyObject, Job, Node, Queue, object_key
 from hetsched.api.workload_annotations import SUBMIT_AT
 from hetsched.cluster.memory import MemoryCluster
@@ -141,6 +141,9 @@ class Simulation:
         if metrics is not None:  # durations are real compute time; latencies and waits are simulated time
             self.scheduler.observers.append(metrics[0])
             self.fault_controller.listeners.append(metrics[1].restarted)
+        duplicates = duplicate_problems([("<workload>", index, obj) for index, obj in enumerate(objects, start=1)])
+        if duplicates:  # e.g. a Queue in both the --cluster dump and a workload file
+            raise ManifestError(duplicates)
         check_queues(objects)
         check_updates(objects)
         self.total_workloads = len({(o.kind, object_key(o)) for o in objects if o.kind in ("Job", "Pod", "PodGroup")})
