@@ -29,7 +29,7 @@ from hetsched.scheduler.conf import parse_conf
 from hetsched.sim.faults import Fault
 from hetsched.sim.results import Results
 from hetsched.sim.simulator import Simulation
-from tests.test_work_conservation import CONFS, KINDS, Case, cases, manifests, nodes
+from tests.test_work_conservation import CONFS, KINDS, Case, cases, manifests, nodes, one_server_job
 
 EXAMPLES = int(os.environ.get("HETSCHED_FIGURES_EXAMPLES", "100"))
 SCENARIOS = Path(__file__).resolve().parent.parent / "examples" / "scenarios"
@@ -98,8 +98,7 @@ def test_allocation_never_exceeds_what_the_cluster_has_and_every_eviction_is_cha
     for eviction in results.evictions:
         assert eviction["lostChipSeconds"] >= 0
         if eviction["action"] == "drain":
-            node = eviction["reason"].removeprefix("node ").removesuffix(" drained")
-            assert any(f["kind"] == "Drain" and f["target"] == node and eviction["job"] in f["jobs"]
+            assert any(f["kind"] == "Drain" and f["target"] == eviction["node"] and eviction["job"] in f["jobs"]
                        for f in results.faults), eviction
     lost = sum(e["lostChipSeconds"] for e in results.evictions)
     assert sum(results.summary["evictions"]["lostChipSecondsByAction"].values()) == pytest.approx(lost, abs=1e-3)
@@ -109,21 +108,8 @@ def test_allocation_never_exceeds_what_the_cluster_has_and_every_eviction_is_cha
             assert all(p["end"] is not None for p in record["pods"] if p["start"] is not None), record
 
 
-def job(name: str, replicas: int, chips: int, duration: int, at: int = 0, extra: str = "") -> str:
-    return f"""apiVersion: batch.volcano.sh/v1alpha1
-kind: Job
-metadata: {{name: {name}, annotations: {{hetsched.io/submit-at: "{at}"}}}}
-spec:
-  minAvailable: {replicas}
-  tasks:
-  - name: w
-    replicas: {replicas}
-    template:
-      metadata: {{annotations: {{hetsched.io/duration: "{duration}"}}}}
-      spec:
-        containers:
-        - {{name: w, resources: {{limits: {{huawei.com/Ascend910: "{chips}"}}, requests: {{cpu: "1"}}}}}}
-{extra}"""
+def job(name: str, replicas: int, chips: int, duration: int, at: int = 0, queue: str = "default") -> str:
+    return one_server_job(name, queue, chips, replicas, at, duration)
 
 
 def command(name: str, action: str, at: int) -> str:
@@ -156,7 +142,7 @@ def test_a_run_that_ends_with_jobs_waiting_exits_3_and_names_them(tmp_path: Path
         job("fits", 2, 8, 100),
         job("too-big", 5, 8, 100),  # 40 chips on a 32-chip cluster
         "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: shut}\nstatus: {state: Closed}",
-        job("closed-queue", 1, 1, 100).replace("  minAvailable: 1", "  minAvailable: 1\n  queue: shut"),
+        job("closed-queue", 1, 1, 100, queue="shut"),
     ]))
     run = simulate(tmp_path, "--cluster", str(SCENARIOS / "ascend-4.yaml"), str(workload), "-o", "out.json")
     assert run.returncode == 3, run.stderr

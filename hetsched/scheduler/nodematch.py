@@ -51,6 +51,18 @@ def term_matches(nodes: NodeArrays, term: NodeSelectorTerm) -> BoolArray:
     return ok
 
 
+def required_affinity_matches(nodes: NodeArrays, spec: PodSpec) -> BoolArray | None:
+    """Nodes that meet the pod's required node affinity (any of its terms); None when it has none."""
+    affinity = spec.affinity.nodeAffinity if spec.affinity else None
+    required = affinity.requiredDuringSchedulingIgnoredDuringExecution if affinity else None
+    if required is None:
+        return None
+    matched = np.zeros(len(nodes), dtype=bool)
+    for term in required.nodeSelectorTerms:
+        matched |= term_matches(nodes, term)
+    return matched
+
+
 def selector_matches(nodes: NodeArrays, selector: dict[str, str]) -> BoolArray:
     ok = np.ones(len(nodes), dtype=bool)
     for key, value in selector.items():

@@ -41,7 +41,7 @@ import numpy as np
 
 from hetsched.api.objects import LabelSelector, LabelSelectorRequirement, PodAffinityTerm, TopologySpreadConstraint
 from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray
-from hetsched.scheduler.nodematch import selector_matches, term_matches, untolerated
+from hetsched.scheduler.nodematch import required_affinity_matches, selector_matches, untolerated
 from hetsched.scheduler.snapshot import NodeArrays, PlacedPod, Snapshot, TaskGroup
 
 AFFINITY_REASON = "node(s) didn't match pod affinity rules"
@@ -221,12 +221,8 @@ class PodTopology:
         eligible: BoolArray = nodes.exists.copy()
         if constraint.nodeAffinityPolicy != "Ignore":
             eligible &= selector_matches(nodes, group.spec.nodeSelector)
-            affinity = group.spec.affinity.nodeAffinity if group.spec.affinity else None
-            required = affinity.requiredDuringSchedulingIgnoredDuringExecution if affinity else None
-            if required is not None:
-                matched = np.zeros(len(nodes), dtype=bool)
-                for term in required.nodeSelectorTerms:
-                    matched |= term_matches(nodes, term)
+            matched = required_affinity_matches(nodes, group.spec)
+            if matched is not None:
                 eligible &= matched
         if constraint.nodeTaintsPolicy == "Honor":
             for mask in untolerated(nodes, group.spec.tolerations, ("NoSchedule", "NoExecute")).values():

@@ -302,7 +302,7 @@ def _fault_report(recorder: Recorder) -> list[dict[str, Any]]:
     for eviction in recorder.evictions:
         if eviction["action"] == "drain":  # charged to the latest drain of that node at or before it
             causes = [i for i, f in enumerate(recorder.faults) if f["kind"] == "Drain"
-                      and f"node {f['target']} drained" == eviction["reason"] and f["time"] <= eviction["time"] + 1e-9]
+                      and f["target"] == eviction["node"] and f["time"] <= eviction["time"] + 1e-9]
             if causes:
                 lost[max(causes, key=lambda i: recorder.faults[i]["time"])] += eviction.get("lostChipSeconds", 0.0)
     for time, job, pods, counted, _ in recorder.restarts:

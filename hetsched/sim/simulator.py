@@ -233,7 +233,7 @@ class Simulation:
             done, empty = drain_step(self.cluster, node)
             for pod, job in done:
                 self.recorder.evictions.append({"time": self.clock.now(), "pod": pod, "job": job, "action": "drain",
-                                                "reason": f"node {node} drained", "for": ""})
+                                                "reason": f"node {node} drained", "for": "", "node": node})
                 self.recorder.on_drained(node, job)
             evicted += len(done)
             if empty:

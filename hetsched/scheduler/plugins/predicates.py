@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hetsched.scheduler.framework import Arguments, BoolArray, IntArray, Plugin
-from hetsched.scheduler.nodematch import selector_matches, taint_text, term_matches, untolerated
+from hetsched.scheduler.nodematch import required_affinity_matches, selector_matches, taint_text, untolerated
 from hetsched.scheduler.podtopology import (
     AFFINITY_REASON,
     ANTI_AFFINITY_REASON,
@@ -100,12 +100,8 @@ class Predicates(Plugin):
         ]
         if self.affinity:
             failures.append(("node(s) didn't match Pod's node selector", ~selector_matches(nodes, spec.nodeSelector)))
-            affinity = spec.affinity.nodeAffinity if spec.affinity else None
-            required = affinity.requiredDuringSchedulingIgnoredDuringExecution if affinity else None
-            if required is not None:
-                matched = np.zeros(len(nodes), dtype=bool)
-                for term in required.nodeSelectorTerms:
-                    matched |= term_matches(nodes, term)
+            matched = required_affinity_matches(nodes, spec)
+            if matched is not None:
                 failures.append(("node(s) didn't match Pod's node affinity", ~matched))
         if self.taints:
             for taint, mask in untolerated(nodes, spec.tolerations, ("NoSchedule", "NoExecute")).items():
