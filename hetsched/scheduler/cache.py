@@ -304,7 +304,7 @@ class SchedulerCache:
 
     def _account(self, key: str, record: _PodRecord, sign: int = 1) -> None:
         if record.node >= 0 and record.state in ("bound", "releasing"):
-            if _required_anti(record.pod):
+            if record.pod.spec.pod_topology and _required_anti(record.pod):  # cached: most pods have none
                 if sign > 0:
                     self._anti_pods.add(key)
                 else:
