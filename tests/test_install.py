@@ -31,10 +31,15 @@ EXAMPLES = [  # values a user might give: the defaults, a mixed cluster, the rea
     {},
     {"vendors": {"cambricon": {"enabled": True}, "nvidia": {"enabled": True, "nodeAgent": {"enabled": False}}},
      "scheduler": {"replicas": 3, "period": 0.5}, "metrics": {"address": ""}},
-    {"hostNetwork": True, "apiServer": "https://127.0.0.1:6443", "webhook": {"url": "https://127.0.0.1:9443"},
+    {"hostNetwork": True, "apiServer": "https://127.0.0.1:6443",
      "vendors": {"ascend": {"enabled": False, "devicePlugin": {"ascendRuntime": True}},
                  "fake": {"enabled": True, "config": "/srv/fake/chips.yaml"}},
-     "image": {"repository": "registry.example/hetsched", "tag": "1.2", "pullPolicy": "Never"}},
+     "image": {"repository": "registry.example/hetsched", "tag": "1.2", "pullPolicy": "Never"},
+     "disruptionBudget": {"apiVersion": "policy/v1beta1"},
+     "webhook": {"replicas": 1, "url": "https://127.0.0.1:9443", "restrict": {"failurePolicy": "Fail"}}},
+    {"metrics": {"address": "0.0.0.0"}, "webhook": {"restrict": {"enabled": False}},
+     "disruptionBudget": {"enabled": False}, "vendors": {"nvidia": {"enabled": True, "securityContext": {
+         "privileged": True}}}},
 ]
 
 
@@ -78,6 +83,8 @@ def _expression(expr: str, values: dict[str, Any], namespace: str) -> Any:
         return posixpath.dirname(path) if words[0] == "dir" else posixpath.basename(path)
     if words[0] == "not":
         return not _expression(" ".join(words[1:]), values, namespace)
+    if words[0] == "ne":
+        return _print(_lookup(words[1], values, namespace)) != words[2].strip('"')
     if words[0] == "and":
         return all(_expression(term, values, namespace) for term in re.findall(r"\(([^)]*)\)", expr))
     assert len(words) == 1, expr

@@ -255,6 +255,33 @@ def test_the_ssh_plugin_hands_every_pod_the_same_key_pair_and_host_list() -> Non
         load_text(bad)
 
 
+def test_the_ssh_plugin_neither_uses_nor_deletes_a_secret_it_does_not_own() -> None:
+    """A ``<job>-ssh`` Secret made by someone else (its key could be an attacker's) is not mounted into the
+    Job's pods: the Job waits, saying why; and deleting the Job leaves that Secret alone."""
+    from hetsched.api.objects import Secret
+
+    clock = SimClock()
+    cluster = MemoryCluster(clock)
+    controller = JobController(cluster, clock, events=cluster)
+    planted = Secret.model_validate({"metadata": {"name": "mpi-ssh", "namespace": "default"},
+                                     "data": {"id_rsa": "YXR0YWNrZXI="}})
+    cluster.create(planted)
+    (job,) = load_text(DEPENDS)
+    cluster.create(job)
+    controller.process()
+    cluster.update_podgroup_status("default/mpi", "Inqueue", None)
+    controller.process()
+    stored = cluster.get("Job", "default/mpi")
+    assert isinstance(stored, Job)
+    assert stored.status.state.reason == "PodCreationFailed"
+    assert "Secret default/mpi-ssh exists and is not owned by Job mpi" in stored.status.state.message
+    assert cluster.count("Pod") == 0
+    cluster.delete("Job", "default/mpi")
+    controller.process()
+    kept = cluster.get("Secret", "default/mpi-ssh")
+    assert isinstance(kept, Secret) and kept.data == planted.data
+
+
 def test_ttl_after_finished_deletes_the_job_in_the_simulator() -> None:
     from hetsched.sim.simulator import Simulation
     from tests.builders import node

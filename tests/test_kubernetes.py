@@ -327,10 +327,24 @@ def unregister_webhook(client: KubeClient, server: Any) -> None:
     server.stop()
 
 
-RBAC_PATHS = {"ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+RBAC_PATHS = {"ServiceAccount": "/api/v1/namespaces/{namespace}/serviceaccounts",
+              "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
               "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
               "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
               "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings"}
+
+
+def apply_chart_rbac(admin: KubeClient) -> None:
+    """The chart's ServiceAccounts and RBAC (templates/serviceaccounts.yaml and rbac.yaml, rendered for
+    namespace hetsched — their only template value), applied once."""
+    for template in ("serviceaccounts.yaml", "rbac.yaml"):
+        rendered = (ROOT / "deploy/helm/hetsched/templates" / template).read_text().replace(
+            "{{ .Release.Namespace }}", "hetsched")
+        assert "{{" not in rendered
+        for document in yaml.safe_load_all(rendered):
+            namespace = document["metadata"].get("namespace", "")
+            with contextlib.suppress(Conflict):
+                admin.request("POST", RBAC_PATHS[document["kind"]].format(namespace=namespace), body=document)
 
 
 def test_the_scheduler_runs_under_its_own_service_account_and_nothing_more(api: ApiServer, tmp_path: Path) -> None:
@@ -341,13 +355,7 @@ def test_the_scheduler_runs_under_its_own_service_account_and_nothing_more(api: 
     with contextlib.suppress(Conflict):
         admin.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
                                                          "metadata": {"name": "hetsched"}})
-    rendered = (ROOT / "deploy/helm/hetsched/templates/rbac.yaml").read_text().replace(
-        "{{ .Release.Namespace }}", "hetsched")
-    assert "{{" not in rendered
-    for document in yaml.safe_load_all(rendered):
-        namespace = document["metadata"].get("namespace", "")
-        with contextlib.suppress(Conflict):
-            admin.request("POST", RBAC_PATHS[document["kind"]].format(namespace=namespace), body=document)
+    apply_chart_rbac(admin)
     cluster = cluster_for(api)
     with contextlib.suppress(Conflict):
         cluster.create(Queue.model_validate({"metadata": {"name": "default"}}))
@@ -808,13 +816,213 @@ def test_lease_expiry_is_judged_by_locally_observed_time_not_the_holders_clock(a
         client.request("PUT", f"{path}/{name}", body={**current, "spec": {**current["spec"], "renewTime": when}})
 
     lease("skew-behind", "2026-01-01T00:00:00.000000Z")  # an hour (or a year) behind: old, but renewed
-    behind = LeaderElector(client, "default", "skew-behind", "me", duration=1)
+    behind = LeaderElector(client, "default", "skew-behind", "me", duration=1, retry=0.2)
     for second in range(3):
         assert not behind.try_acquire_or_renew()  # it changed since we last looked: the holder is alive
         renew("skew-behind", f"2026-01-01T00:00:0{second + 1}.000000Z")
         time.sleep(0.5)
     lease("skew-ahead", "2100-01-01T00:00:00.000000Z")  # the holder's clock is far ahead, and it died
-    ahead = LeaderElector(client, "default", "skew-ahead", "me", duration=1)
+    ahead = LeaderElector(client, "default", "skew-ahead", "me", duration=1, retry=0.2)
     assert not ahead.try_acquire_or_renew()  # first seen now: give it its duration
     time.sleep(1.5)  # no change seen for longer than its duration (1 s) on this process's monotonic clock
     assert ahead.try_acquire_or_renew() and ahead.holder() == "me"
+
+
+def make_namespace(client: KubeClient, name: str) -> None:
+    with contextlib.suppress(Conflict):
+        client.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": name}})
+
+
+def test_a_leader_frozen_past_its_lease_binds_nothing_when_it_wakes(api: ApiServer, tmp_path: Path) -> None:
+    """Fencing: a leading scheduler is SIGSTOPped (idle, its cache current); a standby elector waits out the
+    Lease and takes it; new pods arrive; the frozen leader is SIGCONTed and its informers show it the new
+    pods — it binds none of them (every write asks the Lease first, and its last renewal began more than the
+    renew deadline ago), says it lost the Lease, and exits 1."""
+    from hetsched.cluster.leader import LeaderElector
+
+    client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+    make_namespace(client, "fence")
+    cluster = cluster_for(api)
+    with contextlib.suppress(Conflict):
+        cluster.create(Queue.model_validate({"metadata": {"name": "default"}}))
+    add_node(cluster, node("fence-node", cpu="64"))
+    frozen = start_process(api, tmp_path, "scheduler", "frozen", "--period", "0.3", "--lease-duration", "3",
+                           "--retry-period", "0.5", lease_namespace="fence")
+    standby = LeaderElector(client, "fence", "hetsched-scheduler", "standby", duration=3, retry=0.5)
+    try:
+        gangs(cluster, "before-", 1, 2)
+        deadline = time.monotonic() + 60
+        while not all(p.spec.nodeName for p in bound_pods(cluster, "before-")):
+            assert time.monotonic() < deadline and frozen.poll() is None, (
+                tmp_path / "scheduler-frozen.log").read_text()
+            time.sleep(0.2)
+        frozen.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 60
+        while not standby.try_acquire_or_renew():  # a standby's rounds: it takes over once the Lease expired
+            assert time.monotonic() < deadline, standby.holder()
+            time.sleep(0.5)
+        standby.start()  # and keeps it
+        gangs(cluster, "after-", 1, 2)
+        frozen.send_signal(signal.SIGCONT)
+        code = frozen.wait(timeout=60)
+        log_text = (tmp_path / "scheduler-frozen.log").read_text()
+        assert code == 1 and "lost the lease" in log_text, log_text[-3000:]
+        assert not any(p.spec.nodeName for p in bound_pods(cluster, "after-"))  # the frozen leader bound nothing
+        assert standby.holder() == "standby"
+    finally:
+        if frozen.poll() is None:
+            frozen.send_signal(signal.SIGCONT)
+        stop_process(frozen)
+        standby.stop()
+        standby.release()
+
+
+def test_sigterm_mid_bind_batch_stops_within_2s_and_gives_the_lease_up(api: ApiServer, tmp_path: Path) -> None:
+    """A batch of 300 binds at 10 per second (30 s of work): SIGTERM after a few binds ends the process
+    with status 0 within ``cli.shutdown.BOUND`` — no new bind is started, the Lease is released — and the
+    pods not bound are left for the next leader."""
+    from hetsched.cli.shutdown import BOUND
+    from hetsched.cluster.leader import LeaderElector
+
+    client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+    make_namespace(client, "midbatch")
+    cluster = cluster_for(api)
+    with contextlib.suppress(Conflict):
+        cluster.create(Queue.model_validate({"metadata": {"name": "default"}}))
+    add_node(cluster, node("batch-node", cpu="1000", memory="4000Gi", pods=1000))
+    gangs(cluster, "batch-", 1, 300)
+    process = start_process(api, tmp_path, "scheduler", "batch", "--period", "0.3", "--qps", "10", "--burst", "1",
+                            lease_namespace="midbatch")
+    try:
+        deadline = time.monotonic() + 120
+        while sum(1 for p in bound_pods(cluster, "batch-") if p.spec.nodeName) < 5:
+            assert time.monotonic() < deadline and process.poll() is None, (
+                tmp_path / "scheduler-batch.log").read_text()[-3000:]
+            time.sleep(0.2)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        took = time.monotonic() - sent
+        log_text = (tmp_path / "scheduler-batch.log").read_text()
+        print(f"SIGTERM mid-batch → exit in {took:.3f} s")
+        assert code == 0 and took < BOUND, (took, log_text[-3000:])
+        bound = sum(1 for p in bound_pods(cluster, "batch-") if p.spec.nodeName)
+        assert 5 <= bound < 300, bound
+        assert LeaderElector(client, "midbatch", "hetsched-scheduler", "observer").holder() == ""
+    finally:
+        stop_process(process)
+
+
+def service_account_token(admin: KubeClient, name: str, pod: dict[str, Any] | None = None) -> str:
+    """A token for ServiceAccount hetsched/``name`` from the TokenRequest API — bound to ``pod`` when given,
+    as the projected token kubelet mounts into the node agent's pod."""
+    spec: dict[str, Any] = {"expirationSeconds": 3600}
+    if pod is not None:
+        spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"],
+                                  "uid": pod["metadata"]["uid"]}
+    answer = admin.request("POST", f"/api/v1/namespaces/hetsched/serviceaccounts/{name}/token", body={
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+    return str(answer["status"]["token"])
+
+
+def refused(client: KubeClient, method: str, path: str, body: Any = None, **kwargs: Any) -> str:
+    """The API server's 403 for this request (the test fails if it is anything else)."""
+    with pytest.raises(ApiError) as info:
+        client.request(method, path, body=body, **kwargs)
+    assert info.value.status == 403, (method, path, info.value)
+    return str(info.value)
+
+
+def test_least_privilege_each_denial_is_a_real_403(api: ApiServer, tmp_path: Path) -> None:
+    """The chart's RBAC and its /restrict registration (rendered by ``hetsched install``), our webhook behind
+    it, and real ServiceAccount tokens (the node agent's bound to its pod on node agent-a): the node agent
+    writes its own Node and ConfigMap, and is refused every other Node, every other ConfigMap, reading
+    kube-system and deleting nodes; the controller is refused a Secret no Volcano Job owns (creating and
+    deleting); the scheduler is refused ConfigMaps outside kube-system. A real node agent syncs with exactly
+    these rights."""
+    import base64
+    import json
+
+    from hetsched.agents.backends.fake import FakeBackend
+    from hetsched.agents.node_agent import NodeAgent
+    from hetsched.cli.install import render
+    from hetsched.cli.serve import pod_node_lookup
+    from hetsched.cluster.restriction import Restriction
+    from hetsched.cluster.webhook import WebhookServer
+    from hetsched.install.values import load_values
+
+    admin = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+    make_namespace(admin, "hetsched")
+    apply_chart_rbac(admin)
+    cluster = cluster_for(api)
+    for name in ("agent-a", "agent-b"):
+        add_node(cluster, node(name, cpu="8"))
+    pod = admin.request("POST", "/api/v1/namespaces/hetsched/pods", body={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "node-agent-a"},
+        "spec": {"serviceAccountName": "hetsched-node-agent", "nodeName": "agent-a",
+                 "containers": [{"name": "agent", "image": "hetsched"}]}})
+    cert, key = self_signed(tmp_path)
+    server = WebhookServer(str(cert), str(key), port=0, restriction=Restriction("hetsched", pod_node_lookup(admin)))
+    server.start()
+    values = load_values([("test", {"webhook": {"url": f"https://127.0.0.1:{server.port}"}})], [])
+    registration = next(d for d in yaml.safe_load_all(render(values)) if d and d["kind"] ==
+                        "ValidatingWebhookConfiguration" and d["metadata"]["name"] == "hetsched-restrict")
+    registration["webhooks"][0]["clientConfig"]["caBundle"] = base64.b64encode(cert.read_bytes()).decode()
+    registration["webhooks"][0]["failurePolicy"] = "Fail"  # here: a webhook not called fails the test
+    admin.request("POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", body=registration)
+    agent = KubeClient.from_token(api.url, service_account_token(admin, "hetsched-node-agent", pod), ca_file=api.ca)
+    controller = KubeClient.from_token(api.url, service_account_token(admin, "hetsched-controller"), ca_file=api.ca)
+    scheduler = KubeClient.from_token(api.url, SCHEDULER_TOKEN, ca_file=api.ca)
+    label = {"metadata": {"labels": {"probe": "1"}}}
+    merge = "application/merge-patch+json"
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the registration takes effect within a moment
+            try:
+                agent.request("PATCH", "/api/v1/nodes/agent-b", body=label, content_type=merge)
+            except ApiError as exc:
+                if exc.status == 403 and "may write only Node agent-a" in str(exc):
+                    break
+            assert time.monotonic() < deadline, "the /restrict webhook was never called"
+            time.sleep(0.3)
+        agent.request("PATCH", "/api/v1/nodes/agent-a", body=label, content_type=merge)  # its own: allowed
+        assert "may write only Node agent-a, not Node agent-b" in refused(
+            agent, "PATCH", "/api/v1/nodes/agent-b/status", {"status": {"conditions": [
+                {"type": "AcceleratorHealthy", "status": "False"}]}}, content_type=merge)
+        refused(agent, "DELETE", "/api/v1/nodes/agent-a")  # RBAC: no delete at all
+        mine = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mindx-dl-deviceinfo-agent-a"},
+                "data": {"DeviceInfoCfg": "{}"}}
+        agent.request("POST", "/api/v1/namespaces/kube-system/configmaps", body=mine)
+        theirs = {**mine, "metadata": {"name": "mindx-dl-deviceinfo-agent-b"}}
+        assert "may write only ConfigMap kube-system/mindx-dl-deviceinfo-agent-a" in refused(
+            agent, "POST", "/api/v1/namespaces/kube-system/configmaps", theirs)
+        refused(agent, "GET", "/api/v1/namespaces/kube-system/configmaps/mindx-dl-deviceinfo-agent-a")  # no reads
+        refused(agent, "POST", "/api/v1/namespaces/default/configmaps", mine)  # RBAC: kube-system only
+        config = tmp_path / "chips.yaml"
+        config.write_text(json.dumps({"chips": [{"id": 0, "health": "OK"}, {"id": 1, "health": "Critical"}]}))
+        NodeAgent(KubeCluster(agent), "agent-a", FakeBackend(config)).sync()  # what the agent does: allowed
+        stored = admin.request("GET", "/api/v1/nodes/agent-a")
+        assert any(c["type"] == "AcceleratorHealthy" for c in stored["status"]["conditions"])
+        with pytest.raises(ApiError) as info:  # and the same agent, on another node's behalf: refused
+            NodeAgent(KubeCluster(agent), "agent-b", FakeBackend(config)).sync()
+        assert info.value.status == 403
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "planted-ssh"},
+                  "data": {"id_rsa": "YXR0YWNrZXI="}}
+        assert "only Secrets owned by a Volcano Job" in refused(
+            controller, "POST", "/api/v1/namespaces/default/secrets", secret)
+        admin.request("POST", "/api/v1/namespaces/default/secrets", body=secret)
+        assert "only Secrets owned by a Volcano Job" in refused(
+            controller, "DELETE", "/api/v1/namespaces/default/secrets/planted-ssh")
+        owned = {**secret, "metadata": {"name": "owned-ssh", "ownerReferences": [{
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "owner", "uid": "u-1",
+            "controller": True}]}}
+        controller.request("POST", "/api/v1/namespaces/default/secrets", body=owned)
+        controller.request("DELETE", "/api/v1/namespaces/default/secrets/owned-ssh")
+        refused(scheduler, "GET", "/api/v1/namespaces/default/configmaps")
+        refused(scheduler, "GET", "/api/v1/configmaps")
+        scheduler.request("GET", "/api/v1/namespaces/kube-system/configmaps")  # Ascend's device-info: allowed
+    finally:
+        admin.request("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
+                                "hetsched-restrict")
+        server.stop()

@@ -49,7 +49,8 @@ CHIPS = {
 VALUES = {  # what a cluster without a pod network or kube-proxy needs; nothing else differs from the defaults
     "hostNetwork": True,
     "image": {"pullPolicy": "Never"},
-    "webhook": {"url": "https://127.0.0.1:{port}"},
+    "webhook": {"url": "https://127.0.0.1:{port}", "replicas": 1},  # one loopback: one server on the port
+    "disruptionBudget": {"apiVersion": "policy/v1beta1"},  # the cluster here is Kubernetes 1.20
     "metrics": {"address": ""},  # all nodes share one loopback: the components' fixed ports would clash
     "controller": {"replicas": 1},
     "vendors": {"ascend": {"enabled": False}, "fake": {"enabled": True}},
@@ -65,6 +66,7 @@ PATHS = {  # kind → collection path
     "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
     "Service": "/api/v1/namespaces/{ns}/services",
     "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
+    "PodDisruptionBudget": "/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets",
     "DaemonSet": "/apis/apps/v1/namespaces/{ns}/daemonsets",
     "ValidatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
     "MutatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",

@@ -124,3 +124,87 @@ def test_metric_labels_stay_bounded_whatever_the_requests_say(webhook: Any) -> N
     series = {tuple(sorted(sample.labels.items())) for family in metrics.registry.collect()
               for sample in family.samples if sample.name.startswith("hetsched_webhook_reviews")}
     assert len(series) <= 6, series
+
+
+# ----------------------------------------------------------------------------------- /restrict
+
+AGENT = "system:serviceaccount:hetsched:hetsched-node-agent"
+CONTROLLER = "system:serviceaccount:hetsched:hetsched-controller"
+BOUND = {"authentication.kubernetes.io/pod-name": ["agent-x"], "authentication.kubernetes.io/pod-uid": ["u1"]}
+
+
+def restrict(request: dict[str, Any], lookups: list[tuple[str, str, str]] | None = None) -> dict[str, Any]:
+    from hetsched.cluster.restriction import Restriction
+    from hetsched.cluster.webhook import review
+
+    def pod_node(namespace: str, name: str, uid: str) -> str:
+        if lookups is not None:
+            lookups.append((namespace, name, uid))
+        return "node-a" if (namespace, name, uid) == ("hetsched", "agent-x", "u1") else ""
+
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "r", **request}}
+    return review(body, "/restrict", Restriction("hetsched", pod_node))["response"]  # type: ignore[no-any-return]
+
+
+def nodes(name: str, user: Any, sub: str = "") -> dict[str, Any]:
+    return {"operation": "UPDATE", "name": name, "resource": {"group": "", "version": "v1", "resource": "nodes"},
+            "subResource": sub, "userInfo": user, "object": {"metadata": {"name": name}}}
+
+
+def test_restrict_lets_the_node_agent_write_only_its_own_node_and_configmap() -> None:
+    agent = {"username": AGENT, "extra": BOUND}
+    assert restrict(nodes("node-a", agent))["allowed"] is True
+    assert restrict(nodes("node-a", agent, "status"))["allowed"] is True
+    other = restrict(nodes("node-b", agent, "status"))
+    assert other["allowed"] is False and other["status"]["code"] == 403
+    assert "may write only Node node-a, not Node node-b" in other["status"]["message"]
+    configmap = {"operation": "CREATE", "namespace": "kube-system", "resource": {"resource": "configmaps"},
+                 "userInfo": agent}
+    assert restrict({**configmap, "name": "mindx-dl-deviceinfo-node-a"})["allowed"] is True
+    for namespace, name in (("kube-system", "mindx-dl-deviceinfo-node-b"), ("default", "mindx-dl-deviceinfo-node-a"),
+                            ("kube-system", "coredns")):
+        answer = restrict({**configmap, "namespace": namespace, "name": name})
+        assert answer["allowed"] is False and answer["status"]["code"] == 403, (namespace, name)
+
+
+@pytest.mark.parametrize("extra", [None, {}, "x", {"authentication.kubernetes.io/pod-name": ["agent-x"]},
+                                   {**BOUND, "authentication.kubernetes.io/pod-uid": ["other"]},
+                                   {**BOUND, "authentication.kubernetes.io/pod-name": ["agent-x", "agent-y"]},
+                                   {**BOUND, "authentication.kubernetes.io/pod-name": [7]}])
+def test_restrict_refuses_a_node_agent_it_cannot_tie_to_its_pod(extra: Any) -> None:
+    answer = restrict(nodes("node-a", {"username": AGENT, "extra": extra}))
+    assert answer["allowed"] is False and "not bound to one of its running pods" in answer["status"]["message"]
+
+
+def test_restrict_lets_other_identities_through_without_a_lookup() -> None:
+    lookups: list[tuple[str, str, str]] = []
+    for user in ({"username": "system:node:node-a"}, {"username": "alice"}, None, "garbage",
+                 {"username": "system:serviceaccount:other:hetsched-node-agent", "extra": BOUND}):
+        assert restrict(nodes("node-b", user), lookups)["allowed"] is True
+    assert lookups == []
+
+
+def test_restrict_lets_the_controller_touch_only_secrets_a_volcano_job_owns() -> None:
+    owner = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "mpi", "uid": "j1", "controller": True}
+    secrets = {"resource": {"resource": "secrets"}, "namespace": "default", "name": "mpi-ssh",
+               "userInfo": {"username": CONTROLLER}}
+    owned = {"metadata": {"name": "mpi-ssh", "ownerReferences": [owner]}}
+    planted = {"metadata": {"name": "mpi-ssh"}}
+    assert restrict({**secrets, "operation": "CREATE", "object": owned})["allowed"] is True
+    assert restrict({**secrets, "operation": "DELETE", "oldObject": owned})["allowed"] is True
+    for operation, key, obj in (("CREATE", "object", planted), ("DELETE", "oldObject", planted),
+                                ("DELETE", "oldObject", None), ("CREATE", "object", [1, 2]),
+                                ("CREATE", "object", {"metadata": {"ownerReferences": [{**owner, "kind": "Pod"}]}}),
+                                ("CREATE", "object", {"metadata": {"ownerReferences": "x"}})):
+        answer = restrict({**secrets, "operation": operation, key: obj})
+        assert answer["allowed"] is False and "only Secrets owned by a Volcano Job" in answer["status"]["message"]
+    pods = {**secrets, "resource": {"resource": "pods"}, "operation": "CREATE", "object": planted}
+    assert restrict(pods)["allowed"] is True  # its pods are RBAC's business
+
+
+def test_restrict_without_a_restriction_configured_refuses_everything() -> None:
+    from hetsched.cluster.webhook import review
+
+    body = {"request": {"uid": "r", **nodes("node-a", {"username": "alice"})}}
+    answer = review(body, "/restrict")["response"]
+    assert answer["allowed"] is False and answer["status"]["code"] == 403

@@ -40,12 +40,14 @@ from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Condition, ConfigMap, Node, Taint
 from hetsched.devices.catalog import MODEL_LABEL
 from hetsched.devices.inventory import (
+    ASCEND_NAMESPACE,
     NODE_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     Chip,
     DeviceSet,
     InventoryError,
     NodeDevices,
+    ascend_info_name,
     parse_node_devices,
     to_ascend_device_info,
 )
@@ -54,7 +56,6 @@ from hetsched.ports import Conflict, NotFound, ObjectStore
 CONDITION = "AcceleratorHealthy"
 TAINT = Taint(key="hetsched.io/accelerator-unhealthy", effect="NoSchedule")
 ACCELERATOR_LABEL = "accelerator"
-ASCEND_NAMESPACE = "kube-system"
 
 
 def label_value(text: str) -> str:
@@ -76,6 +77,8 @@ class NodeAgent:
         self.last_chips: list[ToolChip] | None = None
         """What the tool reported at the last sync (None when it failed)."""
         self.guard = InventoryGuard()
+        self._ascend_written: object = None
+        """The chips of the Ascend device-info ConfigMap this agent last wrote."""
 
     def sync(self) -> Node:
         """One check: read the chips, publish health, condition, taint and labels; returns the node."""
@@ -176,23 +179,21 @@ class NodeAgent:
         })
 
     def _publish_ascend(self, device_set: DeviceSet) -> None:
-        """Ascend's device-info ConfigMap, for Ascend's own scheduler plugin (and our cache's fallback)."""
-        key = f"{ASCEND_NAMESPACE}/mindx-dl-deviceinfo-{self.node}"
+        """Ascend's device-info ConfigMap, for Ascend's own scheduler plugin (and our cache's fallback),
+        written when its chips changed since this agent last wrote it. Written blind (an update without a
+        resourceVersion, a create when it is not there): the agent may write this one ConfigMap and read
+        none in kube-system (its role and ``cluster.restriction``)."""
         data = to_ascend_device_info(device_set, int(self.now()))
-        try:
-            current = self.store.get("ConfigMap", key)
-        except NotFound:
-            self.store.create(ConfigMap.model_validate({"metadata": {
-                "name": f"mindx-dl-deviceinfo-{self.node}", "namespace": ASCEND_NAMESPACE}, "data": data}))
+        chips = json.loads(data["DeviceInfoCfg"])["DeviceInfo"]["DeviceList"]
+        if chips == self._ascend_written:
             return
-        assert isinstance(current, ConfigMap)
-
-        def chips_of(cfg: str) -> object:
+        config_map = ConfigMap.model_validate({"metadata": {"name": ascend_info_name(self.node),
+                                                            "namespace": ASCEND_NAMESPACE}, "data": data})
+        try:
+            self.store.update(config_map)
+        except NotFound:
             try:
-                return json.loads(cfg)["DeviceInfo"]["DeviceList"]
-            except (ValueError, KeyError, TypeError):
-                return None
-
-        if chips_of(current.data.get("DeviceInfoCfg", "")) != chips_of(data["DeviceInfoCfg"]):
-            with contextlib.suppress(Conflict):  # next period writes it again
-                self.store.update(current.model_copy(update={"data": data}))
+                self.store.create(config_map)
+            except Conflict:  # made meanwhile (Huawei's plugin beside us): the next period writes it over
+                return
+        self._ascend_written = chips

@@ -6,8 +6,10 @@ Both connect with a kubeconfig (``--kubeconfig``/``KUBECONFIG``, else the in-clu
 server URL and bearer-token file; take every setting as a flag, an environment variable
 (``HETSCHED_<OPTION>``) or a key of ``--config FILE`` (YAML, option names as keys), in that order of
 precedence; elect a leader on a Lease (``--leader-elect``, default on); and stop cleanly on SIGTERM or
-SIGINT within 2 s (``cli.shutdown``; the Lease is released so a standby replica takes over at once). A
-replica that loses the Lease exits (status 1) and is restarted by its Deployment, as kube-scheduler does.
+SIGINT within 2 s (``cli.shutdown``; the Lease is released so a standby replica takes over at once). The
+Lease is renewed on the elector's own thread, and every write is fenced by it (``cluster.leader``): a
+replica that loses the Lease, or cannot renew it within the renew deadline, writes nothing more, exits
+(status 1) and is restarted by its Deployment, as kube-scheduler does.
 ``hetsched webhook`` serves admission reviews until the same signals. An API server that does not
 answer makes the loop log, back off (up to 30 s) and resume; binds already made are never repeated (the
 Binding API refuses a second bind, and the cache starts from what the server says).
@@ -63,6 +65,10 @@ LeaderElect = Annotated[bool, typer.Option(envvar="HETSCHED_LEADER_ELECT", help=
 LeaseNamespace = Annotated[str, typer.Option(envvar="HETSCHED_LEASE_NAMESPACE")]
 LeaseDuration = Annotated[float, typer.Option(envvar="HETSCHED_LEASE_DURATION", help="seconds")]
 RetryPeriod = Annotated[float, typer.Option(envvar="HETSCHED_RETRY_PERIOD", help="seconds between Lease rounds")]
+RenewDeadline = Annotated[float, typer.Option(
+    envvar="HETSCHED_RENEW_DEADLINE",
+    help="seconds: a leader that could not renew its Lease for this long stops writing and exits (0: two "
+         "thirds of --lease-duration; must be shorter than it)")]
 Identity = Annotated[str | None, typer.Option("--id", envvar="HETSCHED_ID",
                                               help="this replica's name (the Lease holder is NAME_<8 hex>, new "
                                                    "for every start)")]
@@ -118,36 +124,52 @@ def _start(make: Callable[[], KubeCluster], setup: Callable[[KubeCluster], S],
 
 def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: Callable[[KubeCluster], S],
          step: Callable[[S], None], period: float, leader_elect: bool, lease_namespace: str, lease_duration: float,
-         retry_period: float, identity: str | None, registry: CollectorRegistry | None = None) -> None:
-    """The shared loop: hold the Lease (when electing); once leading, ``make`` the cluster connection,
-    ``setup`` what watches it, wait for the informers to sync, then ``step`` every period. On SIGTERM: the
-    Lease is given up first, then the cluster stops (its watches cut) within the shutdown's deadline, and
-    the process ends (``cli.shutdown``)."""
+         renew_deadline: float, retry_period: float, identity: str | None,
+         registry: CollectorRegistry | None = None) -> None:
+    """The shared loop: the elector takes and renews the Lease on its own thread (when electing); once this
+    replica holds it, ``make`` the cluster connection (its writes fenced by the Lease and the shutdown),
+    ``setup`` what watches it, wait for the informers to sync, then ``step`` every period. A replica that
+    stops holding the Lease after it began work exits (status 1) for its Deployment to restart it, as
+    kube-scheduler does. On SIGTERM: writes stop at once (a bind batch under way sends nothing more), the
+    Lease is given up, then the cluster stops (its watches cut) within the shutdown's deadline, and the
+    process ends (``cli.shutdown``)."""
     shutdown = Shutdown()
     leading = leader_gauge(registry) if registry is not None else None
     # unique per process start, as client-go's hostname_uuid: a replica restarted in place (same pod name)
     # is a new holder, and waits for the Lease its dead predecessor held to expire like any standby
     me = f"{identity or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-    elector = LeaderElector(client, lease_namespace, f"hetsched-{name}", me, duration=lease_duration) \
-        if leader_elect else None
+    try:
+        elector = LeaderElector(client, lease_namespace, f"hetsched-{name}", me, duration=lease_duration,
+                                renew_deadline=renew_deadline or None, retry=retry_period) if leader_elect else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     cluster: KubeCluster | None = None
     state: S | None = None
-    renewed = 0.0
     backoff = 0.5
+    if elector is not None:
+        elector.start()
     try:
         while not shutdown.event.is_set():
             try:
-                if elector is not None and time.monotonic() - renewed >= retry_period:
-                    if not elector.try_acquire_or_renew():
-                        if state is not None:
-                            log.error("%s lost the lease to %s; exiting", me, elector.holder())
-                            raise typer.Exit(1)
-                        shutdown.wait(retry_period)
-                        continue
-                    renewed = time.monotonic()
+                if elector is not None and not elector.holds():
+                    if state is not None:
+                        log.error("%s lost the lease to %s (or could not renew it within %.1f s); exiting", me,
+                                  elector.holder(), elector.renew_deadline)
+                        raise typer.Exit(1)
+                    elector.changed.clear()
+                    if not elector.holds():
+                        elector.changed.wait(retry_period)  # a standby: wait for the elector's next round
+                    continue
                 if state is None:
                     log.info("%s leading %s", me, name)
-                    started = _start(make, setup, shutdown)
+
+                    def fenced() -> KubeCluster:
+                        made = make()
+                        made.cancel = shutdown.event
+                        made.fence = elector.holds if elector is not None else None
+                        return made
+
+                    started = _start(fenced, setup, shutdown)
                     if started is None:
                         break
                     cluster, state = started
@@ -159,7 +181,6 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
             except typer.Exit:
                 raise
             except Exception as exc:  # an API server away: wait, then resume from fresh state
-                # a standby keeps its Lease rounds regular, so it can take over on time
                 wait = backoff if state is not None else min(backoff, retry_period)
                 log.warning("%s: %s; retrying in %.1fs", name, exc, wait)
                 shutdown.wait(wait)
@@ -169,6 +190,7 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
         if leading is not None:
             leading.set(0)
         if elector is not None:
+            elector.stop(timeout=max(0.05, shutdown.remaining() / 4))
             elector.release(timeout=max(0.1, shutdown.remaining() / 2))
         released = time.perf_counter()
         if cluster is not None and not cluster.stop(timeout=shutdown.remaining()):
@@ -176,6 +198,23 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
         log.info("%s stopped (Lease given up in %.3f s, informers stopped in %.3f s)", me, released - stopping,
                  time.perf_counter() - released)
     shutdown.exit(0)
+
+
+def pod_node_lookup(client: KubeClient) -> Callable[[str, str, str], str]:
+    """For the webhook's restriction: (namespace, pod, uid) → the node that pod runs on ("" when there is no
+    such pod, it has another uid, or it is not on a node yet)."""
+    from hetsched.ports import NotFound
+
+    def lookup(namespace: str, name: str, uid: str) -> str:
+        try:
+            pod = client.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}", timeout=5)
+        except NotFound:
+            return ""
+        if (pod.get("metadata") or {}).get("uid") != uid:
+            return ""
+        return str((pod.get("spec") or {}).get("nodeName") or "")
+
+    return lookup
 
 
 def scheduler(
@@ -189,12 +228,12 @@ def scheduler(
     burst: Annotated[int, typer.Option(envvar="HETSCHED_BURST")] = 2000,
     bind_workers: Annotated[int, typer.Option(envvar="HETSCHED_BIND_WORKERS")] = 16,
     leader_elect: LeaderElect = True, lease_namespace: LeaseNamespace = "kube-system",
-    lease_duration: LeaseDuration = 10.0, retry_period: RetryPeriod = 2.0, identity: Identity = None,
-    metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['scheduler']}",
+    lease_duration: LeaseDuration = 10.0, renew_deadline: RenewDeadline = 0.0, retry_period: RetryPeriod = 2.0,
+    identity: Identity = None, metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['scheduler']}",
 ) -> None:
     """Run the batch scheduler against a Kubernetes API server (one active replica per Lease)."""
     from hetsched.metrics.scheduler import SchedulerMetrics
-    from hetsched.scheduler.cache import KINDS
+    from hetsched.scheduler.cache import KINDS, SCOPES
     from hetsched.scheduler.conf import default_conf, load_conf
     from hetsched.scheduler.runner import Scheduler
     from hetsched.scheduler.why import settings_of
@@ -206,7 +245,7 @@ def scheduler(
     serve_metrics(metrics.registry, metrics_address)
 
     def make() -> KubeCluster:
-        return KubeCluster(client, qps=qps, burst=burst, bind_workers=bind_workers)
+        return KubeCluster(client, qps=qps, burst=burst, bind_workers=bind_workers, scopes=SCOPES)
 
     def setup(cluster: KubeCluster) -> tuple[KubeCluster, Scheduler]:
         engine = Scheduler(cluster, cluster, cluster, WallClock(), conf, evictor=cluster, stopwatch=time.perf_counter)
@@ -221,8 +260,8 @@ def scheduler(
         if result.failed_binds:
             log.warning("%d bind(s) failed, first: %s", len(result.failed_binds), result.failed_binds[0])
 
-    _run("scheduler", client, make, setup, step, period, leader_elect, lease_namespace, lease_duration, retry_period,
-         identity, metrics.registry)
+    _run("scheduler", client, make, setup, step, period, leader_elect, lease_namespace, lease_duration,
+         renew_deadline, retry_period, identity, metrics.registry)
 
 
 def controller(
@@ -231,8 +270,8 @@ def controller(
     insecure: Insecure = False,
     period: Annotated[float, typer.Option(envvar="HETSCHED_PERIOD", help="seconds between rounds")] = 0.2,
     leader_elect: LeaderElect = True, lease_namespace: LeaseNamespace = "kube-system",
-    lease_duration: LeaseDuration = 10.0, retry_period: RetryPeriod = 2.0, identity: Identity = None,
-    metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['controller']}",
+    lease_duration: LeaseDuration = 10.0, renew_deadline: RenewDeadline = 0.0, retry_period: RetryPeriod = 2.0,
+    identity: Identity = None, metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['controller']}",
 ) -> None:
     """Run the Job, PodGroup and fault controllers against a Kubernetes API server."""
     from hetsched.controllers.fault import FaultController
@@ -270,7 +309,7 @@ def controller(
         metrics.observe_round(cluster, time.perf_counter() - started, items)
 
     _run("controller", client, lambda: KubeCluster(client), setup, step, period, leader_elect, lease_namespace,
-         lease_duration, retry_period, identity, metrics.registry)
+         lease_duration, renew_deadline, retry_period, identity, metrics.registry)
 
 
 def webhook(
@@ -286,6 +325,10 @@ def webhook(
     registration: Annotated[str, typer.Option(envvar="HETSCHED_WEBHOOK_REGISTRATION",
                                               help="with --tls-secret: comma-separated webhook configurations "
                                                    "whose caBundle to keep")] = "",
+    restrict_namespace: Annotated[str | None, typer.Option(
+        envvar="HETSCHED_WEBHOOK_RESTRICT_NAMESPACE",
+        help="answer /restrict for the node agent and controller ServiceAccounts of this namespace (looks "
+             "their pods up through the API server)")] = None,
     host: Annotated[str, typer.Option(envvar="HETSCHED_WEBHOOK_HOST", help="bind address")] = "127.0.0.1",
     port: Annotated[int, typer.Option(envvar="HETSCHED_WEBHOOK_PORT")] = 9443,
     kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
@@ -293,6 +336,7 @@ def webhook(
     metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['webhook']}",
 ) -> None:
     """Serve the validating (/validate) and mutating (/mutate) admission webhook over HTTPS until SIGTERM."""
+    from hetsched.cluster.restriction import Restriction
     from hetsched.cluster.webhook import WebhookServer
     from hetsched.cluster.webhook_tls import ensure_ca_bundle, ensure_secret, hosts_for, memory_file
     from hetsched.metrics.agents import WebhookMetrics
@@ -309,8 +353,11 @@ def webhook(
     registrations = [name for name in registration.split(",") if name]
     client: KubeClient | None = None
     ca = b""
-    if tls_secret is not None:
+    if tls_secret is not None or restrict_namespace:
         client = _client(kubeconfig, server, token_file, ca_file, insecure)
+    restriction = Restriction(restrict_namespace, pod_node_lookup(client)) \
+        if restrict_namespace and client is not None else None
+    if tls_secret is not None and client is not None:
         tls = None
         while tls is None:  # the API server may not answer yet: the Deployment's pod waits, then serves
             try:
@@ -322,7 +369,7 @@ def webhook(
         cert_path, key_path, ca = memory_file(tls.cert, "tls.crt"), memory_file(tls.key, "tls.key"), tls.ca
     else:
         cert_path, key_path = str(cert), str(key)
-    webhook_server = WebhookServer(cert_path, key_path, host, port, metrics=metrics)
+    webhook_server = WebhookServer(cert_path, key_path, host, port, metrics=metrics, restriction=restriction)
     webhook_server.start()
     log.info("webhook serving on https://%s:%d", host, webhook_server.port)
     while True:  # keep the registrations' CA bundle (a re-install may have emptied it)

@@ -25,6 +25,10 @@ How it works:
   ``429`` (a PodDisruptionBudget forbids it now) is :class:`~hetsched.ports.TooManyRequests`.
 - **Status**: PodGroup status through its subresource (re-read and retried on conflict), nominated nodes
   on the pod status, Events as ``core/v1`` Events.
+- **Fencing**: every write asks ``fence`` (the leader elector's ``holds``) and ``cancel`` (the process's
+  shutdown) just before it is sent; a refused write is :class:`Fenced`. So a replica that lost its Lease
+  (or was frozen past its renew deadline) sends nothing more, and a batch of binds under way when SIGTERM
+  comes stops starting new requests at once.
 """
 
 from __future__ import annotations
@@ -183,6 +187,33 @@ def to_api(obj: AnyObject, resource: Resource) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------- client
 
 
+TOKEN_REREAD = 60.0
+"""Seconds between reads of a token file: kubelet renews a projected ServiceAccount token in place (at 80 % of
+its life, an hour at the least), so a client re-reads it well within that."""
+
+
+def _reread(path: str) -> Callable[[Any], None]:
+    """The client configuration's ``refresh_api_key_hook`` (called before each request): the token file read
+    again once ``TOKEN_REREAD`` seconds have passed; an unreadable or empty file keeps the last token."""
+    last = [time.monotonic()]
+
+    def refresh(configuration: Any) -> None:
+        now = time.monotonic()
+        if now - last[0] < TOKEN_REREAD:
+            return
+        last[0] = now
+        try:
+            with open(path, encoding="utf-8") as file:
+                token = file.read().strip()
+        except OSError as exc:
+            log.warning("token file %s: %s; keeping the last token", path, exc)
+            return
+        if token:
+            configuration.api_key["BearerToken"] = token
+
+    return refresh
+
+
 class KubeClient:
     """JSON requests over the official client's configured connection (auth, TLS, server)."""
 
@@ -215,7 +246,9 @@ class KubeClient:
             if token_file is None:
                 raise ValueError("--server needs --token-file")
             with open(token_file, encoding="utf-8") as token:
-                return cls.from_token(server, token.read().strip(), ca_file=ca_file, insecure=insecure)
+                client = cls.from_token(server, token.read().strip(), ca_file=ca_file, insecure=insecure)
+            client.api.configuration.refresh_api_key_hook = _reread(token_file)
+            return client
         return cls.from_kubeconfig(kubeconfig)
 
     @classmethod
@@ -338,6 +371,11 @@ def _error(status: int, data: bytes, what: str) -> Exception:
 # ----------------------------------------------------------------------------------- the cluster
 
 
+class Fenced(RuntimeError):
+    """A write refused before it was sent: this replica is not (or no longer surely) the leader, or it is
+    stopping."""
+
+
 class _TokenBucket:
     """At most ``qps`` acquisitions per second, ``burst`` at once (client-go's flowcontrol)."""
 
@@ -347,7 +385,8 @@ class _TokenBucket:
         self.last = time.monotonic()
         self.lock = threading.Lock()
 
-    def take(self) -> None:
+    def take(self, cancel: threading.Event | None = None) -> None:
+        """Wait for a token; returns at once (without one) when ``cancel`` is set meanwhile."""
         while True:
             with self.lock:
                 now = time.monotonic()
@@ -357,15 +396,21 @@ class _TokenBucket:
                     self.tokens -= 1
                     return
                 wait = (1 - self.tokens) / self.qps
-            time.sleep(wait)
+            if cancel is None:
+                time.sleep(wait)
+            elif cancel.wait(wait):
+                return
 
 
 class KubeCluster:
     """Implements ``ObjectStore``, ``Binder``, ``Evictor`` and ``StatusUpdater`` against an API server."""
 
     def __init__(self, client: KubeClient, *, qps: float = 1000.0, burst: int = 2000, bind_workers: int = 16,
-                 watch_timeout: float = 300.0) -> None:
+                 watch_timeout: float = 300.0, scopes: Mapping[str, str] | None = None) -> None:
+        """``scopes``: kinds to list and watch in one namespace only (kind → namespace); the others
+        cluster-wide."""
         self.client = client
+        self.scopes = dict(scopes or {})
         self.watch_timeout = watch_timeout
         self.bind_workers = bind_workers
         self._bucket = _TokenBucket(qps, burst)
@@ -382,6 +427,11 @@ class KubeCluster:
         self.relists = 0
         self.version = 0
         self._reported: set[tuple[str, str]] = set()
+        self.fence: Callable[[], bool] | None = None
+        """Asked before every write: False refuses it (:class:`Fenced`). The processes set the elector's
+        ``holds``."""
+        self.cancel: threading.Event | None = None
+        """Once set (SIGTERM), every write is refused and a bind waiting for its QPS token gives up."""
 
     # ------------------------------------------------------------------------------ informers
 
@@ -423,7 +473,7 @@ class KubeCluster:
                 while True:
                     query = {"limit": self.PAGE, **({"continue": token} if token else {})}
                     try:
-                        data = self.client.request("GET", resource.path(), query=query)
+                        data = self.client.request("GET", resource.path(self.scopes.get(kind)), query=query)
                     except NotFound:
                         fallback = FALLBACK_VERSIONS.get(kind)
                         if fallback is None or resource.version == fallback:
@@ -450,7 +500,7 @@ class KubeCluster:
                     items, version = self._list(kind)
                     self._events.put((kind, "SYNC", {"items": items}))
                     self._synced[kind].set()
-                for event in self.client.stream(self._resource(kind).path(),
+                for event in self.client.stream(self._resource(kind).path(self.scopes.get(kind)),
                                                 {"watch": "true", "resourceVersion": version,
                                                  "allowWatchBookmarks": "true",
                                                  "timeoutSeconds": int(self.watch_timeout)},
@@ -547,9 +597,9 @@ class KubeCluster:
             condition = {"type": "Invalid", "status": "True", "reason": "ValidationFailed",
                          "message": str(exc)[:1024], "lastTransitionTime": _to_rfc3339(time.time())}
             path = self._resource(kind).path(metadata.get("namespace"), metadata["name"], "status")
-            with contextlib.suppress(ApiError, Invalid, NotFound, Conflict, TooManyRequests):
-                self.client.request("PATCH", path, body={"status": {"conditions": [condition]}},
-                                    content_type="application/merge-patch+json")
+            with contextlib.suppress(ApiError, Invalid, NotFound, Conflict, TooManyRequests, Fenced):
+                self._write("PATCH", path, body={"status": {"conditions": [condition]}},
+                            content_type="application/merge-patch+json")
 
     def _deliver(self, event: WatchEvent) -> None:
         self.version += 1
@@ -567,6 +617,16 @@ class KubeCluster:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return not any(thread.is_alive() for thread in self._threads)
+
+    def _write(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """Every write goes through here: refused (:class:`Fenced`) unless ``fence`` holds and nothing
+        cancelled it, checked just before the request is sent."""
+        if self._stopping.is_set() or (self.cancel is not None and self.cancel.is_set()):
+            raise Fenced(f"{method} {path}: not sent, stopping")
+        if self.fence is not None and not self.fence():
+            raise Fenced(f"{method} {path}: not sent, this replica does not hold the Lease (or could not renew "
+                         "it within the renew deadline)")
+        return self.client.request(method, path, **kwargs)
 
     # ------------------------------------------------------------------------------ ObjectStore
 
@@ -607,7 +667,7 @@ class KubeCluster:
         namespace = obj.metadata.namespace or ("default" if resource.namespaced else None)
         if resource.namespaced and obj.metadata.namespace is None:
             obj = obj.model_copy(update={"metadata": obj.metadata.model_copy(update={"namespace": namespace})})
-        data = self.client.request("POST", resource.path(namespace), body=to_api(obj, resource))
+        data = self._write("POST", resource.path(namespace), body=to_api(obj, resource))
         return from_api(obj.kind, data)
 
     def update(self, obj: AnyObject) -> AnyObject:
@@ -622,23 +682,23 @@ class KubeCluster:
             exclude={"status"}))
         stored: dict[str, Any] | None = None
         if rest_changed:
-            stored = self.client.request("PUT", resource.path(namespace or None, name), body=body)
+            stored = self._write("PUT", resource.path(namespace or None, name), body=body)
             body["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
         if status_changed and "status" in body:
             with contextlib.suppress(NotFound):  # a kind without a status subresource: the PUT above took it
-                stored = self.client.request("PUT", resource.path(namespace or None, name, "status"), body=body)
+                stored = self._write("PUT", resource.path(namespace or None, name, "status"), body=body)
         return from_api(obj.kind, stored) if stored is not None else obj
 
     def patch(self, kind: str, key: str, patch: Mapping[str, Any]) -> AnyObject:
         namespace, _, name = key.rpartition("/")
-        data = self.client.request("PATCH", self._resource(kind).path(namespace or None, name),
+        data = self._write("PATCH", self._resource(kind).path(namespace or None, name),
                                    body=_walk(dict(patch), _to_rfc3339), content_type="application/merge-patch+json")
         return from_api(kind, data)
 
     def delete(self, kind: str, key: str) -> AnyObject:
         namespace, _, name = key.rpartition("/")
         current = self.get(kind, key)
-        self.client.request("DELETE", self._resource(kind).path(namespace or None, name))
+        self._write("DELETE", self._resource(kind).path(namespace or None, name))
         return current
 
     # ------------------------------------------------------------------------------ Binder, Evictor
@@ -647,14 +707,14 @@ class KubeCluster:
         """Bind through the Binding subresource; its annotations land on the pod. A pod given chips is
         stamped ``predicate-time`` (nanoseconds, now): its place in its node's bind order (:meth:`bind_all`)."""
         namespace, _, name = pod_key.rpartition("/")
-        self._bucket.take()
+        self._bucket.take(self.cancel)
         stamped = dict(annotations or {})
         if POD_ANNOTATION in stamped:
             stamped[PREDICATE_TIME] = str(time.time_ns())
         body = {"apiVersion": "v1", "kind": "Binding",
                 "metadata": {"name": name, "namespace": namespace, "annotations": stamped},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-        self.client.request("POST", RESOURCES["Pod"].path(namespace, name, "binding"), body=body)
+        self._write("POST", RESOURCES["Pod"].path(namespace, name, "binding"), body=body)
 
     def bind_all(self, binds: Sequence[tuple[str, str, Mapping[str, str] | None]]) -> Sequence[tuple[str, Exception]]:
         """Bind many pods within the QPS budget from ``bind_workers`` threads; each node's pods with chips
@@ -690,7 +750,7 @@ class KubeCluster:
         for version in ("policy/v1", "policy/v1beta1"):
             body = {"apiVersion": version, "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
             try:
-                self.client.request("POST", path, body=body)
+                self._write("POST", path, body=body)
                 return
             except (NotFound, Invalid) as exc:  # an older server: no policy/v1 Eviction kind
                 if version == "policy/v1beta1" or ("not found" in str(exc).lower() and "pods" in str(exc).lower()):
@@ -719,9 +779,8 @@ class KubeCluster:
 
     def nominate(self, pod_key: str, node: str) -> None:
         namespace, _, name = pod_key.rpartition("/")
-        self.client.request("PATCH", RESOURCES["Pod"].path(namespace, name, "status"),
-                            body={"status": {"nominatedNodeName": node}},
-                            content_type="application/merge-patch+json")
+        self._write("PATCH", RESOURCES["Pod"].path(namespace, name, "status"),
+                    body={"status": {"nominatedNodeName": node}}, content_type="application/merge-patch+json")
 
     def record_event(self, obj: AnyObject, reason: str, message: str, type_: str = "Normal") -> None:
         self._post_event(obj.kind, obj.metadata.model_dump(), reason, message, type_)
@@ -740,6 +799,6 @@ class KubeCluster:
                 "reason": reason, "message": message[:1024], "type": type_, "source": {"component": "hetsched"},
                 "firstTimestamp": now, "lastTimestamp": now, "count": 1}
         try:
-            self.client.request("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
-        except (ApiError, Invalid, NotFound, Conflict, TooManyRequests) as exc:
+            self._write("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
+        except (ApiError, Invalid, NotFound, Conflict, TooManyRequests, Fenced) as exc:
             log.warning("event %s on %s not recorded: %s", reason, metadata.get("name"), exc)

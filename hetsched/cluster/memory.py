@@ -204,7 +204,8 @@ class MemoryCluster:
     def update(self, obj: AnyObject) -> AnyObject:
         key = object_key(obj)
         current = self.get(obj.kind, key)
-        if obj.metadata.resourceVersion != current.metadata.resourceVersion:
+        # as the API server: no resourceVersion is an unconditional update, a stale one a Conflict
+        if obj.metadata.resourceVersion and obj.metadata.resourceVersion != current.metadata.resourceVersion:
             raise Conflict(
                 f"{obj.kind} {key}: resourceVersion {obj.metadata.resourceVersion!r} is stale "
                 f"(now {current.metadata.resourceVersion!r}); re-read and retry"

@@ -10,6 +10,10 @@ Who calls it: the API server (``ValidatingWebhookConfiguration`` → ``/validate
 - **Mutate** (Jobs): Volcano's defaults — ``schedulerName: volcano``, ``queue: default``, ``maxRetry: 3``,
   ``minAvailable`` = the sum of the tasks' replicas, each task's ``name`` when missing (``task-<i>``) — as a
   JSON Patch. (PodGroups for plain pods are made by the controller.)
+- **Restrict** (Node and ConfigMap writes, Secret creates and deletes): what RBAC cannot say — the node
+  agent writes only its own Node and its node's Ascend ConfigMap, the controller only Secrets a Volcano Job
+  owns (``cluster.restriction``); a refusal is a 403. Without a restriction configured (no API access to
+  look pods up) every review on this path is refused: it never allows what it could not check.
 - It cannot be tricked or blocked: a body that is not an AdmissionReview with a request and a uid gets
   HTTP 400; a review it cannot read (no object for a create or an update) is denied, never allowed; an
   unknown path is 404; a body over ``MAX_BODY`` is refused (413) before it is read; JSON nested too deep is
@@ -32,12 +36,13 @@ from hetsched.api.job_update import update_problem
 from hetsched.api.manifest import parse_document
 from hetsched.api.objects import Job
 from hetsched.cluster.kubernetes import epoch_times
+from hetsched.cluster.restriction import Restriction
 from hetsched.metrics.agents import WebhookMetrics
 
 log = logging.getLogger("hetsched.webhook")
 SOURCE = "admission"
-PATHS = ("/validate", "/mutate")
-KINDS = frozenset({"Job", "Queue", "PodGroup", "Command", "PodDisruptionBudget"})
+PATHS = ("/validate", "/mutate", "/restrict")
+KINDS = frozenset({"Job", "Queue", "PodGroup", "Command", "PodDisruptionBudget", "Node", "ConfigMap", "Secret"})
 MAX_BODY = 8 * 2**20
 """Bytes of one review: an object and its old version, each within etcd's 1.5 MiB, with room to spare."""
 
@@ -46,8 +51,8 @@ class MalformedReview(ValueError):
     """Not an AdmissionReview this webhook can answer (HTTP 400)."""
 
 
-def review(body: Any, path: str) -> dict[str, Any]:
-    """The AdmissionReview answer for one request (``path``: ``/validate`` or ``/mutate``)."""
+def review(body: Any, path: str, restriction: Restriction | None = None) -> dict[str, Any]:
+    """The AdmissionReview answer for one request (``path``: ``/validate``, ``/mutate`` or ``/restrict``)."""
     if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
         raise MalformedReview("expected an AdmissionReview with a request")
     request = body["request"]
@@ -56,7 +61,13 @@ def review(body: Any, path: str) -> dict[str, Any]:
         raise MalformedReview("the request has no uid")
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     raw = request.get("object")
-    if not isinstance(raw, dict):
+    if path.startswith("/restrict"):
+        refused = restriction.check(request) if restriction is not None else (
+            "this webhook was started without --restrict-namespace: it cannot check the request")
+        if refused:
+            response = {"uid": uid, "allowed": False, "status": {"code": 403, "reason": "Forbidden",
+                                                                 "message": refused}}
+    elif not isinstance(raw, dict):
         if request.get("operation") != "DELETE":  # nothing to judge only for a deletion
             response = {"uid": uid, "allowed": False, "status": {
                 "code": 400, "reason": "BadRequest", "message": "the review carries no object to check"}}
@@ -138,7 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, f"unknown path {path[:100]!r}; the webhook serves {', '.join(PATHS)}")
         try:
             body = json.loads(data)
-            result = review(body, path)
+            result = review(body, path, getattr(self.server, "restriction", None))
         except (ValueError, RecursionError, UnicodeDecodeError) as exc:  # MalformedReview, JSON errors
             if metrics is not None:
                 metrics.reviews.labels(label, "other", "malformed").inc()
@@ -190,11 +201,12 @@ class _TLSServer(ThreadingHTTPServer):
 
 class WebhookServer:
     def __init__(self, cert: str, key: str, host: str = "127.0.0.1", port: int = 9443,
-                 metrics: WebhookMetrics | None = None) -> None:
+                 metrics: WebhookMetrics | None = None, restriction: Restriction | None = None) -> None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
         self.server = _TLSServer((host, port), context)
         self.server.metrics = metrics  # type: ignore[attr-defined]  # read by the handler
+        self.server.restriction = restriction  # type: ignore[attr-defined]
         self.port = int(self.server.server_address[1])
         self._thread: threading.Thread | None = None
 

@@ -38,6 +38,7 @@ from hetsched.api.objects import (
     JobSpec,
     Pod,
     PodGroup,
+    Secret,
     TaskSpec,
     quantity_strings,
 )
@@ -251,8 +252,11 @@ class JobController:
         with contextlib.suppress(NotFound):
             self.store.delete("PodGroup", key)
         if "ssh" in job.spec.plugins:
+            secret_key = f"{job.metadata.namespace}/{ssh.secret_name(job)}"
             with contextlib.suppress(NotFound):
-                self.store.delete("Secret", f"{job.metadata.namespace}/{ssh.secret_name(job)}")
+                secret = self.store.get("Secret", secret_key)
+                if isinstance(secret, Secret) and ssh.owned_by(secret, job):  # never one it does not own
+                    self.store.delete("Secret", secret_key)
         with contextlib.suppress(NotFound):
             self.store.delete("Job", key)
 
@@ -492,11 +496,17 @@ class JobController:
         return pods
 
     def _ensure_ssh_secret(self, job: Job) -> None:
-        """The ``ssh`` plugin's key pair, made once per Job (``controllers.ssh``)."""
+        """The ``ssh`` plugin's key pair, made once per Job (``controllers.ssh``); one of that name that the
+        Job does not own is an Invalid (the Job says why and waits) — never reused, never deleted."""
+        key = f"{job.metadata.namespace}/{ssh.secret_name(job)}"
         try:
-            self.store.get("Secret", f"{job.metadata.namespace}/{ssh.secret_name(job)}")
+            secret = self.store.get("Secret", key)
         except NotFound:
             self.store.create(ssh.make_secret(job))
+            return
+        if not (isinstance(secret, Secret) and ssh.owned_by(secret, job)):
+            raise Invalid(f"Secret {key} exists and is not owned by Job {job.metadata.name}: hetsched neither "
+                          "uses nor deletes it (delete or rename it)")
 
     def _update_status(self, job: Job, podgroup: PodGroup, pods: dict[str, Pod], step: Step,
                        problem: str = "") -> None:

@@ -68,6 +68,15 @@ def make_secret(job: Job) -> Secret:
     })
 
 
+def owned_by(secret: Secret, job: Job) -> bool:
+    """Whether ``secret`` is this Job's own (an ownerReference to it, by uid): only then is it reused or
+    deleted. A Secret of that name made by someone else is never trusted (its key could be the attacker's)
+    nor removed."""
+    return bool(job.metadata.uid) and any(
+        ref.kind == "Job" and ref.uid == job.metadata.uid
+        for ref in secret.metadata.ownerReferences)
+
+
 def mount(job: Job, spec: dict[str, Any]) -> None:
     """Add the Secret's volume to a pod spec (as dumped JSON) and mount it in every container."""
     volume = f"{job.metadata.name}-ssh"

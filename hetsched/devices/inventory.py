@@ -30,6 +30,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 NODE_ANNOTATION = "hetsched.io/devices"
+ASCEND_NAMESPACE = "kube-system"
+ASCEND_INFO_PREFIX = "mindx-dl-deviceinfo-"
+"""Ascend's device-info ConfigMaps are ``kube-system/mindx-dl-deviceinfo-<node>`` (Huawei's device plugin
+writes them, Volcano's Ascend plugin reads them); hetsched's node agent may write only its own node's
+(``cluster.restriction``)."""
+
+
+def ascend_info_name(node: str) -> str:
+    """The name of ``node``'s Ascend device-info ConfigMap (in :data:`ASCEND_NAMESPACE`)."""
+    return f"{ASCEND_INFO_PREFIX}{node}"
 TOPOLOGY_ANNOTATION = "hetsched.io/topology-manager-policy"
 """Node annotation the node agent publishes from the kubelet's configuration: ``<topologyManagerPolicy>/
 <cpuManagerPolicy>`` (``single-numa-node/static``); read by ``hetsched doctor``'s numaaware check."""

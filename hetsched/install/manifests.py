@@ -9,7 +9,16 @@ the plain manifests to a cluster of real kubelets.
 
 Invariants (each holds for every reader, so for the chart too):
 - no component can do more than its role: the scheduler reads what it schedules and binds, evicts and
-  reports — it cannot create, delete or change pods or nodes; Leases only in the installation's namespace;
+  reports — it cannot create, delete or change pods or nodes, and reads ConfigMaps only in kube-system
+  (Ascend's device-info); Leases only in the installation's namespace; the node agent writes Nodes and
+  kube-system ConfigMaps (reading none there) and the controller creates and deletes Secrets, each narrowed
+  by the webhook's ``/restrict`` (``cluster.restriction``) to its own Node and ConfigMap, and to Secrets a
+  Volcano Job owns — what RBAC cannot say for a DaemonSet;
+- every pod runs with the runtime's default seccomp profile, requests and limits; every container drops
+  all capabilities except the privileged vendor agents (Ascend, Cambricon: their tools open the driver's
+  devices) and the fake vendor's MKNOD; metrics listen on loopback unless ``metrics.address`` says otherwise;
+- the webhook runs two replicas, kept apart and kept up (a PodDisruptionBudget), since with
+  ``failurePolicy: Fail`` the Volcano objects cannot be written without it;
 - the webhook's TLS is made by the webhook itself (``hetsched webhook --tls-secret``): no private key is
   ever written into a manifest;
 - scheduler, controller and webhook run as the image's non-root user with a read-only root file system; the
@@ -81,7 +90,6 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
         _rule(["scheduling.volcano.sh"], ["podgroups", "podgroups/status"], ["update"]),
         _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
         _rule(["policy"], ["poddisruptionbudgets"], READ),
-        _rule([""], ["configmaps"], READ),  # Ascend's device-info ConfigMaps (health from Huawei's plugin)
     ],
     "controller": [
         _rule(["batch.volcano.sh"], ["jobs"], [*READ, "update", "delete"]),
@@ -100,10 +108,10 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
     ],
     "webhook": [
         _rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
-              ["get", "update"], ["hetsched-validate", "hetsched-mutate"]),  # the CA bundle it made
+              ["get", "update"], ["hetsched-validate", "hetsched-mutate", "hetsched-restrict"]),  # its CA bundle
     ],
-    "node-agent": [
-        _rule([""], ["nodes"], [*READ, "update", "patch"]),
+    "node-agent": [  # its own Node only: the webhook's /restrict
+        _rule([""], ["nodes"], ["get", "update", "patch"]),
         _rule([""], ["nodes/status"], ["update", "patch"]),
         _rule([""], ["events"], ["create", "patch"]),
     ],
@@ -134,8 +142,11 @@ def rbac(v: Reader) -> list[Doc]:
          ["scheduler", "controller"]),
         ("hetsched-webhook-tls", None, [_rule([""], ["secrets"], ["get", "update"], [TLS_SECRET]),
                                         _rule([""], ["secrets"], ["create"])], ["webhook"]),
-        ("hetsched-node-agent", "kube-system", [_rule([""], ["configmaps"], ["get", "create", "update"])],
-         ["node-agent"]),  # Ascend's device-info ConfigMaps live in kube-system
+        # Ascend's device-info ConfigMaps live in kube-system: the agent writes its node's (the webhook's
+        # /restrict) without reading any; the scheduler reads them (health from Huawei's plugin)
+        ("hetsched-node-agent", "kube-system", [_rule([""], ["configmaps"], ["create", "update"])], ["node-agent"]),
+        ("hetsched-scheduler-ascend-info", "kube-system", [_rule([""], ["configmaps"], READ)], ["scheduler"]),
+        ("hetsched-webhook-pods", None, [_rule([""], ["pods"], ["get"])], ["webhook"]),  # /restrict: agent's node
     ]
     for name, namespace, rules, subjects in roles:
         meta = _meta(name, v)
@@ -155,21 +166,40 @@ def _metrics_address(v: Reader, port_key: str) -> Any:
                   f"{{{{ .Values.{port_key} }}}}{{{{ else }}}}off{{{{ end }}}}")
 
 
-def _env(v: Reader, port_key: str, extra: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def _env(v: Reader, port_key: str, extra: list[dict[str, Any]] | None = None,
+         token: str = f"{TOKEN_DIR}/token") -> list[dict[str, Any]]:
     """What every component's container gets: the API server (``apiServer`` and its ServiceAccount token,
     else in-cluster) and the metrics address."""
     return [*(extra or []),
             {"name": "HETSCHED_SERVER", "value": v.get("apiServer")},
-            {"name": "HETSCHED_TOKEN_FILE", "value": f"{TOKEN_DIR}/token"},
+            {"name": "HETSCHED_TOKEN_FILE", "value": token},
             {"name": "HETSCHED_CA_FILE", "value": f"{TOKEN_DIR}/ca.crt"},
             {"name": "HETSCHED_METRICS_ADDRESS", "value": _metrics_address(v, port_key)}]
 
 
-ROOT = {"privileged": True, "runAsUser": 0, "runAsGroup": 0}
-"""The node agents: vendor tools read the driver's devices; kubelet's device-plugin folder is root's (the
-image's own user is not)."""
+POD_TOKEN_DIR = "/var/run/secrets/hetsched"
+POD_TOKEN_VOLUME = {"name": "pod-token", "projected": {"sources": [{"serviceAccountToken": {
+    "path": "token", "expirationSeconds": 3607}}]}}
+"""The node agent's token: a projected ServiceAccount token, bound to its pod, so its requests carry the
+pod's name and the webhook's /restrict knows its node (the automounted token is not pod-bound before
+Kubernetes 1.21). kubelet renews the file; the client re-reads it (``cluster.kubernetes``)."""
 NON_ROOT = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
             "runAsUser": 65532, "runAsGroup": 65532, "capabilities": {"drop": ["ALL"]}}
+
+
+def _scrape(v: Reader) -> Any:
+    """Prometheus' scrape annotation: only where metrics listen beyond the pod's loopback."""
+    address = v.get("metrics.address")
+    return v.expr("true" if address not in ("", "127.0.0.1") else "false",
+                  '{{ if and (.Values.metrics.address) (ne .Values.metrics.address "127.0.0.1") }}true'
+                  "{{ else }}false{{ end }}")
+
+
+def _apart(component: str) -> dict[str, Any]:
+    """Replicas on different nodes where there are enough (one node's loss leaves the others)."""
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {
+            "matchLabels": {**LABEL, "app.kubernetes.io/component": component}}}}]}}
 
 
 def _pod(v: Reader, component: str, container: dict[str, Any], *, volumes: list[dict[str, Any]] | None = None,
@@ -179,6 +209,7 @@ def _pod(v: Reader, component: str, container: dict[str, Any], *, volumes: list[
         "serviceAccountName": f"hetsched-{component}",
         "hostNetwork": v.num("hostNetwork"),
         "terminationGracePeriodSeconds": 30,  # each component stops within 2 s of SIGTERM (cli.shutdown)
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         **(extra or {}),
         "containers": [{"name": container["name"],
                         "image": v.expr(f"{v.get('image.repository')}:{v.get('image.tag')}",
@@ -187,16 +218,21 @@ def _pod(v: Reader, component: str, container: dict[str, Any], *, volumes: list[
     }
     if volumes:
         spec["volumes"] = volumes
-    return {"metadata": {"labels": labels, "annotations": {"prometheus.io/scrape": "true",
+    return {"metadata": {"labels": labels, "annotations": {"prometheus.io/scrape": _scrape(v),
                                                           "prometheus.io/port": v.get(port_key)}},
             "spec": spec}
 
 
-def _deployment(v: Reader, component: str, replicas: Any, template: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(f"hetsched-{component}", v, component),
-            "spec": {"replicas": replicas,
-                     "selector": {"matchLabels": {**LABEL, "app.kubernetes.io/component": component}},
-                     "template": template}}
+def _deployment(v: Reader, component: str, replicas: Any, template: dict[str, Any]) -> list[Doc]:
+    """The Deployment, its replicas kept apart, and its PodDisruptionBudget (at most one replica down)."""
+    selector = {"matchLabels": {**LABEL, "app.kubernetes.io/component": component}}
+    template["spec"]["affinity"] = _apart(component)
+    name = f"hetsched-{component}"
+    return [Doc({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, v, component),
+                 "spec": {"replicas": replicas, "selector": selector, "template": template}}, f"{component}.yaml"),
+            Doc({"apiVersion": v.get("disruptionBudget.apiVersion"), "kind": "PodDisruptionBudget",
+                 "metadata": _meta(name, v, component), "spec": {"maxUnavailable": 1, "selector": selector}},
+                f"{component}.yaml", when=("disruptionBudget.enabled",))]
 
 
 def controllers(v: Reader) -> list[Doc]:
@@ -211,6 +247,7 @@ def controllers(v: Reader) -> list[Doc]:
         "env": _env(v, "metrics.scheduler", [{"name": "HETSCHED_ID", "valueFrom": {"fieldRef": {
             "fieldPath": "metadata.name"}}}]),
         "ports": [{"name": "metrics", "containerPort": v.num("metrics.scheduler")}],
+        "resources": v.map("scheduler.resources"),
         "securityContext": NON_ROOT,
         "volumeMounts": [{"name": "conf", "mountPath": "/etc/hetsched", "readOnly": True}],
     }, volumes=[{"name": "conf", "configMap": {"name": "hetsched-scheduler-conf"}}], port_key="metrics.scheduler")
@@ -220,28 +257,32 @@ def controllers(v: Reader) -> list[Doc]:
         "env": _env(v, "metrics.controller", [{"name": "HETSCHED_ID", "valueFrom": {"fieldRef": {
             "fieldPath": "metadata.name"}}}]),
         "ports": [{"name": "metrics", "containerPort": v.num("metrics.controller")}],
+        "resources": v.map("controller.resources"),
         "securityContext": NON_ROOT,
     }, port_key="metrics.controller")
-    return [Doc(conf, "scheduler.yaml"),
-            Doc(_deployment(v, "scheduler", v.num("scheduler.replicas"), scheduler), "scheduler.yaml"),
-            Doc(_deployment(v, "controller", v.num("controller.replicas"), controller), "controller.yaml")]
+    return [Doc(conf, "scheduler.yaml"), *_deployment(v, "scheduler", v.num("scheduler.replicas"), scheduler),
+            *_deployment(v, "controller", v.num("controller.replicas"), controller)]
 
 
 def webhook(v: Reader) -> list[Doc]:
-    """The webhook server (it makes its own TLS), its Service and both registrations (by Service, or by
-    ``webhook.url``)."""
+    """The webhook server (it makes its own TLS), its Service and the registrations (by Service, or by
+    ``webhook.url``): validate and mutate for Volcano's objects, restrict for what RBAC cannot narrow."""
+    names = ",".join(f"hetsched-{path}" for path in WEBHOOKS.values())
+    registrations = v.expr(f"{names},hetsched-restrict" if v.num("webhook.restrict.enabled") is True else names,
+                           f"{names}{{{{ if .Values.webhook.restrict.enabled }}}},hetsched-restrict{{{{ end }}}}")
     pod = _pod(v, "webhook", {
         "name": "webhook",
         "args": ["webhook", "--host=0.0.0.0", f"--port={v.num('webhook.port')}",
                  f"--tls-secret={v.namespace}/{TLS_SECRET}", "--service=hetsched-webhook",
-                 f"--registration={','.join(f'hetsched-{path}' for path in WEBHOOKS.values())}"],
+                 f"--registration={registrations}", f"--restrict-namespace={v.namespace}"],
         "env": _env(v, "metrics.webhook"),
         "ports": [{"name": "https", "containerPort": v.num("webhook.port")},
                   {"name": "metrics", "containerPort": v.num("metrics.webhook")}],
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"}},
+        "resources": v.map("webhook.resources"),
         "securityContext": NON_ROOT,
     }, port_key="metrics.webhook")
-    docs = [Doc(_deployment(v, "webhook", v.num("webhook.replicas"), pod), "webhook.yaml"),
+    docs = [*_deployment(v, "webhook", v.num("webhook.replicas"), pod),
             Doc({"apiVersion": "v1", "kind": "Service", "metadata": _meta("hetsched-webhook", v, "webhook"),
                  "spec": {"selector": {**LABEL, "app.kubernetes.io/component": "webhook"},
                           "ports": [{"name": "https", "port": 443, "targetPort": "https"}]}}, "webhook.yaml")]
@@ -267,7 +308,28 @@ def webhook(v: Reader) -> list[Doc]:
             registration = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
                             "metadata": _meta(f"hetsched-{path}", v, "webhook", namespaced=False), "webhooks": entries}
             docs.append(Doc(registration, "webhook.yaml", when=("webhook.url",) if by_url else ("!webhook.url",)))
+        docs.append(Doc(_restrict_registration(v, by_url), "webhook.yaml",
+                        when=("webhook.restrict.enabled", "webhook.url" if by_url else "!webhook.url")))
     return docs
+
+
+def _restrict_registration(v: Reader, by_url: bool) -> dict[str, Any]:
+    """``/restrict`` (``cluster.restriction``): Node and ConfigMap writes, Secret creates and deletes. The
+    webhook answers other identities' requests at once; ``failurePolicy`` (default Ignore) decides whether a
+    webhook outage holds those writes up."""
+    client: dict[str, Any] = (
+        {"url": v.expr(f"{v.get('webhook.url')}/restrict", "{{ .Values.webhook.url }}/restrict")} if by_url
+        else {"service": {"name": "hetsched-webhook", "namespace": v.namespace, "path": "/restrict"}})
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+              "resources": ["nodes", "nodes/status"]},
+             {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE", "DELETE"],
+              "resources": ["configmaps"]},
+             {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "DELETE"], "resources": ["secrets"]}]
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": _meta("hetsched-restrict", v, "webhook", namespaced=False),
+            "webhooks": [{"name": "restrict.hetsched.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                          "failurePolicy": v.get("webhook.restrict.failurePolicy"), "timeoutSeconds": 5,
+                          "clientConfig": client, "rules": rules}]}
 
 
 def _host_volume(name: str, path: str, kind: str, read_only: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -295,15 +357,17 @@ def agents(v: Reader) -> list[Doc]:
             "name": "node-agent",
             "args": ["node-agent", *args, f"--period={v.num(f'{key}.nodeAgent.period')}",
                      f"--kubelet-config=/host/kubelet/{kubelet_file}"],
-            "env": _env(v, "metrics.nodeAgent", node_env),
+            "env": _env(v, "metrics.nodeAgent", node_env, token=f"{POD_TOKEN_DIR}/token"),
             "ports": [{"name": "metrics", "containerPort": v.num("metrics.nodeAgent")}],
-            "securityContext": ROOT,
+            "resources": v.map(f"{key}.nodeAgent.resources"),
+            "securityContext": v.map(f"{key}.securityContext"),
             "volumeMounts": [{"name": "dev", "mountPath": "/dev"},
                              {"name": "kubelet-config", "mountPath": "/host/kubelet", "readOnly": True},
+                             {"name": "pod-token", "mountPath": POD_TOKEN_DIR, "readOnly": True},
                              *(mount for _, mount in mounts)],
         }, volumes=[{"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
                     {"name": "kubelet-config", "hostPath": {"path": kubelet_dir, "type": "DirectoryOrCreate"}},
-                    *(volume for volume, _ in mounts)],
+                    POD_TOKEN_VOLUME, *(volume for volume, _ in mounts)],
             port_key="metrics.nodeAgent",
             extra={"nodeSelector": v.map(f"{key}.nodeSelector"), "tolerations": tolerations})
         runtime = v.expr("--ascend-runtime" if v.num(f"{key}.devicePlugin.ascendRuntime") is True
@@ -315,7 +379,8 @@ def agents(v: Reader) -> list[Doc]:
             "args": ["device-plugin", *args, f"--period={v.num(f'{key}.devicePlugin.period')}", runtime],
             "env": _env(v, "metrics.devicePlugin", node_env),  # NODE_NAME: the scheduler's hand-off
             "ports": [{"name": "metrics", "containerPort": v.num("metrics.devicePlugin")}],
-            "securityContext": ROOT,
+            "resources": v.map(f"{key}.devicePlugin.resources"),
+            "securityContext": v.map(f"{key}.securityContext"),
             "volumeMounts": [{"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"},
                              {"name": "dev", "mountPath": "/dev"}, *(mount for _, mount in mounts)],
         }, volumes=[{"name": "device-plugins", "hostPath": {"path": "/var/lib/kubelet/device-plugins",

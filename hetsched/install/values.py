@@ -8,6 +8,7 @@ chart's ``values.yaml`` from these defaults and descriptions) and ``cli.install`
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Literal
 
 import yaml
@@ -29,8 +30,15 @@ class Image(_Model):
     pullPolicy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="imagePullPolicy")
 
 
+def _resources(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> Any:
+    return Field(default_factory=lambda: {"requests": {"cpu": cpu, "memory": memory},
+                                          "limits": {"cpu": cpu_limit, "memory": memory_limit}},
+                 description="the container's resources (requests and limits)")
+
+
 class Scheduler(_Model):
     replicas: int = Field(2, ge=1, description="one active (Lease), the others standby")
+    resources: dict[str, Any] = _resources("500m", "512Mi", "4", "4Gi")
     period: float = Field(1.0, gt=0, description="seconds between scheduling cycles")
     qps: float = Field(1000, gt=0, description="API requests per second for binds")
     burst: int = Field(2000, ge=1, description="burst of API requests for binds")
@@ -40,10 +48,22 @@ class Scheduler(_Model):
 
 class Controller(_Model):
     replicas: int = Field(2, ge=1, description="one active (Lease), the others standby")
+    resources: dict[str, Any] = _resources("200m", "256Mi", "2", "2Gi")
+
+
+class Restrict(_Model):
+    enabled: bool = Field(True, description="register /restrict: the node agent may write only its own Node "
+                                            "and ConfigMap, the controller only Secrets a Volcano Job owns")
+    failurePolicy: Literal["Fail", "Ignore"] = Field(
+        "Ignore", description="Ignore: a webhook outage never stops the cluster's Node, ConfigMap and Secret "
+                              "writes (the checks lapse meanwhile); Fail: they wait for the webhook")
 
 
 class Webhook(_Model):
-    replicas: int = Field(1, ge=1, description="admission webhook servers")
+    replicas: int = Field(2, ge=1, description="admission webhook servers (on different nodes where they can "
+                                               "be; a PodDisruptionBudget keeps one up)")
+    resources: dict[str, Any] = _resources("100m", "128Mi", "1", "512Mi")
+    restrict: Restrict = Field(default_factory=Restrict)
     port: int = Field(9443, ge=1, le=65535, description="HTTPS port of the webhook server")
     failurePolicy: Literal["Fail", "Ignore"] = Field("Fail", description="what the API server does when the "
                                                                          "webhook does not answer")
@@ -57,11 +77,13 @@ class DevicePlugin(_Model):
     period: float = Field(5, gt=0, description="seconds between health checks")
     ascendRuntime: bool = Field(False, description="Ascend: hand chips over as ASCEND_VISIBLE_DEVICES for the "
                                                    "Ascend container runtime, not as device nodes")
+    resources: dict[str, Any] = _resources("50m", "64Mi", "500m", "512Mi")
 
 
 class NodeAgent(_Model):
     enabled: bool = Field(True, description="publish chip health, the node condition, taint and labels")
     period: float = Field(10, gt=0, description="seconds between checks")
+    resources: dict[str, Any] = _resources("50m", "64Mi", "500m", "512Mi")
 
 
 class Vendor(_Model):
@@ -71,30 +93,50 @@ class Vendor(_Model):
     nodeAgent: NodeAgent = Field(default_factory=NodeAgent)
     config: str = Field("", description="fake vendor only: the chips file on each node (its directory is "
                                         "mounted; the fake device files are made beside it)")
+    securityContext: dict[str, Any] = Field(default_factory=dict, description="the node agent's and device "
+                                            "plugin's container securityContext")
 
 
-def _vendor(name: str, enabled: bool = False, config: str = "") -> Any:
+PRIVILEGED = {"privileged": True, "runAsUser": 0, "runAsGroup": 0}
+"""Ascend's npu-smi and Cambricon's cnmon open the driver's device files, which a container reaches only
+privileged (as the vendors' own device plugins run)."""
+DROPPED = {"runAsUser": 0, "runAsGroup": 0, "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+           "capabilities": {"drop": ["ALL"]}}
+"""NVIDIA (NVML through the NVIDIA container runtime, as NVIDIA's plugin runs) and the fake vendor need no
+device access: root only for kubelet's device-plugin folder, every capability dropped."""
+
+
+def _vendor(name: str, enabled: bool = False, config: str = "", context: dict[str, Any] = PRIVILEGED) -> Any:
     return Field(default_factory=lambda: Vendor(enabled=enabled, nodeSelector={"hetsched.io/vendor": name},
-                                                config=config),
+                                                config=config, securityContext=copy.deepcopy(context)),
                  description=f"label {name} nodes hetsched.io/vendor={name} (or set nodeSelector)")
 
 
 class Vendors(_Model):
     ascend: Vendor = _vendor("ascend", enabled=True)
     cambricon: Vendor = _vendor("cambricon")
-    nvidia: Vendor = _vendor("nvidia")
-    fake: Vendor = _vendor("fake", config="/etc/hetsched/fake/chips.yaml")
+    nvidia: Vendor = _vendor("nvidia", context=DROPPED)
+    fake: Vendor = _vendor("fake", config="/etc/hetsched/fake/chips.yaml",  # it makes its fake device files
+                           context={**DROPPED, "capabilities": {"drop": ["ALL"], "add": ["MKNOD"]}})
 
 
 class Metrics(_Model):
-    address: str = Field("0.0.0.0", description="every component serves /metrics on this address; \"\" turns "
-                                                "metrics off")
+    address: str = Field("127.0.0.1", description="every component serves /metrics on this address (loopback: "
+                                                  "only from its own pod; 0.0.0.0 for Prometheus to scrape "
+                                                  "the pods); \"\" turns metrics off")
     port: int = Field(8080, ge=1, le=65535, description="the hetsched-metrics Service's port")
     scheduler: int = Field(8080, ge=1, le=65535)
     controller: int = Field(8081, ge=1, le=65535)
     webhook: int = Field(8082, ge=1, le=65535)
     nodeAgent: int = Field(9101, ge=1, le=65535)
     devicePlugin: int = Field(9102, ge=1, le=65535)
+
+
+class DisruptionBudget(_Model):
+    enabled: bool = Field(True, description="a PodDisruptionBudget (maxUnavailable 1) for the scheduler, "
+                                            "controller and webhook: a drain never takes all replicas at once")
+    apiVersion: Literal["policy/v1", "policy/v1beta1"] = Field("policy/v1", description="policy/v1beta1 for "
+                                                                                       "clusters before 1.21")
 
 
 class Values(_Model):
@@ -114,6 +156,7 @@ class Values(_Model):
     webhook: Webhook = Field(default_factory=Webhook)
     vendors: Vendors = Field(default_factory=Vendors)
     metrics: Metrics = Field(default_factory=Metrics)
+    disruptionBudget: DisruptionBudget = Field(default_factory=DisruptionBudget)
 
 
 def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

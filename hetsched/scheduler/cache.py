@@ -37,6 +37,8 @@ from hetsched.api.objects import (
 )
 from hetsched.devices.catalog import default_topology
 from hetsched.devices.inventory import (
+    ASCEND_INFO_PREFIX,
+    ASCEND_NAMESPACE,
     MEMORY_OF,
     NODE_ANNOTATION,
     SHARE_OF,
@@ -68,9 +70,11 @@ from hetsched.scheduler.snapshot import (
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_ANNOTATION = "volcano.sh/task-spec"
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget", "ConfigMap")
-ASCEND_INFO_PREFIX = "mindx-dl-deviceinfo-"
-"""Ascend's device-info ConfigMaps (``kube-system/mindx-dl-deviceinfo-<node>``): the chip health of a node
-whose inventory annotation is absent (a cluster running Huawei's device plugin, not hetsched's agent)."""
+SCOPES = {"ConfigMap": ASCEND_NAMESPACE}
+"""Kinds the scheduler watches in one namespace only: Ascend's device-info ConfigMaps (the chip health of a
+node whose inventory annotation is absent — a cluster running Huawei's device plugin, not hetsched's
+agent). Its role may read no other ConfigMaps."""
+
 CHIP_SLOTS = 16
 MAX_NUMA = 8
 def _required_anti(pod: Pod) -> tuple[PodAffinityTerm, ...]:
@@ -458,7 +462,7 @@ class SchedulerCache:
 
     def _on_config_map(self, type_: str, config_map: ConfigMap) -> None:
         name = config_map.metadata.name
-        if config_map.metadata.namespace != "kube-system" or not name.startswith(ASCEND_INFO_PREFIX):
+        if config_map.metadata.namespace != ASCEND_NAMESPACE or not name.startswith(ASCEND_INFO_PREFIX):
             return
         node = name[len(ASCEND_INFO_PREFIX):]
         if type_ == "DELETED":
