@@ -239,7 +239,8 @@ class RealCluster:
         """The end of what the containers of matching pods printed (kubelet's log files on every node)."""
         found = []
         for node in self.nodes.values():
-            for folder in sorted(node.path("/var/log/pods").glob(f"{namespace}_*{contains}*")):
+            pattern = f"{namespace}_*{contains}*" if contains else f"{namespace}_*"  # never "**" (not a glob)
+            for folder in sorted(node.path("/var/log/pods").glob(pattern)):
                 for log in sorted(folder.glob("*/*.log")):
                     found.append(f"== {node.name} {folder.name} {log.parent.name}/{log.name}\n"
                                  f"{log.read_text(errors='replace')[-tail:]}")

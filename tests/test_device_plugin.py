@@ -67,6 +67,27 @@ class CountingBackend(FakeBackend):
         return super().chips()
 
 
+class Deadlines:
+    """A gRPC stub whose every call carries a deadline (``seconds``; a stream's whole life): a plugin that
+    stops answering fails the test with DEADLINE_EXCEEDED, never hangs it."""
+
+    def __init__(self, stub: Any, seconds: float = 60.0) -> None:
+        self._stub, self._seconds = stub, seconds
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._stub, name)
+
+        def call(request: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("timeout", self._seconds)
+            return method(request, **kwargs)
+
+        return call
+
+
+def plugin_stub(channel: Any) -> Any:
+    return Deadlines(api_pb2_grpc.DevicePluginStub(channel))  # type: ignore[no-untyped-call]
+
+
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[SimpleNamespace]:
     directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"dp-{os.getpid()}-{time.monotonic_ns()}"  # short path
@@ -81,7 +102,7 @@ def world(tmp_path: Path) -> Iterator[SimpleNamespace]:
     plugin.start()
     channel = grpc.insecure_channel(f"unix://{plugin.socket}")
     yield SimpleNamespace(directory=directory, config=config, kubelet=kubelet, plugin=plugin, bound=bound,
-                          stub=api_pb2_grpc.DevicePluginStub(channel), metrics=metrics, backend=backend)
+                          stub=plugin_stub(channel), metrics=metrics, backend=backend)
     channel.close()
     plugin.stop()
     kubelet.stop()
@@ -194,7 +215,7 @@ def test_kubelet_restart_leads_to_registering_again(world: SimpleNamespace) -> N
         time.sleep(0.01)
     assert world.plugin.registrations == 2 and world.plugin.socket.exists()
     channel = grpc.insecure_channel(f"unix://{world.plugin.socket}")
-    stub = api_pb2_grpc.DevicePluginStub(channel)
+    stub = plugin_stub(channel)
     assert len(next(stub.ListAndWatch(api_pb2.Empty())).devices) == 4
     channel.close()
 

@@ -221,3 +221,74 @@ def test_a_chart_written_to_a_new_directory_is_complete(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     written = {str(p.relative_to(tmp_path / "chart")) for p in (tmp_path / "chart").rglob("*") if p.is_file()}
     assert {"Chart.yaml", "values.yaml", "templates/scheduler.yaml", "crds/jobs.batch.volcano.sh.yaml"} <= written
+
+
+def pod_specs(found: dict[tuple[str, str], Any]) -> dict[str, Any]:
+    return {name: doc["spec"]["template"]["spec"] for (kind, name), doc in found.items()
+            if kind in ("Deployment", "DaemonSet")}
+
+
+def test_every_pod_is_confined_sized_and_keeps_its_metrics_to_itself() -> None:
+    """Issue 17: seccomp RuntimeDefault on every pod; requests and limits on every container; capabilities
+    dropped wherever a container is not privileged (privileged only for the vendors whose tools open the
+    driver's devices); metrics on loopback and not advertised for scraping unless asked."""
+    found = objects(sets=["vendors.cambricon.enabled=true", "vendors.nvidia.enabled=true",
+                          "vendors.fake.enabled=true"])
+    privileged = set()
+    for name, spec in pod_specs(found).items():
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        for container in spec["containers"]:
+            resources = container["resources"]
+            assert set(resources["requests"]) == set(resources["limits"]) == {"cpu", "memory"}, name
+            context = container["securityContext"]
+            if context.get("privileged"):
+                privileged.add(name)
+            else:
+                assert context["capabilities"]["drop"] == ["ALL"] and context["allowPrivilegeEscalation"] is False
+                assert context["readOnlyRootFilesystem"] is True, name
+            env = {e["name"]: e.get("value") for e in container["env"]}
+            assert env["HETSCHED_METRICS_ADDRESS"].startswith("127.0.0.1:"), name
+    assert privileged == {f"hetsched-{c}-{v}" for c in ("node-agent", "device-plugin") for v in ("ascend", "cambricon")}
+    annotations = found[("Deployment", "hetsched-scheduler")]["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "false"
+    exposed = objects(sets=["metrics.address=0.0.0.0"])[("Deployment", "hetsched-scheduler")]
+    assert exposed["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+
+
+def test_the_webhook_cannot_be_one_pod_away_from_blocking_volcano_objects() -> None:
+    found = objects()
+    webhook = found[("Deployment", "hetsched-webhook")]["spec"]
+    assert webhook["replicas"] == 2
+    apart = webhook["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert apart["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["topologyKey"] == (
+        "kubernetes.io/hostname")
+    for component in ("webhook", "scheduler", "controller"):
+        budget = found[("PodDisruptionBudget", f"hetsched-{component}")]
+        assert budget["apiVersion"] == "policy/v1" and budget["spec"]["maxUnavailable"] == 1
+        assert budget["spec"]["selector"] == found[("Deployment", f"hetsched-{component}")]["spec"]["selector"]
+    old = objects(sets=["disruptionBudget.apiVersion=policy/v1beta1"])
+    assert old[("PodDisruptionBudget", "hetsched-webhook")]["apiVersion"] == "policy/v1beta1"
+    assert not any(kind == "PodDisruptionBudget" for kind, _ in objects(sets=["disruptionBudget.enabled=false"]))
+
+
+def test_what_rbac_cannot_narrow_is_registered_with_the_webhook() -> None:
+    found = objects()
+    restrict = found[("ValidatingWebhookConfiguration", "hetsched-restrict")]["webhooks"][0]
+    assert restrict["failurePolicy"] == "Ignore" and restrict["clientConfig"]["service"]["path"] == "/restrict"
+    covered = {(tuple(r["resources"]), tuple(r["operations"])) for r in restrict["rules"]}
+    assert covered == {(("nodes", "nodes/status"), ("UPDATE",)), (("configmaps",), ("CREATE", "UPDATE", "DELETE")),
+                       (("secrets",), ("CREATE", "DELETE"))}
+    args = found[("Deployment", "hetsched-webhook")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--registration=hetsched-validate,hetsched-mutate,hetsched-restrict" in args
+    agent = found[("ClusterRole", "hetsched-node-agent")]["rules"]
+    assert not any("list" in r["verbs"] or "watch" in r["verbs"] or "delete" in r["verbs"] for r in agent)
+    configmaps = found[("Role", "hetsched-node-agent")]
+    assert configmaps["metadata"]["namespace"] == "kube-system" and configmaps["rules"][0]["verbs"] == [
+        "create", "update"]
+    scheduler = found[("ClusterRole", "hetsched-scheduler")]["rules"]
+    assert not any("configmaps" in r["resources"] for r in scheduler)  # only in kube-system (a Role)
+    assert found[("Role", "hetsched-scheduler-ascend-info")]["metadata"]["namespace"] == "kube-system"
+    off = objects(sets=["webhook.restrict.enabled=false"])
+    assert ("ValidatingWebhookConfiguration", "hetsched-restrict") not in off
+    off_args = off[("Deployment", "hetsched-webhook")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--registration=hetsched-validate,hetsched-mutate" in off_args

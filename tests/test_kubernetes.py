@@ -653,10 +653,10 @@ def test_every_component_stops_within_2s_of_sigterm_with_its_watches_idle(api: A
     import socket
     import ssl
 
-    from hetsched.agents.deviceplugin import api_pb2, api_pb2_grpc
+    from hetsched.agents.deviceplugin import api_pb2
     from hetsched.cli.shutdown import BOUND
     from hetsched.cluster.leader import LeaderElector
-    from tests.test_device_plugin import FakeKubelet, write_chips
+    from tests.test_device_plugin import FakeKubelet, plugin_stub, write_chips
 
     client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
     with contextlib.suppress(Conflict):
@@ -716,7 +716,7 @@ def test_every_component_stops_within_2s_of_sigterm_with_its_watches_idle(api: A
             tls.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
             assert tls.recv(64).split(b" ")[1] == b"200"
         channel = __import__("grpc").insecure_channel(f"unix://{plugin_dir / 'hetsched-fake.sock'}")
-        watch = api_pb2_grpc.DevicePluginStub(channel).ListAndWatch(api_pb2.Empty())
+        watch = plugin_stub(channel).ListAndWatch(api_pb2.Empty())
         assert len(next(watch).devices) == 4  # kubelet's stream is open, and stays open while it stops
         time.sleep(2)  # every watch is open and idle (nothing changes in the cluster)
         took: dict[str, float] = {}
