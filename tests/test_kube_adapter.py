@@ -183,3 +183,22 @@ def test_each_nodes_binds_go_in_order_stamped_with_their_bind_order() -> None:
         assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
     plain = next(b for b in client.bindings if b["metadata"]["name"] == "plain")
     assert plain["metadata"]["annotations"] == {}  # no chips: no stamp
+
+
+def test_a_renewed_token_file_is_read_again(tmp_path: Any, monkeypatch: Any) -> None:
+    """kubelet renews a projected ServiceAccount token in place: the client sends the new one (read again
+    once ``TOKEN_REREAD`` has passed), and keeps the last one while the file cannot be read."""
+    from hetsched.cluster import kubernetes
+
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    client = kubernetes.KubeClient.connect(server="https://127.0.0.1:1", token_file=str(token),
+                                           ca_file=None, insecure=True)
+    configuration = client.api.configuration
+    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer first"
+    token.write_text("second\n")
+    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer first"  # not yet time to look
+    monkeypatch.setattr(kubernetes, "TOKEN_REREAD", 0.0)
+    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer second"
+    token.unlink()
+    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer second"

@@ -900,6 +900,20 @@ def test_sigterm_mid_bind_batch_stops_within_2s_and_gives_the_lease_up(api: ApiS
             assert time.monotonic() < deadline and process.poll() is None, (
                 tmp_path / "scheduler-batch.log").read_text()[-3000:]
             time.sleep(0.2)
+        standby = start_process(api, tmp_path, "scheduler", "standby", "--period", "0.3",
+                                lease_namespace="midbatch")
+        deadline = time.monotonic() + 60
+        while "metrics on" not in (tmp_path / "scheduler-standby.log").read_text():
+            assert time.monotonic() < deadline and standby.poll() is None, (
+                tmp_path / "scheduler-standby.log").read_text()[-3000:]
+            time.sleep(0.2)
+        time.sleep(1)  # a standby, waiting on its elector
+        sent = time.monotonic()
+        standby.send_signal(signal.SIGTERM)
+        code = standby.wait(timeout=30)
+        took = time.monotonic() - sent
+        print(f"SIGTERM to a standby → exit in {took:.3f} s")
+        assert code == 0 and took < BOUND, (took, (tmp_path / "scheduler-standby.log").read_text()[-3000:])
         sent = time.monotonic()
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=30)

@@ -37,6 +37,9 @@ from hetsched.metrics.serve import PORTS, MetricsServer, leader_gauge
 
 log = logging.getLogger("hetsched")
 S = TypeVar("S")
+STANDBY_POLL = 0.1
+"""Seconds between a standby's looks at its elector: it starts work within this of taking the Lease, and
+stops within this of SIGTERM."""
 
 
 def _load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
@@ -153,12 +156,10 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
             try:
                 if elector is not None and not elector.holds():
                     if state is not None:
-                        log.error("%s lost the lease to %s (or could not renew it within %.1f s); exiting", me,
-                                  elector.holder(), elector.renew_deadline)
+                        log.error("%s lost the lease (last seen holder %r) or could not renew it within %.1f s; "
+                                  "exiting", me, elector.last_holder, elector.renew_deadline)
                         raise typer.Exit(1)
-                    elector.changed.clear()
-                    if not elector.holds():
-                        elector.changed.wait(retry_period)  # a standby: wait for the elector's next round
+                    shutdown.wait(STANDBY_POLL)  # a standby: the elector's thread takes the Lease when it can
                     continue
                 if state is None:
                     log.info("%s leading %s", me, name)

@@ -70,8 +70,6 @@ class LeaderElector:
         """The Lease's holder, renewTime and resourceVersion when last read ..."""
         self._observed_at = 0.0
         """... and when (this process's monotonic clock) that record was first seen."""
-        self.changed = threading.Event()
-        """Set whenever :meth:`holds` may have turned (a round took, kept or lost the Lease)."""
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -118,14 +116,16 @@ class LeaderElector:
             return self._lost()  # another replica renewed or took it first
         return self._took(began)
 
+    @property
+    def last_holder(self) -> str:
+        """The holder this replica last read (no request: for a message when the API server is away)."""
+        return str(self._observed[0]) if self._observed else ""
+
     def _took(self, began: float) -> bool:
         self.leading, self._renewed_at = True, began
-        self.changed.set()
         return True
 
     def _lost(self) -> bool:
-        if self.leading:
-            self.changed.set()
         self.leading = False
         return False
 
@@ -139,7 +139,6 @@ class LeaderElector:
                     self.try_acquire_or_renew()
                 except Exception as exc:
                     log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
-                    self.changed.set()
                 self._stop.wait(self.retry)
 
         self._thread = threading.Thread(target=rounds, daemon=True, name="lease")
