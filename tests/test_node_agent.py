@@ -17,10 +17,11 @@ import pytest
 
 from hetsched.agents.backends.ascend import AscendBackend
 from hetsched.agents.backends.fake import FakeBackend
-from hetsched.agents.node_agent import CONDITION, TAINT, NodeAgent
+from hetsched.agents.node_agent import ASCEND_REWRITE, CONDITION, TAINT, NodeAgent
 from hetsched.api.objects import ConfigMap, Node, Pod
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import NODE_ANNOTATION, from_ascend_device_info, parse_node_devices
+from hetsched.ports import NotFound
 from hetsched.sim.kernel import SimClock
 from tests.builders import node
 
@@ -121,7 +122,9 @@ def test_ascend_node_gets_labels_and_the_ascend_device_info_config_map(tmp_path:
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     cluster = MemoryCluster(SimClock())
     cluster.create(node("n0", cpu="64"))
-    NodeAgent(cluster, "n0", AscendBackend(), now=lambda: 100.0).sync()
+    clock = [100.0]
+    agent = NodeAgent(cluster, "n0", AscendBackend(), now=lambda: clock[0])
+    agent.sync()
     found, health = state(cluster)
     assert found.metadata.labels["accelerator"] == "huawei-ascend"
     assert found.metadata.labels["hetsched.io/accelerator-model"] == "910B3"
@@ -130,6 +133,16 @@ def test_ascend_node_gets_labels_and_the_ascend_device_info_config_map(tmp_path:
     assert isinstance(config_map, ConfigMap)
     (read_back,) = from_ascend_device_info(config_map.data, "n0", topology="ascend910b-8")  # CheckCode verified
     assert [c.health for c in read_back.chips][:4] == ["Healthy", "Healthy", "Unhealthy", "Healthy"]
+    # written blind (the agent may not read kube-system): not again while its chips are the same ...
+    cluster.delete("ConfigMap", "kube-system/mindx-dl-deviceinfo-n0")
+    clock[0] += ASCEND_REWRITE / 2
+    agent.sync()
+    with pytest.raises(NotFound):
+        cluster.get("ConfigMap", "kube-system/mindx-dl-deviceinfo-n0")
+    clock[0] += ASCEND_REWRITE  # ... until ASCEND_REWRITE has passed: one deleted meanwhile comes back
+    agent.sync()
+    again = cluster.get("ConfigMap", "kube-system/mindx-dl-deviceinfo-n0")
+    assert isinstance(again, ConfigMap) and from_ascend_device_info(again.data, "n0", topology="ascend910b-8")
 
 
 def test_the_scheduler_never_uses_a_chip_the_agent_reported_bad(tmp_path: Path) -> None:

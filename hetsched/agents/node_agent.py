@@ -56,6 +56,9 @@ from hetsched.ports import Conflict, NotFound, ObjectStore
 CONDITION = "AcceleratorHealthy"
 TAINT = Taint(key="hetsched.io/accelerator-unhealthy", effect="NoSchedule")
 ACCELERATOR_LABEL = "accelerator"
+ASCEND_REWRITE = 300.0
+"""Seconds after which the Ascend device-info ConfigMap is written again though its chips did not change:
+the agent never reads it, so one deleted or overwritten meanwhile comes back within this."""
 
 
 def label_value(text: str) -> str:
@@ -77,8 +80,8 @@ class NodeAgent:
         self.last_chips: list[ToolChip] | None = None
         """What the tool reported at the last sync (None when it failed)."""
         self.guard = InventoryGuard()
-        self._ascend_written: object = None
-        """The chips of the Ascend device-info ConfigMap this agent last wrote."""
+        self._ascend_written: tuple[object, float] | None = None
+        """The chips of the Ascend device-info ConfigMap this agent last wrote, and when."""
 
     def sync(self) -> Node:
         """One check: read the chips, publish health, condition, taint and labels; returns the node."""
@@ -180,12 +183,15 @@ class NodeAgent:
 
     def _publish_ascend(self, device_set: DeviceSet) -> None:
         """Ascend's device-info ConfigMap, for Ascend's own scheduler plugin (and our cache's fallback),
-        written when its chips changed since this agent last wrote it. Written blind (an update without a
+        written when its chips changed since this agent last wrote it (or ``ASCEND_REWRITE`` seconds ago).
+        Written blind (an update without a
         resourceVersion, a create when it is not there): the agent may write this one ConfigMap and read
         none in kube-system (its role and ``cluster.restriction``)."""
         data = to_ascend_device_info(device_set, int(self.now()))
         chips = json.loads(data["DeviceInfoCfg"])["DeviceInfo"]["DeviceList"]
-        if chips == self._ascend_written:
+        now = self.now()
+        if self._ascend_written is not None and self._ascend_written[0] == chips and (
+                now - self._ascend_written[1] < ASCEND_REWRITE):
             return
         config_map = ConfigMap.model_validate({"metadata": {"name": ascend_info_name(self.node),
                                                             "namespace": ASCEND_NAMESPACE}, "data": data})
@@ -196,4 +202,4 @@ class NodeAgent:
                 self.store.create(config_map)
             except Conflict:  # made meanwhile (Huawei's plugin beside us): the next period writes it over
                 return
-        self._ascend_written = chips
+        self._ascend_written = (chips, now)

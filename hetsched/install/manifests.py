@@ -22,8 +22,8 @@ Invariants (each holds for every reader, so for the chart too):
 - the webhook's TLS is made by the webhook itself (``hetsched webhook --tls-secret``): no private key is
   ever written into a manifest;
 - scheduler, controller and webhook run as the image's non-root user with a read-only root file system; the
-  node agent and the device plugin run privileged (vendor tools read the driver's devices, kubelet's
-  device-plugin directory is root's);
+  node agent and the device plugin run as root (kubelet's device-plugin directory is root's) with the
+  vendor's ``securityContext`` (``install.values``);
 - every component finds the API server the same way: ``apiServer`` with its ServiceAccount token, else the
   in-cluster Service.
 """
