@@ -122,6 +122,20 @@ def test_scheduler_numbers_chips_queues_and_reasons() -> None:
         assert 0.0 <= number <= 1.0
 
 
+def test_chip_series_follow_each_new_cycle_not_a_cached_one() -> None:
+    """The chip accounting is computed once per cycle's snapshot and cached for scrapes; a later cycle's
+    scrape shows that cycle's chips (the cache is keyed by a generation counter, never by ``id()``)."""
+    metrics, h = scheduler_run()
+    labels = {"kind": "ascend", "model": "ascend910-8"}
+    before = value(families(metrics.registry), "hetsched_chips", state="allocated", **labels)
+    assert before == value(families(metrics.registry), "hetsched_chips", state="allocated", **labels)  # cached
+    for obj in gang("more", 2, cpu="1", limits={"huawei.com/Ascend910": 2}):
+        h.cluster.create(obj)  # type: ignore[attr-defined]
+    for _ in range(3):
+        h.cycle()  # type: ignore[attr-defined]
+    assert value(families(metrics.registry), "hetsched_chips", state="allocated", **labels) == before + 4
+
+
 def test_fragmentation_counts_free_chips_that_cannot_serve_the_largest_request() -> None:
     # n0: chips 0,1,2 and 4 held → free 3 + 5,6,7: the largest legal one-pod request on an Ascend 910 x8
     # is 8, and no 8-set is free, so all four free chips are stranded

@@ -90,6 +90,9 @@ class SchedulerMetrics:
         """Resource name → accelerator kind ("" for none), memoised: binds come by the thousand."""
         self._lock = threading.Lock()
         self._last: tuple[Snapshot, dict[str, str]] | None = None
+        self._generation = 0
+        """Counts the snapshots observed: the chip tables are cached per generation (never by ``id()``, which
+        a later snapshot may reuse once the last one is freed)."""
         self._tables: tuple[int, list[ChipTable]] | None = None
         r.register(_StateCollector(self))
 
@@ -159,19 +162,20 @@ class SchedulerMetrics:
         phases = {key: update.phase for key, update in decisions.podgroups.items() if update.phase is not None}
         with self._lock:
             self._last = (snapshot, phases)
+            self._generation += 1
 
     def chip_tables(self) -> list[ChipTable]:
         """Chip accounting of the last cycle's snapshot (computed once per snapshot)."""
         with self._lock:
-            last = self._last
-            cached = self._tables
+            last, generation, cached = self._last, self._generation, self._tables
         if last is None:
             return []
-        if cached is not None and cached[0] == id(last[0]):
+        if cached is not None and cached[0] == generation:
             return cached[1]
         tables = self.accounts.tables(last[0])
         with self._lock:
-            self._tables = (id(last[0]), tables)
+            if self._generation == generation:  # not if a newer snapshot came meanwhile
+                self._tables = (generation, tables)
         return tables
 
     def forget_chip_tables(self) -> None:
