@@ -132,3 +132,27 @@ def test_missing_priority_class_is_reported_on_the_job_not_a_crash() -> None:
     cluster.update(job)  # any change to the Job retries
     controller.process()
     assert cluster.count("Pod") == 5
+
+
+def test_a_controller_restarted_while_a_job_restarts_finishes_the_restart() -> None:
+    """A RestartJob half done — the Job already Restarting, its old pods still there (the controller that
+    began it died before deleting them: a lost Lease, a node drain) — is finished by the next controller: it
+    deletes the old pods and creates the next version's, instead of waiting forever for pods nobody
+    deletes (seen on real kubelets under load)."""
+    cluster, _, clock = setup()
+    cluster.update_podgroup_status("team-a/mpi", "Inqueue", None)
+    JobController(cluster, clock).process()
+    job = cluster.get("Job", "team-a/mpi")
+    assert isinstance(job, Job)
+    state = job.status.state.model_copy(update={"phase": "Restarting", "reason": "RestartJob"})
+    cluster.update(job.model_copy(update={"status": job.status.model_copy(update={"state": state, "retryCount": 1})}))
+    old = {p.metadata.uid for p in cluster.list("Pod")}
+    assert len(old) == 5
+    fresh = JobController(cluster, clock)  # the next leader: nothing in memory about the restart under way
+    for _ in range(3):
+        fresh.process()
+    job = cluster.get("Job", "team-a/mpi")
+    assert isinstance(job, Job) and job.status.state.phase == "Pending"
+    pods = cluster.list("Pod")
+    assert len(pods) == 5 and not old & {p.metadata.uid for p in pods}  # all new
+    assert {p.metadata.annotations["volcano.sh/job-version"] for p in pods} == {"1"}

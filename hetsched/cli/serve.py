@@ -229,7 +229,7 @@ def scheduler(
     burst: Annotated[int, typer.Option(envvar="HETSCHED_BURST")] = 2000,
     bind_workers: Annotated[int, typer.Option(envvar="HETSCHED_BIND_WORKERS")] = 16,
     leader_elect: LeaderElect = True, lease_namespace: LeaseNamespace = "kube-system",
-    lease_duration: LeaseDuration = 10.0, renew_deadline: RenewDeadline = 0.0, retry_period: RetryPeriod = 2.0,
+    lease_duration: LeaseDuration = 15.0, renew_deadline: RenewDeadline = 0.0, retry_period: RetryPeriod = 2.0,
     identity: Identity = None, metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['scheduler']}",
 ) -> None:
     """Run the batch scheduler against a Kubernetes API server (one active replica per Lease)."""
@@ -271,7 +271,7 @@ def controller(
     insecure: Insecure = False,
     period: Annotated[float, typer.Option(envvar="HETSCHED_PERIOD", help="seconds between rounds")] = 0.2,
     leader_elect: LeaderElect = True, lease_namespace: LeaseNamespace = "kube-system",
-    lease_duration: LeaseDuration = 10.0, renew_deadline: RenewDeadline = 0.0, retry_period: RetryPeriod = 2.0,
+    lease_duration: LeaseDuration = 15.0, renew_deadline: RenewDeadline = 0.0, retry_period: RetryPeriod = 2.0,
     identity: Identity = None, metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['controller']}",
 ) -> None:
     """Run the Job, PodGroup and fault controllers against a Kubernetes API server."""

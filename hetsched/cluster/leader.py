@@ -48,9 +48,9 @@ def _micro(now: float) -> str:
 
 class LeaderElector:
     def __init__(self, client: KubeClient, namespace: str, name: str, identity: str, *,
-                 duration: float = 10.0, renew_deadline: float | None = None, retry: float = 2.0) -> None:
-        """``renew_deadline`` (default two thirds of ``duration``, client-go's 10 s of 15 s) must be shorter
-        than ``duration`` and longer than ``retry``; a ValueError says which."""
+                 duration: float = 15.0, renew_deadline: float | None = None, retry: float = 2.0) -> None:
+        """Defaults are client-go's (15 s, 10 s, 2 s). ``renew_deadline`` (default two thirds of
+        ``duration``) must be shorter than ``duration`` and longer than ``retry``; a ValueError says which."""
         deadline = duration * 2 / 3 if renew_deadline is None else renew_deadline
         if not 0 < deadline < duration:
             raise ValueError(f"the renew deadline ({deadline:g} s) must be shorter than the lease duration "
@@ -82,12 +82,20 @@ class LeaderElector:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.duration)),
                 "acquireTime": _micro(now), "renewTime": _micro(now), "leaseTransitions": transitions}
 
+    def _timeout(self) -> float:
+        """How long a request of this round may wait: a holder, until its renew deadline (a slow but
+        answering server still renews it in time; one that stops answering cannot hold a round past the
+        deadline); a standby, one renew deadline."""
+        renewed = self._renewed_at
+        if self.leading and renewed is not None:
+            return max(0.2, renewed + self.renew_deadline - time.monotonic())
+        return self.renew_deadline
+
     def try_acquire_or_renew(self) -> bool:
-        """One round: True while this replica holds the Lease. Each request waits at most half the renew
-        deadline, so a server that stops answering cannot hold a round past the deadline."""
+        """One round: True while this replica holds the Lease (each request bounded by :meth:`_timeout`)."""
         began = time.monotonic()
         now = time.time()
-        timeout = max(0.2, self.renew_deadline / 2)
+        timeout = self._timeout()
         try:
             lease = self.client.request("GET", self.path, timeout=timeout)
         except NotFound:
@@ -111,7 +119,7 @@ class LeaderElector:
         else:
             spec = self._spec(now, int(spec.get("leaseTransitions") or 0) + 1)
         try:  # carries the resourceVersion read: a write in between is a Conflict, never an overwrite
-            self.client.request("PUT", self.path, body={**lease, "spec": spec}, timeout=timeout)
+            self.client.request("PUT", self.path, body={**lease, "spec": spec}, timeout=self._timeout())
         except Conflict:
             return self._lost()  # another replica renewed or took it first
         return self._took(began)
