@@ -21,6 +21,7 @@ from functools import partial
 
 import numpy as np
 
+from hetsched.api import membership
 from hetsched.api.disruption import covers, disruptions_allowed
 from hetsched.api.objects import (
     NUMA_POLICY_ANNOTATION,
@@ -67,7 +68,6 @@ from hetsched.scheduler.snapshot import (
     TaskGroup,
 )
 
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_ANNOTATION = "volcano.sh/task-spec"
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget", "ConfigMap")
 SCOPES = {"ConfigMap": ASCEND_NAMESPACE}
@@ -286,7 +286,7 @@ class SchedulerCache:
             self._unaccount(key, old)
         if type_ == "DELETED":
             return
-        group_name = pod.metadata.annotations.get(GROUP_ANNOTATION, "")
+        group_name = membership.group_name(pod.metadata.annotations, pod.metadata.labels)
         group = f"{pod.metadata.namespace}/{group_name}" if group_name else ""
         state = pod_state(pod)
         if state == "pending" and pod.spec.schedulerName not in self.scheduler_names:

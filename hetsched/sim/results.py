@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hetsched.api import membership
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.api.objects import Job, Node, Pod, PodGroup
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.runner import CycleResult
 from hetsched.sim.timeline import Timeline
 
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 FINAL_PHASES = ("Completed", "Failed", "Aborted", "Terminated")
 WAITING_PHASES = ("Pending", "Inqueue", "Restarting")
 """Phases of a workload that waits for its gang; at the end of a run that ran out of events, it is stuck."""
@@ -184,7 +184,7 @@ class Recorder:
         obj = event.object
         self.last_time = max(self.last_time, now)
         if isinstance(obj, Pod):
-            group = obj.metadata.annotations.get(GROUP_ANNOTATION)
+            group = membership.group_name(obj.metadata.annotations, obj.metadata.labels)
             if group:
                 key = f"{obj.metadata.namespace}/{group}"
                 self.pod_workload[f"{obj.metadata.namespace}/{obj.metadata.name}"] = key
@@ -215,14 +215,14 @@ class Recorder:
                 else:
                     workload.final = None  # resumed, restarted
         elif isinstance(obj, Pod) and event.type == "DELETED":
-            group = obj.metadata.annotations.get(GROUP_ANNOTATION)
+            group = membership.group_name(obj.metadata.annotations, obj.metadata.labels)
             workload = self.workloads.get(f"{obj.metadata.namespace}/{group}") if group else None
             record = workload.pods.get(obj.metadata.name) if workload is not None else None
             if record is not None and record.open():
                 record.close(now)  # evicted, deleted by a restart or an abort while it ran
                 record.phase = "Failed"
         elif isinstance(obj, Pod):
-            group = obj.metadata.annotations.get(GROUP_ANNOTATION)
+            group = membership.group_name(obj.metadata.annotations, obj.metadata.labels)
             if not group:
                 return
             key = f"{obj.metadata.namespace}/{group}"
