@@ -78,3 +78,69 @@ def test_a_plain_pod_gets_a_group_in_the_queue_its_label_names() -> None:
     groups.process()
     (made,) = [g for g in h.cluster.list("PodGroup") if isinstance(g, PodGroup)]
     assert made.spec.queue == "research" and made.metadata.name.startswith("podgroup-")
+
+
+OPERATOR_PODS = """apiVersion: v1
+kind: Pod
+metadata:
+  name: ghost-{i}
+  labels: {{scheduling.volcano.sh/group-name: ghost}}
+  annotations: {{hetsched.io/duration: "100"}}
+spec:
+  schedulerName: volcano
+  containers: [{{name: c, image: x, resources: {{limits: {{huawei.com/Ascend910: 8}}}}}}]
+"""
+GHOST_GROUP = """apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: ghost, annotations: {hetsched.io/submit-at: "50"}}
+spec: {minMember: 2, queue: default}
+"""
+
+
+def test_pods_naming_a_podgroup_that_does_not_exist_wait_for_it_and_say_so(tmp_path: Any) -> None:
+    """An operator may create the pods before their PodGroup: they wait for it — never placed alone — and
+    ``simulate`` and ``explain`` say which PodGroup they wait for. Once it comes, they run as one gang."""
+    from typer.testing import CliRunner
+
+    from hetsched.cli.main import app
+    from tests.builders import ascend_cluster_spec
+
+    cluster = ascend_cluster_spec(tmp_path / "cluster.yaml")
+    pods = tmp_path / "pods.yaml"
+    pods.write_text("---\n".join(OPERATOR_PODS.format(i=i) for i in range(2)))
+    runner = CliRunner()
+    stuck = runner.invoke(app, ["simulate", "--cluster", str(cluster), str(pods), "--json"])
+    assert stuck.exit_code == 3, stuck.output
+    assert "default/ghost: PodGroup default/ghost does not exist: 2 pending pod(s) name it" in stuck.output
+    explained = runner.invoke(app, ["explain", "ghost", "--cluster", str(cluster), str(pods), "--until", "10"])
+    assert explained.exit_code == 0, explained.output
+    assert "PodGroup default/ghost does not exist: 2 pending pod(s) name it and wait for it" in explained.output
+    group = tmp_path / "group.yaml"
+    group.write_text(GHOST_GROUP)
+    ran = runner.invoke(app, ["simulate", "--cluster", str(cluster), str(pods), str(group), "--json"])
+    assert ran.exit_code == 0, ran.output
+    import json
+
+    results = json.loads(ran.output[ran.output.index("{"):])
+    (job,) = results["jobs"]
+    assert job["name"] == "ghost" and job["phase"] == "Completed"
+    starts = {p["start"] for p in job["pods"]}
+    assert len(starts) == 1 and starts.pop() >= 50  # together, once the PodGroup came
+
+
+def test_pods_waiting_for_a_missing_podgroup_are_counted_for_prometheus() -> None:
+    from prometheus_client import generate_latest
+
+    from hetsched.metrics.scheduler import SchedulerMetrics
+
+    h = harness([node("n", cpu="8"), member("w-0", "later", key=K8S_GROUP_KEY),
+                 member("w-1", "later", key=VOLCANO_GROUP_KEY, as_label=True)])
+    metrics = SchedulerMetrics()
+    h.scheduler.observers.append(metrics)
+    h.cycle()
+    assert not any(p.spec.nodeName for p in h.cluster.list("Pod"))
+    assert "hetsched_pods_waiting_for_podgroup 2.0" in generate_latest(metrics.registry).decode()
+    h.cluster.create(podgroup("later", 2))
+    h.cycle()
+    assert all(p.spec.nodeName for p in h.cluster.list("Pod"))
+    assert "hetsched_pods_waiting_for_podgroup 0.0" in generate_latest(metrics.registry).decode()

@@ -662,9 +662,14 @@ class SchedulerCache:
         """Copy what a cycle needs. O(nodes × resources) array copies plus O(pending pods + groups)."""
         width = len(self.resources)
         jobs: dict[str, JobInfo] = {}
+        missing: dict[str, int] = {}
         for key, group in self._groups.items():
             podgroup = group.podgroup
-            if podgroup is None or (podgroup.status.phase == "Completed" and not group.pending):
+            if podgroup is None:
+                if group.pending:  # pods name a PodGroup that does not exist (yet): they wait for it
+                    missing[key] = len(group.pending)
+                continue
+            if podgroup.status.phase == "Completed" and not group.pending:
                 continue
             by_placement: dict[tuple[str, object, int, str, str, str, tuple[tuple[str, str], ...]], list[str]] = {}
             never = False
@@ -758,5 +763,5 @@ class SchedulerCache:
             numa=numa, running_source=lambda: self._running(jobs), placed_source=self._placed,
             anti_source=partial(self._placed, tuple(self._anti_pods)) if self._anti_pods else None,
             priority_classes={n: c.value for n, c in self._priority_classes.items()},
-            default_queue=self.default_queue,
+            default_queue=self.default_queue, missing_groups=missing,
         )

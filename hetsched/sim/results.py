@@ -122,6 +122,8 @@ class Recorder:
         self.workloads: dict[str, WorkloadRecord] = {}
         self.job_phase: dict[str, str] = {}
         self._pod_group: dict[str, str] = {}
+        self.missing_groups: dict[str, set[str]] = {}
+        """PodGroup key → the pending pods naming it while it does not exist (they wait for it)."""
         self.cycles = 0
         self.binds = 0
         self.last_time = 0.0
@@ -196,8 +198,17 @@ class Recorder:
                 workload = self.workloads.get(key)
                 if workload is not None and len(running) >= max(workload.min_member, 1):
                     self._recovered(key, now)
+                if workload is None:
+                    waiting = self.missing_groups.setdefault(key, set())
+                    if event.type == "DELETED" or obj.spec.nodeName or obj.status.phase != "Pending":
+                        waiting.discard(obj.metadata.name)
+                    else:
+                        waiting.add(obj.metadata.name)
+                    if not waiting:
+                        del self.missing_groups[key]
         if isinstance(obj, PodGroup) and event.type == "ADDED":
             key = f"{obj.metadata.namespace}/{obj.metadata.name}"
+            self.missing_groups.pop(key, None)
             owner = next((r for r in obj.metadata.ownerReferences if r.controller), None)
             kind = owner.kind if owner else "PodGroup"
             name = owner.name if owner else obj.metadata.name
@@ -397,6 +408,11 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
                 "ran": w.start is not None, "reason": w.last_reason or (w.reasons[-1] if w.reasons else "")}
                for w in sorted(recorder.workloads.values(), key=lambda w: (w.submit, w.namespace, w.name))
                if w.phase in WAITING_PHASES]
+    for key, named in sorted(recorder.missing_groups.items()):
+        namespace, _, name = key.partition("/")
+        waiting.append({"name": name, "namespace": namespace, "kind": "PodGroup", "queue": "", "phase": "Missing",
+                        "ran": False, "reason": f"PodGroup {key} does not exist: {len(named)} pending pod(s) name "
+                                                "it and wait for it"})
     completions = [w.end - w.submit for w in recorder.workloads.values() if w.end is not None]
     capacity: Counter[str] = Counter()
     for node in nodes:
