@@ -1,0 +1,54 @@
+"""Gangs handed over by the operators users run on Volcano (issue 18), from fixtures under
+``tests/fixtures/operators`` that hold the PodGroup and pods *as each operator creates them* (each fixture
+says which source it follows). Each is valid for ``hetsched validate``, and in the simulator is placed all
+or nothing, in its PodGroup's queue."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hetsched.cli.main import app
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "operators"
+GPU_CLUSTER = """apiVersion: hetsched.io/v1alpha1
+kind: ClusterSpec
+metadata: {{name: gpu-{count}}}
+pools:
+- name: gpu
+  count: {count}
+  cpu: "64"
+  memory: 512Gi
+  accelerators: [{{kind: nvidia, model: A100-SXM4-80GB, count: 8}}]
+"""
+
+
+def gpu_cluster(tmp_path: Path, count: int) -> Path:
+    path = tmp_path / f"gpu-{count}.yaml"
+    path.write_text(GPU_CLUSTER.format(count=count))
+    return path
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("*.yaml")))
+def test_every_operator_fixture_is_valid(fixture: str) -> None:
+    result = CliRunner().invoke(app, ["validate", str(FIXTURES / fixture)])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_kubeflow_pytorchjob_runs_all_or_nothing(tmp_path: Path) -> None:
+    """Master + 2 workers of 8 GPUs: on 2 servers none of them runs (the PodGroup says why); on 3 all
+    three start at once and complete, as one job in the PodGroup's queue."""
+    fixture = str(FIXTURES / "kubeflow-pytorchjob.yaml")
+    runner = CliRunner()
+    short = runner.invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 2)), fixture, "--json"])
+    assert short.exit_code == 3, short.output
+    assert "default/bert" in short.output and "nvidia.com/gpu" in short.output
+    ran = runner.invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 3)), fixture, "--json"])
+    assert ran.exit_code == 0, ran.output
+    (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
+    assert (job["kind"], job["name"], job["queue"], job["phase"]) == ("PyTorchJob", "bert", "default", "Completed")
+    assert len(job["pods"]) == 3 and len({p["start"] for p in job["pods"]}) == 1
+    assert len({p["node"] for p in job["pods"]}) == 3
