@@ -52,3 +52,14 @@ def test_a_kubeflow_pytorchjob_runs_all_or_nothing(tmp_path: Path) -> None:
     assert (job["kind"], job["name"], job["queue"], job["phase"]) == ("PyTorchJob", "bert", "default", "Completed")
     assert len(job["pods"]) == 3 and len({p["start"] for p in job["pods"]}) == 1
     assert len({p["node"] for p in job["pods"]}) == 3
+
+
+def test_an_mpijob_with_a_launcher_that_requests_nothing_runs_whole_in_its_queue(tmp_path: Path) -> None:
+    """The MPI operator's launcher asks for no resources (a best-effort pod) beside 2 workers of 8 GPUs:
+    it counts toward the gang (minMember 3) and the three start together, in the queue the MPIJob named."""
+    fixture = str(FIXTURES / "mpi-operator-mpijob.yaml")
+    ran = CliRunner().invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 2)), fixture, "--json"])
+    assert ran.exit_code == 0, ran.output
+    (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
+    assert (job["kind"], job["name"], job["queue"], job["phase"]) == ("MPIJob", "allreduce", "research", "Completed")
+    assert len(job["pods"]) == 3 and len({p["start"] for p in job["pods"]}) == 1
