@@ -63,3 +63,30 @@ def test_an_mpijob_with_a_launcher_that_requests_nothing_runs_whole_in_its_queue
     (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
     assert (job["kind"], job["name"], job["queue"], job["phase"]) == ("MPIJob", "allreduce", "research", "Completed")
     assert len(job["pods"]) == 3 and len({p["start"] for p in job["pods"]}) == 1
+
+
+CPU_CLUSTER = """apiVersion: hetsched.io/v1alpha1
+kind: ClusterSpec
+metadata: {{name: cpu}}
+pools:
+- {{name: cpu, count: 1, cpu: "{cpu}", memory: 64Gi}}
+"""
+
+
+def test_a_spark_driver_runs_first_and_its_executors_join_its_podgroup(tmp_path: Path) -> None:
+    """Spark's PodGroup (minMember 1, minResources for the whole application) exists before the driver;
+    the driver runs alone, and the executors it creates 20 s later join its group and run. On a server too
+    small for the whole application, nothing starts: the PodGroup is not admitted (its minResources)."""
+    fixture = str(FIXTURES / "spark-volcano.yaml")
+    runner = CliRunner()
+    cluster = tmp_path / "cpu.yaml"
+    cluster.write_text(CPU_CLUSTER.format(cpu=8))
+    ran = runner.invoke(app, ["simulate", "--cluster", str(cluster), fixture, "--json"])
+    assert ran.exit_code == 0, ran.output
+    (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
+    starts = {p["name"].rsplit("-", 1)[-1]: p["start"] for p in job["pods"]}
+    assert starts["driver"] < 20 <= starts["1"] and starts["1"] == starts["2"] and job["phase"] == "Completed"
+    cluster.write_text(CPU_CLUSTER.format(cpu=4))
+    small = runner.invoke(app, ["simulate", "--cluster", str(cluster), fixture, "--json"])
+    assert small.exit_code == 3, small.output
+    assert "the gang is larger than the whole cluster: cpu 5 > 4" in small.output
