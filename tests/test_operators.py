@@ -90,3 +90,18 @@ def test_a_spark_driver_runs_first_and_its_executors_join_its_podgroup(tmp_path:
     small = runner.invoke(app, ["simulate", "--cluster", str(cluster), fixture, "--json"])
     assert small.exit_code == 3, small.output
     assert "the gang is larger than the whole cluster: cpu 5 > 4" in small.output
+
+
+def test_a_ray_cluster_head_and_workers_start_together_in_their_queue(tmp_path: Path) -> None:
+    """KubeRay's head and two 8-GPU workers are one gang (minMember 3) in the queue the RayCluster's label
+    names: too big for one server, nothing starts; on two, all three start at once."""
+    fixture = str(FIXTURES / "kuberay-raycluster.yaml")
+    runner = CliRunner()
+    short = runner.invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 1)), fixture, "--json"])
+    assert short.exit_code == 3, short.output  # 16 GPUs on one server of 8: none of them starts
+    assert "default/rc: the gang is larger than the whole cluster" in short.output  # named after its owner
+    ran = runner.invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 2)), fixture, "--json"])
+    assert ran.exit_code == 0, ran.output
+    (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
+    assert (job["kind"], job["name"], job["queue"]) == ("RayCluster", "rc", "research")
+    assert len(job["pods"]) == 3 and len({p["start"] for p in job["pods"]}) == 1
