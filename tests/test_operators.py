@@ -105,3 +105,20 @@ def test_a_ray_cluster_head_and_workers_start_together_in_their_queue(tmp_path: 
     (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
     assert (job["kind"], job["name"], job["queue"]) == ("RayCluster", "rc", "research")
     assert len(job["pods"]) == 3 and len({p["start"] for p in job["pods"]}) == 1
+
+
+def test_a_trainer_v2_trainjob_whose_pods_name_their_group_by_label_is_one_gang(tmp_path: Path) -> None:
+    """Trainer v2 names the PodGroup only in a *label* (scheduling.volcano.sh/group-name): the two 8-GPU
+    nodes still form one gang — on one server neither runs, nor is a group of their own made for them; on
+    two they start together, in the TrainJob's queue."""
+    fixture = str(FIXTURES / "kubeflow-trainer-v2-trainjob.yaml")
+    runner = CliRunner()
+    short = runner.invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 1)), fixture, "--json"])
+    assert short.exit_code == 3, short.output
+    (waiting,) = json.loads(short.output[short.output.index("{"):])["jobs"]
+    assert waiting["name"] == "llama-ft" and not any(p["start"] is not None for p in waiting["pods"])
+    ran = runner.invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 2)), fixture, "--json"])
+    assert ran.exit_code == 0, ran.output
+    (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
+    assert (job["kind"], job["name"], job["queue"]) == ("TrainJob", "llama-ft", "research")
+    assert len(job["pods"]) == 2 and len({p["start"] for p in job["pods"]}) == 1
