@@ -122,3 +122,16 @@ def test_a_trainer_v2_trainjob_whose_pods_name_their_group_by_label_is_one_gang(
     (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
     assert (job["kind"], job["name"], job["queue"]) == ("TrainJob", "llama-ft", "research")
     assert len(job["pods"]) == 2 and len({p["start"] for p in job["pods"]}) == 1
+
+
+def test_an_argo_step_creates_a_volcano_job_that_completes(tmp_path: Path) -> None:
+    """Argo hands Volcano Jobs over as they are (a generated name, the Workflow as owner, the ssh/env/svc
+    plugins): the Job runs and reaches Completed, the phase Argo's successCondition waits for."""
+    fixture = str(FIXTURES / "argo-workflow-volcano-job.yaml")
+    cluster = tmp_path / "cpu.yaml"
+    cluster.write_text(CPU_CLUSTER.format(cpu=8))
+    ran = CliRunner().invoke(app, ["simulate", "--cluster", str(cluster), fixture, "--json"])
+    assert ran.exit_code == 0, ran.output
+    (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
+    assert job["kind"] == "Job" and job["name"].startswith("step-job-hello1-") and job["phase"] == "Completed"
+    assert len(job["pods"]) == 2
