@@ -144,3 +144,14 @@ def test_pods_waiting_for_a_missing_podgroup_are_counted_for_prometheus() -> Non
     h.cycle()
     assert all(p.spec.nodeName for p in h.cluster.list("Pod"))
     assert "hetsched_pods_waiting_for_podgroup 0.0" in generate_latest(metrics.registry).decode()
+
+
+def test_a_podgroup_without_pods_is_admitted_when_its_min_resources_fit() -> None:
+    """Kubeflow's training operator creates a job's pods only once its PodGroup has left Pending: a PodGroup
+    alone must move to Inqueue when its minResources fit (and stay Pending while they do not), or the job
+    never starts."""
+    h = harness([node("n", cpu="8"), podgroup("fits", 3, phase="Pending", min_resources={"cpu": "6"}),
+                 podgroup("too-big", 3, phase="Pending", min_resources={"cpu": "12"})])
+    h.cycle()
+    phases = {g.metadata.name: g.status.phase for g in h.cluster.list("PodGroup") if isinstance(g, PodGroup)}
+    assert phases == {"fits": "Inqueue", "too-big": "Pending"}
