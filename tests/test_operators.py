@@ -135,3 +135,16 @@ def test_an_argo_step_creates_a_volcano_job_that_completes(tmp_path: Path) -> No
     (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
     assert job["kind"] == "Job" and job["name"].startswith("step-job-hello1-") and job["phase"] == "Completed"
     assert len(job["pods"]) == 2
+
+
+def test_explain_names_an_operators_gang_by_its_owner_and_says_why_it_waits(tmp_path: Path) -> None:
+    """``hetsched explain bert`` finds the PodGroup the training operator made for PyTorchJob bert (by its
+    owner) and says why it waits: two servers of 8 GPUs for three 8-GPU pods."""
+    fixture = str(FIXTURES / "kubeflow-pytorchjob.yaml")
+    result = CliRunner().invoke(app, ["explain", "bert", "--cluster", str(gpu_cluster(tmp_path, 2)), fixture,
+                                      "--until", "10", "--json"])
+    assert result.exit_code == 0, result.output
+    explained = json.loads(result.output)
+    assert explained["job"].endswith("bert") and explained["minMember"] == 3 and explained["ready"] == 0
+    said = " ".join(explained["schedulerSays"]) + json.dumps(explained["tasks"])
+    assert "nvidia.com/gpu" in said, explained
