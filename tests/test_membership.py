@@ -155,3 +155,23 @@ def test_a_podgroup_without_pods_is_admitted_when_its_min_resources_fit() -> Non
     h.cycle()
     phases = {g.metadata.name: g.status.phase for g in h.cluster.list("PodGroup") if isinstance(g, PodGroup)}
     assert phases == {"fits": "Inqueue", "too-big": "Pending"}
+
+
+def test_an_operators_indexed_pods_are_one_group_unless_a_pod_rule_reads_labels() -> None:
+    """Operators give every pod its own index label: while no pod in the cluster has affinity, anti-affinity
+    or spread rules, labels decide nothing and 100 workers are one task group (one vectorised pass); once a
+    pod with such a rule exists, each pod's labels count again (they may be what the rule selects)."""
+    workers = []
+    for i in range(100):
+        made = pod(f"w-{i}", "op", cpu="1")
+        workers.append(made.model_copy(update={"metadata": made.metadata.model_copy(update={
+            "labels": {"training.kubeflow.org/replica-index": str(i)}})}))
+    h = harness([node("n", cpu="8"), podgroup("op", 100, phase="Pending"), *workers])
+    (job,) = h.scheduler.cache.snapshot().jobs.values()
+    assert len(job.groups) == 1 and len(job.groups[0].pending) == 100
+    rule = {"topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": {"training.kubeflow.org/replica-index": "3"}}}
+    h.cluster.create(pod("picky", None, affinity={"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [rule]}}))
+    jobs = h.scheduler.cache.snapshot().jobs
+    assert len(jobs["default/op"].groups) == 100

@@ -200,6 +200,10 @@ class SchedulerCache:
         self._pods: dict[str, _PodRecord] = {}
         self._anti_pods: set[str] = set()
         """Placed pods with required pod anti-affinity (which every pod placed after them must respect)."""
+        self._topology_pods = 0
+        """Pods (any state, any scheduler's) with pod affinity, anti-affinity or spread rules. While there are
+        none, no placement depends on other pods' labels, so pending pods are grouped without them (an
+        operator's pods differ in an index label each: 1,000 workers are one group, not 1,000)."""
         self._groups: dict[str, _Group] = {}
         self._queues: dict[str, Queue] = {}
         self._priority_classes: dict[str, PriorityClass] = {}
@@ -284,8 +288,10 @@ class SchedulerCache:
         old = self._pods.pop(key, None)
         if old is not None:
             self._unaccount(key, old)
+            self._topology_pods -= bool(old.pod.spec.pod_topology)
         if type_ == "DELETED":
             return
+        self._topology_pods += bool(pod.spec.pod_topology)
         group_name = membership.group_name(pod.metadata.annotations, pod.metadata.labels)
         group = f"{pod.metadata.namespace}/{group_name}" if group_name else ""
         state = pod_state(pod)
@@ -672,6 +678,7 @@ class SchedulerCache:
             if podgroup.status.phase == "Completed" and not group.pending:
                 continue
             by_placement: dict[tuple[str, object, int, str, str, str, tuple[tuple[str, str], ...]], list[str]] = {}
+            keep_labels = self._topology_pods > 0
             never = False
             for pod_key in group.pending:
                 record = self._pods[pod_key]
@@ -685,7 +692,7 @@ class SchedulerCache:
                 models, mlu_link, numa_policy, refuses, labels = record.placement
                 never = never or refuses
                 by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority, models,
-                                         mlu_link, numa_policy, labels), []).append(pod_key)
+                                         mlu_link, numa_policy, labels if keep_labels else ()), []).append(pod_key)
             job = JobInfo(
                 key=key, podgroup=podgroup, queue=podgroup.spec.queue or self.default_queue,
                 priority=self._class_value(podgroup.spec.priorityClassName) if podgroup.spec.priorityClassName
