@@ -66,6 +66,7 @@ def test_scheduler_series_parse_back_with_names_labels_and_types() -> None:
         "hetsched_pod_scheduling_duration_seconds": "histogram", "hetsched_job_queue_wait_seconds": "histogram",
         "hetsched_pods_scheduled": "counter", "hetsched_pods_unschedulable": "counter",
         "hetsched_scheduling_cycles": "counter", "hetsched_pending_pods": "gauge", "hetsched_podgroups": "gauge",
+        "hetsched_pods_waiting_for_podgroup": "gauge",
         "hetsched_queue_allocated": "gauge", "hetsched_queue_deserved": "gauge", "hetsched_queue_capability": "gauge",
         "hetsched_node_chips_physical": "gauge", "hetsched_node_chips_allocatable": "gauge",
         "hetsched_node_chips_accounted": "gauge", "hetsched_node_chips_mismatch": "gauge",

@@ -321,6 +321,38 @@ def test_a_mixed_vendor_gang_runs_each_container_with_its_own_vendors_devices(in
     delete_job(client, "mixed")
 
 
+def test_an_operators_gang_named_by_label_runs_whole_on_real_kubelets(installed: RealCluster) -> None:
+    """Issue 18 on real nodes: a PodGroup of 2 and two 8-chip pods that name it only by the label
+    scheduling.volcano.sh/group-name, as Kubeflow Trainer v2 makes them — no group of their own is made,
+    both run at once, one per server, each container seeing its 8 chips."""
+    client = installed.client
+    groups = "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups"
+    client.request("POST", groups, body={"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                                         "metadata": {"name": "op-train"}, "spec": {"minMember": 2}})
+    for i in range(2):
+        client.request("POST", "/api/v1/namespaces/default/pods", body={
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"op-train-node-{i}", "labels": {"scheduling.volcano.sh/group-name": "op-train",
+                                                                  "jobset.sigs.k8s.io/jobset-name": "op-train"}},
+            "spec": workload({"schedulerName": "volcano", "nodeSelector": {"huawei.com/Ascend910": "true"},
+                              "containers": [{"name": "node", "resources": {
+                                  "limits": {"huawei.com/Ascend910": 8}}}]})})
+    selector = "jobset.sigs.k8s.io/jobset-name=op-train"
+    wait_for("the operator's gang Running", lambda: running(pods(client, "default", selector))
+             and len(pods(client, "default", selector)) == 2, 180,
+             explain=lambda: installed.logs("hetsched", "scheduler"))
+    members = pods(client, "default", selector)
+    assert len({p["spec"]["nodeName"] for p in members}) == 2  # 8 chips each: one per server
+    for member in members:
+        assert sorted(assert_sees_its_chips(installed, member, "huawei.com/Ascend910")) == list(range(8))
+    made = [g["metadata"]["name"] for g in client.request("GET", groups)["items"]]
+    assert not any(f"podgroup-{p['metadata']['uid']}" in made for p in members)  # none of their own
+    for member in members:
+        client.request("DELETE", f"/api/v1/namespaces/default/pods/{member['metadata']['name']}")
+    client.request("DELETE", f"{groups}/op-train")
+    wait_for("the operator's pods gone", lambda: not pods(client, "default", selector), 120)
+
+
 def test_a_failed_worker_restarts_the_real_job_which_then_completes(installed: RealCluster) -> None:
     """``PodFailed → RestartJob``: at job version 0 every worker exits 1 (pod phase Failed, set by the real
     kubelet); the controller restarts the job (retryCount 1), and version 1's workers exit 0: Completed."""

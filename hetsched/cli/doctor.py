@@ -296,6 +296,17 @@ def explain(
     else:
         facts = _kube_facts(kubeconfig, server, token_file, ca_file, "kube-system", probe=False, insecure=insecure)
     snapshot = facts.snapshot()
+    wanted = job if "/" in job else f"default/{job}"
+    if wanted not in snapshot.jobs and wanted in snapshot.missing_groups:
+        count = snapshot.missing_groups[wanted]
+        said = (f"PodGroup {wanted} does not exist: {count} pending pod(s) name it and wait for it (never placed "
+                "alone); the operator that made them creates it, or create it yourself")
+        if as_json:
+            print(json.dumps({"job": wanted, "phase": "PodGroupMissing", "pending": count, "schedulerSays": [said]},
+                             indent=2))
+        else:
+            console.print(f"{wanted}: {said}", highlight=False, markup=False, soft_wrap=True)
+        return
     key = _job_key(snapshot.jobs, job)
     explanation = explain_job(snapshot, conf, key, facts.now)
     accounts = ChipAccounts(settings_of(conf))

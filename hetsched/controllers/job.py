@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from hetsched.api import membership
 from hetsched.api.objects import (
     NUMA_POLICY_ANNOTATION,
     Command,
@@ -49,7 +50,7 @@ from hetsched.controllers.phases import PHASES
 from hetsched.controllers.workqueue import WorkQueue
 from hetsched.ports import Clock, Invalid, NotFound, ObjectStore, StatusUpdater, WatchEvent
 
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+GROUP_ANNOTATION = membership.K8S_GROUP_KEY
 JOB_NAME = "volcano.sh/job-name"
 TASK_SPEC = "volcano.sh/task-spec"
 TASK_INDEX = "volcano.sh/task-index"

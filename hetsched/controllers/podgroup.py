@@ -3,18 +3,21 @@
 Who calls it: the simulator (and later the controller process), via :meth:`process` after watch events.
 Volcano does the same for pods not created by a Volcano Job, so the scheduler only ever handles groups:
 the group is named ``podgroup-<pod uid>``, takes the queue from the pod's
-``scheduling.volcano.sh/queue-name`` annotation and its priority class from the pod, and the pod gets the
-``scheduling.k8s.io/group-name`` annotation pointing at it. When the pod finishes, its group is Completed.
+``scheduling.volcano.sh/queue-name`` annotation (or label) and its priority class from the pod, and the pod
+gets the ``scheduling.k8s.io/group-name`` annotation pointing at it. A pod that already names a group, by any
+of the keys ``api.membership`` reads, is left to that group (an operator's PodGroup). When the pod finishes,
+its own group is Completed.
 """
 
 from __future__ import annotations
 
+from hetsched.api import membership
 from hetsched.api.objects import Pod, PodGroup, quantity_strings
 from hetsched.controllers.workqueue import WorkQueue
 from hetsched.ports import NotFound, ObjectStore, WatchEvent
 
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+GROUP_ANNOTATION = membership.K8S_GROUP_KEY
+"""What this controller writes on a pod it made a group for (the key Volcano's own controller writes)."""
 
 
 class PodGroupController:
@@ -33,7 +36,8 @@ class PodGroupController:
             return
         if pod.spec.schedulerName not in self.scheduler_names:
             return
-        if GROUP_ANNOTATION not in pod.metadata.annotations or pod.status.phase in ("Succeeded", "Failed"):
+        named = membership.group_name(pod.metadata.annotations, pod.metadata.labels)
+        if not named or pod.status.phase in ("Succeeded", "Failed"):
             self.queue.add(f"{pod.metadata.namespace}/{pod.metadata.name}")
 
     def process(self) -> int:
@@ -47,14 +51,14 @@ class PodGroupController:
             return
         assert isinstance(pod, Pod)
         namespace = pod.metadata.namespace or "default"
-        group_name = pod.metadata.annotations.get(GROUP_ANNOTATION)
-        if group_name is None:
+        group_name = membership.group_name(pod.metadata.annotations, pod.metadata.labels)
+        if not group_name:
             group_name = f"podgroup-{pod.metadata.uid}"
             self.store.create(PodGroup.model_validate({
                 "metadata": {"name": group_name, "namespace": namespace,
                              "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name,
                                                   "uid": pod.metadata.uid, "controller": True}]},
-                "spec": {"minMember": 1, "queue": pod.metadata.annotations.get(QUEUE_ANNOTATION, "default"),
+                "spec": {"minMember": 1, "queue": membership.queue_name(pod.metadata.annotations, pod.metadata.labels),
                          "priorityClassName": pod.spec.priorityClassName,
                          "minResources": quantity_strings({k: v for k, v in pod.spec.requests.items() if k != "pods"})},
             }))

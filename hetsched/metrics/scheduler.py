@@ -221,6 +221,10 @@ def _queue_families(snapshot: Snapshot, phases: dict[str, str]) -> Iterator[Metr
         groups.add_metric([name, phase], count)
     yield pending
     yield groups
+    missing = GaugeMetricFamily("hetsched_pods_waiting_for_podgroup",
+                                "Pending pods that name a PodGroup that does not exist (they wait for it)")
+    missing.add_metric([], sum(snapshot.missing_groups.values()))
+    yield missing
     families: dict[str, GaugeMetricFamily] = {
         name: GaugeMetricFamily(f"hetsched_queue_{name}", text, labels=["queue", "resource", "unit"])
         for name, text in (("allocated", "Resources held by the queue's pods"),

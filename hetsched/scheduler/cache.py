@@ -21,6 +21,7 @@ from functools import partial
 
 import numpy as np
 
+from hetsched.api import membership
 from hetsched.api.disruption import covers, disruptions_allowed
 from hetsched.api.objects import (
     NUMA_POLICY_ANNOTATION,
@@ -67,7 +68,6 @@ from hetsched.scheduler.snapshot import (
     TaskGroup,
 )
 
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_ANNOTATION = "volcano.sh/task-spec"
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget", "ConfigMap")
 SCOPES = {"ConfigMap": ASCEND_NAMESPACE}
@@ -200,6 +200,10 @@ class SchedulerCache:
         self._pods: dict[str, _PodRecord] = {}
         self._anti_pods: set[str] = set()
         """Placed pods with required pod anti-affinity (which every pod placed after them must respect)."""
+        self._topology_pods = 0
+        """Pods (any state, any scheduler's) with pod affinity, anti-affinity or spread rules. While there are
+        none, no placement depends on other pods' labels, so pending pods are grouped without them (an
+        operator's pods differ in an index label each: 1,000 workers are one group, not 1,000)."""
         self._groups: dict[str, _Group] = {}
         self._queues: dict[str, Queue] = {}
         self._priority_classes: dict[str, PriorityClass] = {}
@@ -284,9 +288,11 @@ class SchedulerCache:
         old = self._pods.pop(key, None)
         if old is not None:
             self._unaccount(key, old)
+            self._topology_pods -= bool(old.pod.spec.pod_topology)
         if type_ == "DELETED":
             return
-        group_name = pod.metadata.annotations.get(GROUP_ANNOTATION, "")
+        self._topology_pods += bool(pod.spec.pod_topology)
+        group_name = membership.group_name(pod.metadata.annotations, pod.metadata.labels)
         group = f"{pod.metadata.namespace}/{group_name}" if group_name else ""
         state = pod_state(pod)
         if state == "pending" and pod.spec.schedulerName not in self.scheduler_names:
@@ -662,11 +668,17 @@ class SchedulerCache:
         """Copy what a cycle needs. O(nodes × resources) array copies plus O(pending pods + groups)."""
         width = len(self.resources)
         jobs: dict[str, JobInfo] = {}
+        missing: dict[str, int] = {}
         for key, group in self._groups.items():
             podgroup = group.podgroup
-            if podgroup is None or (podgroup.status.phase == "Completed" and not group.pending):
+            if podgroup is None:
+                if group.pending:  # pods name a PodGroup that does not exist (yet): they wait for it
+                    missing[key] = len(group.pending)
+                continue
+            if podgroup.status.phase == "Completed" and not group.pending:
                 continue
             by_placement: dict[tuple[str, object, int, str, str, str, tuple[tuple[str, str], ...]], list[str]] = {}
+            keep_labels = self._topology_pods > 0
             never = False
             for pod_key in group.pending:
                 record = self._pods[pod_key]
@@ -680,7 +692,7 @@ class SchedulerCache:
                 models, mlu_link, numa_policy, refuses, labels = record.placement
                 never = never or refuses
                 by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority, models,
-                                         mlu_link, numa_policy, labels), []).append(pod_key)
+                                         mlu_link, numa_policy, labels if keep_labels else ()), []).append(pod_key)
             job = JobInfo(
                 key=key, podgroup=podgroup, queue=podgroup.spec.queue or self.default_queue,
                 priority=self._class_value(podgroup.spec.priorityClassName) if podgroup.spec.priorityClassName
@@ -758,5 +770,5 @@ class SchedulerCache:
             numa=numa, running_source=lambda: self._running(jobs), placed_source=self._placed,
             anti_source=partial(self._placed, tuple(self._anti_pods)) if self._anti_pods else None,
             priority_classes={n: c.value for n, c in self._priority_classes.items()},
-            default_queue=self.default_queue,
+            default_queue=self.default_queue, missing_groups=missing,
         )

@@ -380,6 +380,9 @@ class Snapshot:
     them; at 100,000 bound pods they are not free)."""
     _running: list[RunningPod] | None = None
     _allowed: list[int] | None = None
+    missing_groups: dict[str, int] = field(default_factory=dict)
+    """PodGroup key → pending pods that name it while it does not exist: they wait for it (an operator
+    creates the PodGroup and the pods in either order) and are never placed alone."""
     budget_spent: dict[int, int] = field(default_factory=dict)
     """PodDisruptionBudget index → disruptions this session's chosen victims spend (kept by the eviction
     planner as it releases and restores victims)."""

@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hetsched.api import membership
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.api.objects import Job, Node, Pod, PodGroup
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.runner import CycleResult
 from hetsched.sim.timeline import Timeline
 
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 FINAL_PHASES = ("Completed", "Failed", "Aborted", "Terminated")
 WAITING_PHASES = ("Pending", "Inqueue", "Restarting")
 """Phases of a workload that waits for its gang; at the end of a run that ran out of events, it is stuck."""
@@ -122,6 +122,8 @@ class Recorder:
         self.workloads: dict[str, WorkloadRecord] = {}
         self.job_phase: dict[str, str] = {}
         self._pod_group: dict[str, str] = {}
+        self.missing_groups: dict[str, set[str]] = {}
+        """PodGroup key → the pending pods naming it while it does not exist (they wait for it)."""
         self.cycles = 0
         self.binds = 0
         self.last_time = 0.0
@@ -184,7 +186,7 @@ class Recorder:
         obj = event.object
         self.last_time = max(self.last_time, now)
         if isinstance(obj, Pod):
-            group = obj.metadata.annotations.get(GROUP_ANNOTATION)
+            group = membership.group_name(obj.metadata.annotations, obj.metadata.labels)
             if group:
                 key = f"{obj.metadata.namespace}/{group}"
                 self.pod_workload[f"{obj.metadata.namespace}/{obj.metadata.name}"] = key
@@ -196,8 +198,17 @@ class Recorder:
                 workload = self.workloads.get(key)
                 if workload is not None and len(running) >= max(workload.min_member, 1):
                     self._recovered(key, now)
+                if workload is None:
+                    waiting = self.missing_groups.setdefault(key, set())
+                    if event.type == "DELETED" or obj.spec.nodeName or obj.status.phase != "Pending":
+                        waiting.discard(obj.metadata.name)
+                    else:
+                        waiting.add(obj.metadata.name)
+                    if not waiting:
+                        del self.missing_groups[key]
         if isinstance(obj, PodGroup) and event.type == "ADDED":
             key = f"{obj.metadata.namespace}/{obj.metadata.name}"
+            self.missing_groups.pop(key, None)
             owner = next((r for r in obj.metadata.ownerReferences if r.controller), None)
             kind = owner.kind if owner else "PodGroup"
             name = owner.name if owner else obj.metadata.name
@@ -215,14 +226,14 @@ class Recorder:
                 else:
                     workload.final = None  # resumed, restarted
         elif isinstance(obj, Pod) and event.type == "DELETED":
-            group = obj.metadata.annotations.get(GROUP_ANNOTATION)
+            group = membership.group_name(obj.metadata.annotations, obj.metadata.labels)
             workload = self.workloads.get(f"{obj.metadata.namespace}/{group}") if group else None
             record = workload.pods.get(obj.metadata.name) if workload is not None else None
             if record is not None and record.open():
                 record.close(now)  # evicted, deleted by a restart or an abort while it ran
                 record.phase = "Failed"
         elif isinstance(obj, Pod):
-            group = obj.metadata.annotations.get(GROUP_ANNOTATION)
+            group = membership.group_name(obj.metadata.annotations, obj.metadata.labels)
             if not group:
                 return
             key = f"{obj.metadata.namespace}/{group}"
@@ -397,6 +408,11 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
                 "ran": w.start is not None, "reason": w.last_reason or (w.reasons[-1] if w.reasons else "")}
                for w in sorted(recorder.workloads.values(), key=lambda w: (w.submit, w.namespace, w.name))
                if w.phase in WAITING_PHASES]
+    for key, named in sorted(recorder.missing_groups.items()):
+        namespace, _, name = key.partition("/")
+        waiting.append({"name": name, "namespace": namespace, "kind": "PodGroup", "queue": "", "phase": "Missing",
+                        "ran": False, "reason": f"PodGroup {key} does not exist: {len(named)} pending pod(s) name "
+                                                "it and wait for it"})
     completions = [w.end - w.submit for w in recorder.workloads.values() if w.end is not None]
     capacity: Counter[str] = Counter()
     for node in nodes:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from hetsched.api import workload_annotations
+from hetsched.api import membership, workload_annotations
 from hetsched.api.job_update import apply_update, update_problem
 from hetsched.api.manifest import ManifestError, Problem, duplicate_problems
 from hetsched.api.objects import AnyObject, Job, Node, Queue, object_key
@@ -29,7 +29,7 @@ from hetsched.api.workload_annotations import SUBMIT_AT
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.controllers.fault import FAULT_RETRIES, FaultController
 from hetsched.controllers.job import JobController
-from hetsched.controllers.podgroup import QUEUE_ANNOTATION, PodGroupController
+from hetsched.controllers.podgroup import PodGroupController
 from hetsched.metrics.controller import ControllerMetrics
 from hetsched.metrics.scheduler import SchedulerMetrics
 from hetsched.ports import NotFound, WatchEvent
@@ -73,8 +73,11 @@ def check_queues(objects: Sequence[AnyObject]) -> None:
         if obj.kind in ("Job", "PodGroup"):
             name, field = obj.spec.queue, "spec.queue"
         elif obj.kind == "Pod":
-            name = obj.metadata.annotations.get(QUEUE_ANNOTATION, "default")
-            field = f'metadata.annotations["{QUEUE_ANNOTATION}"]'
+            if membership.group_name(obj.metadata.annotations, obj.metadata.labels):
+                continue  # its PodGroup's queue is the one that counts
+            name = membership.queue_name(obj.metadata.annotations, obj.metadata.labels)
+            where = "annotations" if membership.QUEUE_KEY in obj.metadata.annotations else "labels"
+            field = f'metadata.{where}["{membership.QUEUE_KEY}"]'
         else:
             continue
         if name not in queues:
