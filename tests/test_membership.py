@@ -175,3 +175,19 @@ def test_an_operators_indexed_pods_are_one_group_unless_a_pod_rule_reads_labels(
         "requiredDuringSchedulingIgnoredDuringExecution": [rule]}}))
     jobs = h.scheduler.cache.snapshot().jobs
     assert len(jobs["default/op"].groups) == 100
+
+
+def test_host_ports_do_not_keep_labels_in_the_grouping() -> None:
+    """Host-network pods (every DaemonSet of a CNI or kube-proxy) place themselves by host ports, which read
+    no labels: with them in the cluster, an operator's indexed pods are still one group."""
+    workers = []
+    for i in range(10):
+        made = pod(f"w-{i}", "op", cpu="1")
+        workers.append(made.model_copy(update={"metadata": made.metadata.model_copy(update={
+            "labels": {"training.kubeflow.org/replica-index": str(i)}})}))
+    daemon = Pod.model_validate({"metadata": {"name": "kube-proxy-x", "namespace": "default"}, "spec": {
+        "schedulerName": "volcano", "hostNetwork": True,
+        "containers": [{"name": "proxy", "ports": [{"containerPort": 10256}]}]}})
+    assert daemon.spec.pod_topology  # it does place itself relative to other pods: by its host port
+    h = harness([node("n", cpu="32"), podgroup("op", 10, phase="Pending"), daemon, *workers])
+    assert len(h.scheduler.cache.snapshot().jobs["default/op"].groups) == 1

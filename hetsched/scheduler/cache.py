@@ -83,6 +83,17 @@ def _required_anti(pod: Pod) -> tuple[PodAffinityTerm, ...]:
     return tuple(anti.requiredDuringSchedulingIgnoredDuringExecution) if anti is not None else ()
 
 
+def _selects_by_labels(pod: Pod) -> bool:
+    """Does the pod have rules that select other pods by their labels (pod affinity, anti-affinity, spread)?
+    Host ports, the other pod-topology rule, do not read labels."""
+    spec = pod.spec
+    if not spec.pod_topology:  # cached per spec: most pods have none
+        return False
+    affinity = spec.affinity
+    return bool(spec.topologySpreadConstraints or (affinity is not None and (
+        affinity.podAffinity is not None or affinity.podAntiAffinity is not None)))
+
+
 PREEMPTABLE = "volcano.sh/preemptable"
 _TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
 
@@ -200,7 +211,7 @@ class SchedulerCache:
         self._pods: dict[str, _PodRecord] = {}
         self._anti_pods: set[str] = set()
         """Placed pods with required pod anti-affinity (which every pod placed after them must respect)."""
-        self._topology_pods = 0
+        self._label_readers = 0
         """Pods (any state, any scheduler's) with pod affinity, anti-affinity or spread rules. While there are
         none, no placement depends on other pods' labels, so pending pods are grouped without them (an
         operator's pods differ in an index label each: 1,000 workers are one group, not 1,000)."""
@@ -288,10 +299,10 @@ class SchedulerCache:
         old = self._pods.pop(key, None)
         if old is not None:
             self._unaccount(key, old)
-            self._topology_pods -= bool(old.pod.spec.pod_topology)
+            self._label_readers -= _selects_by_labels(old.pod)
         if type_ == "DELETED":
             return
-        self._topology_pods += bool(pod.spec.pod_topology)
+        self._label_readers += _selects_by_labels(pod)
         group_name = membership.group_name(pod.metadata.annotations, pod.metadata.labels)
         group = f"{pod.metadata.namespace}/{group_name}" if group_name else ""
         state = pod_state(pod)
@@ -669,6 +680,7 @@ class SchedulerCache:
         width = len(self.resources)
         jobs: dict[str, JobInfo] = {}
         missing: dict[str, int] = {}
+        keep_labels = self._label_readers > 0
         for key, group in self._groups.items():
             podgroup = group.podgroup
             if podgroup is None:
@@ -678,7 +690,6 @@ class SchedulerCache:
             if podgroup.status.phase == "Completed" and not group.pending:
                 continue
             by_placement: dict[tuple[str, object, int, str, str, str, tuple[tuple[str, str], ...]], list[str]] = {}
-            keep_labels = self._topology_pods > 0
             never = False
             for pod_key in group.pending:
                 record = self._pods[pod_key]
