@@ -1,7 +1,7 @@
 """The narrow ports between hetsched's logic and a cluster backend.
 
 Who implements them: ``cluster.memory`` (the embedded in-memory cluster used by the simulator, the demo
-and tests) and, later, the Kubernetes adapter. Who calls them: the scheduler runner
+and tests) and ``cluster.kubernetes`` (the API server). Who calls them: the scheduler runner
 (``scheduler.runner``), the controllers and the simulator. Nothing below this layer knows which backend
 is in use; nothing in the scheduler core imports a backend.
 

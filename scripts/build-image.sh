@@ -2,9 +2,12 @@
 # Build container images without any registry, from Debian packages and PyPI only (real-nodes.md):
 #
 #   scripts/build-image.sh [hetsched]   hetsched's image: a Debian bookworm root file system (mmdebstrap) with
-#                                       Python 3.11 and deploy/image/install.sh's virtual environment, as an
-#                                       OCI image (umoci) in $CACHE/hetsched-VERSION.oci.tar, named
-#                                       hetsched:VERSION (the manifests' default image)
+#                                       Python 3.11 and deploy/image/install.sh's virtual environment (the
+#                                       core dependencies only), as an OCI image (umoci) in
+#                                       $CACHE/hetsched-VERSION.oci.tar, named hetsched:VERSION (the manifests'
+#                                       image for the scheduler, the controller and the webhook)
+#   scripts/build-image.sh hetsched-node  the same with the agents and nvidia extras (gRPC, NVML) as
+#                                       hetsched-node:VERSION (the node agents' and device plugins' image)
 #   scripts/build-image.sh test-images  busybox (Debian's busybox-static) as docker.io/local/busybox:1.35 and
 #                                       a sandbox ("pause") image docker.io/local/busybox:pause, for the
 #                                       real-node tests, in $CACHE/busybox.oci.tar
@@ -27,12 +30,15 @@ echo "== $(date -u +%FT%TZ) build-image $target"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-export_tag() {  # export_tag LAYOUT TAG TAR: one image of a layout as an OCI archive holding only it
+export_tag() {  # export_tag LAYOUT TAG TAR [AS]: one image of a layout as an OCI archive holding only it (tagged AS)
   local copy="$work/export"
   rm -rf "$copy" && cp -a "$1" "$copy"
   for other in $(umoci ls --layout "$copy"); do
     [ "$other" = "$2" ] || umoci rm --image "$copy:$other"
   done
+  if [ -n "${4:-}" ] && [ "$4" != "$2" ]; then
+    umoci tag --image "$copy:$2" "$4" && umoci rm --image "$copy:$2"
+  fi
   umoci gc --layout "$copy"
   tar -C "$copy" -cf "$3.part" . && mv "$3.part" "$3"
 }
@@ -54,11 +60,16 @@ if [ "$target" = test-images ]; then
   echo "docker.io/local/busybox $CACHE/busybox.oci.tar" >&3
   exit 0
 fi
-[ "$target" = hetsched ] || { echo "build-image: unknown target $target (hetsched or test-images)" >&3; exit 2; }
+case "$target" in
+  hetsched) extras="" ;;
+  hetsched-node) extras="agents,nvidia" ;;
+  *) echo "build-image: unknown target $target (hetsched, hetsched-node or test-images)" >&3; exit 2 ;;
+esac
 
 source scripts/env.sh   # .venv: pip builds the wheel and downloads the locked ones
 version=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("hetsched"))')
-key=$(cat requirements.lock deploy/image/install.sh | sha256sum | cut -c1-16)
+requirements=$(.venv/bin/python deploy/image/requirements.py pyproject.toml "$extras")
+key=$( (echo "$requirements"; cat requirements.lock deploy/image/install.sh) | sha256sum | cut -c1-16)
 layout="$CACHE/oci"
 [ -d "$layout" ] || umoci init --layout "$layout"
 if ! umoci ls --layout "$layout" | grep -qx "base-$key"; then
@@ -66,6 +77,7 @@ if ! umoci ls --layout "$layout" | grep -qx "base-$key"; then
   wheels="$work/wheels"
   .venv/bin/pip download --quiet --only-binary=:all: --no-deps --dest "$wheels" --requirement requirements.lock
   cp requirements.lock "$wheels/"
+  echo "$requirements" > "$wheels/image-requirements.txt"
   MIRROR=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources)
   mmdebstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
     --customize-hook="mkdir -p \"\$1/tmp/wheels\" && cp -a $wheels/. \"\$1/tmp/wheels/\"" \
@@ -86,12 +98,14 @@ root="$work/bundle/rootfs"
 mkdir -p "$root/tmp/dist" && cp "$work"/dist/hetsched-*.whl "$root/tmp/dist/" && cp deploy/image/install.sh "$root/tmp/"
 chroot "$root" sh /tmp/install.sh hetsched /tmp/dist
 rm -rf "$root/tmp/dist" "$root/tmp/install.sh"
-umoci repack --image "$layout:$version" "$work/bundle"
-umoci config --image "$layout:$version" --clear=config.cmd --config.entrypoint /opt/hetsched/bin/hetsched \
+tag="$target-$version"
+umoci rm --image "$layout:$version" 2>/dev/null || true  # the tag one image had before there were two
+umoci repack --image "$layout:$tag" "$work/bundle"
+umoci config --image "$layout:$tag" --clear=config.cmd --config.entrypoint /opt/hetsched/bin/hetsched \
   --config.user 65532:65532 --config.workingdir / \
   --config.env PATH=/opt/hetsched/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   --config.env PYTHONUNBUFFERED=1 --author hetsched
 umoci gc --layout "$layout"
-out="$CACHE/hetsched-$version.oci.tar"
-export_tag "$layout" "$version" "$out"
-echo "docker.io/library/hetsched $out" >&3
+out="$CACHE/$target-$version.oci.tar"
+export_tag "$layout" "$tag" "$out" "$version"
+echo "docker.io/library/$target $out" >&3

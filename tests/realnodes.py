@@ -48,10 +48,12 @@ BOUND = {"varlib": "/var/lib/kubelet", "pods": "/var/log/pods", "containers": "/
 """Node directory → the path it is bound over inside the node's mount namespace."""
 
 
-def hetsched_image() -> Path:
+def image_path(name: str) -> Path:
+    """The OCI archive scripts/build-image.sh NAME writes (``hetsched`` or ``hetsched-node``)."""
     import importlib.metadata
 
-    return IMAGES / f"hetsched-{importlib.metadata.version('hetsched')}.oci.tar"
+    return IMAGES / f"{name}-{importlib.metadata.version('hetsched')}.oci.tar"
+
 
 
 def missing() -> str:
@@ -64,9 +66,10 @@ def missing() -> str:
     for tool in ("etcd", "containerd", "runc", "ctr", "unshare", "nsenter"):
         if shutil.which(tool) is None:
             return f"{tool} not installed (scripts/provision-kube.sh installs it)"
-    for image in (IMAGES / "busybox.oci.tar", hetsched_image()):
+    for image in (IMAGES / "busybox.oci.tar", image_path("hetsched"), image_path("hetsched-node")):
         if not image.exists():
-            return f"image {image} not built (run scripts/build-image.sh hetsched and test-images, as .ci/run does)"
+            return (f"image {image} not built (run scripts/build-image.sh hetsched, hetsched-node and test-images, "
+                    "as .ci/run does)")
     return ""
 
 
@@ -130,7 +133,8 @@ class RealNode:
             assert time.monotonic() < deadline, "containerd did not start within 60 s"
             time.sleep(0.1)
         for name, archive in (("docker.io/local/busybox", IMAGES / "busybox.oci.tar"),
-                              ("docker.io/library/hetsched", hetsched_image())):
+                              ("docker.io/library/hetsched", image_path("hetsched")),
+                              ("docker.io/library/hetsched-node", image_path("hetsched-node"))):
             subprocess.run(["ctr", "--address", str(self.socket), "-n", "k8s.io", "images", "import",
                             "--base-name", name, str(archive)], check=True, capture_output=True, timeout=300)
         self.start_kubelet()

@@ -200,7 +200,7 @@ def test_the_fake_vendor_makes_real_device_files_named_as_the_vendor_names_them(
 def test_a_bad_fake_vendor_file_is_a_clear_error_never_an_empty_list(tmp_path: Path) -> None:
     path = fake_file(tmp_path / "chips.yaml", "none", 2)
     backend = FakeBackend(path)
-    for text, expected in (("chips: [{id: zero}]", "chips.0.id"), ("chips: []", "chips: List should have"),
+    for text, expected in (("chips: [{id: zero}]", "chips[0].id"), ("chips: []", "chips: List should have"),
                            ("like: huawei\nchips: [{id: 0}]", "like: Input should be"),
                            ("chips: [{id: 0}, {id: 0}]", "an id is listed twice"), ("{[", "not YAML"),
                            ("chips: [" + "{id: 1}, " * 70 + "]", "chips: List should have at most 64")):

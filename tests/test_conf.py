@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from hetsched.scheduler.conf import VOLCANO_DEFAULT_CONF_YAML, ConfError, default_conf, parse_conf
+from hetsched.scheduler.conf import DEFAULT_CONF_YAML, VOLCANO_DEFAULT_CONF_YAML, ConfError, default_conf, parse_conf
 
 
 def test_default_is_volcanos_plus_node_groups_and_device_topology() -> None:
@@ -15,6 +17,12 @@ def test_default_is_volcanos_plus_node_groups_and_device_topology() -> None:
         ["overcommit", "drf", "predicates", "proportion", "nodeorder", "nodegroup", "devicetopology"]]
     volcano = parse_conf(VOLCANO_DEFAULT_CONF_YAML)
     assert [[p.name for p in t.plugins] for t in volcano.tiers][1][-1] == "nodeorder"
+
+
+def test_the_docs_show_the_default_configuration_as_it_is() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "scheduler.md").read_text(encoding="utf-8")
+    block = text.split("## Configuration", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert block == DEFAULT_CONF_YAML
 
 
 def test_volcano_helm_chart_config_parses() -> None:

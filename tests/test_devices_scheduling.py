@@ -114,7 +114,7 @@ def test_fake_resources_are_reported() -> None:
 def test_inventory_annotation_errors_name_the_node() -> None:
     with pytest.raises(InventoryError) as info:
         parse_node_devices('{"version": "hetsched.io/v1", "devices": [{"resource": "x", "chips": []}]}', "n7")
-    assert "node n7: annotation hetsched.io/devices: devices.0.chips" in str(info.value)
+    assert "node n7: annotation hetsched.io/devices: devices[0].chips" in str(info.value)
     broken = accel_node("n8").model_copy(update={"metadata": accel_node("n8").metadata.model_copy(
         update={"annotations": {"hetsched.io/devices": "{not json"}})})
     h = harness([broken])

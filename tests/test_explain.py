@@ -14,7 +14,8 @@ from hetsched.api.objects import AnyObject
 from hetsched.cli.main import app
 from hetsched.devices.inventory import POD_ANNOTATION
 from hetsched.scheduler.chips import chip_map
-from hetsched.scheduler.why import Explanation, explain_job, reason_label
+from hetsched.scheduler.reasons import Reason, ReasonCode, label, nodes_unavailable
+from hetsched.scheduler.why import Explanation, explain_job
 from tests.builders import Harness, accel_node, ascend_cluster_spec, gang, harness, node, pod, podgroup, queue
 
 
@@ -33,7 +34,7 @@ def explain(h: Harness, job: str) -> Explanation:
 
 
 def reasons(explanation: Explanation) -> dict[str, int]:
-    return {reason: count for group in explanation.groups for count, reason in group.nodes}
+    return {str(reason): count for group in explanation.groups for count, reason in group.nodes}
 
 
 def test_insufficient_chips_are_counted_per_node() -> None:
@@ -42,7 +43,7 @@ def test_insufficient_chips_are_counted_per_node() -> None:
         objects += bound(f"fill{i}", f"n{i}", list(range(8)), f"fill{i}")
     objects += gang("wants", 1, limits={"huawei.com/Ascend910": 8})
     result = explain(harness(objects), "wants")
-    assert reasons(result) == {"insufficient huawei.com/Ascend910": 3}
+    assert reasons(result) == {"Insufficient huawei.com/Ascend910": 3}
     assert any("huawei.com/Ascend910" in hint and "3 node(s)" in hint for hint in result.unblock)
     assert "Insufficient huawei.com/Ascend910" in " ".join(result.scheduler_says)
 
@@ -56,7 +57,7 @@ def test_hccs_ring_fragmentation_says_how_the_free_chips_are_split() -> None:
     result = explain(harness(objects), "ring")
     assert reasons(result) == {
         "HCCS ring fragmentation, 4 free chip(s) split 2+2 across HCCS rings": 8,
-        "insufficient huawei.com/Ascend910": 1,
+        "Insufficient huawei.com/Ascend910": 1,
     }
     assert any("split across link domains" in hint for hint in result.unblock)
 
@@ -115,12 +116,17 @@ def test_chip_map_marks_held_free_and_unhealthy_chips_by_ring() -> None:
 
 
 def test_reason_labels_are_short_and_bounded() -> None:
-    assert reason_label("2/2 tasks in gang unschedulable: 0/5 nodes are available: 3 Insufficient "
-                        "huawei.com/Ascend910, 2 node(s) didn't match Pod's node selector") == \
-        "insufficient huawei.com/Ascend910"
-    assert reason_label("queue q is overused (allocated ≥ deserved)") == "queue overused"
-    assert reason_label("minResources exceed the cluster's headroom for cpu (needs 4)") == "cluster headroom"
-    assert reason_label("something new") == "other"
+    short = Reason.of(ReasonCode.INSUFFICIENT, resource="huawei.com/Ascend910")
+    selector = Reason.of(ReasonCode.NODE_SELECTOR)
+    cause = nodes_unavailable(5, {short: 3, selector: 2})
+    gang = Reason.of(ReasonCode.GANG_UNSCHEDULABLE, missing=2, min_member=2, cause=cause)
+    assert str(gang) == ("2/2 tasks in gang unschedulable: 0/5 nodes are available: 3 Insufficient "
+                         "huawei.com/Ascend910, 2 node(s) didn't match Pod's node selector")
+    assert label(gang) == "insufficient huawei.com/Ascend910"  # the first node reason, by code
+    assert label(Reason.of(ReasonCode.QUEUE_OVERUSED, queue="q")) == "queue overused"
+    assert label(Reason.of(ReasonCode.CLUSTER_HEADROOM, amounts=(("cpu", 4000, 1000),), factor=1.2)) == \
+        "cluster headroom"
+    assert label(nodes_unavailable(0, {})) == "other"
 
 
 def test_explain_command_on_the_embedded_cluster(tmp_path: Path) -> None:
@@ -155,13 +161,14 @@ spec:
     result = runner.invoke(app, ["explain", "waits", "--cluster", str(cluster), str(workload), "--until", "20",
                                  "--node", "ascend-00"])
     assert result.exit_code == 0, result.output
-    assert "2 node(s): insufficient huawei.com/Ascend910" in result.output
+    assert "2 node(s): Insufficient huawei.com/Ascend910" in result.output
     assert "ascend-00 huawei.com/Ascend910: [####|####]" in result.output
     assert "queue default: Open" in result.output
     as_json = runner.invoke(app, ["explain", "default/waits", "--cluster", str(cluster), str(workload), "--until",
                                   "20", "--json"])
     data = json.loads(as_json.output)
-    assert data["tasks"][0]["nodes"] == [{"count": 2, "reason": "insufficient huawei.com/Ascend910"}]
+    assert data["tasks"][0]["nodes"] == [{"count": 2, "reason": "Insufficient huawei.com/Ascend910",
+                                          "code": "InsufficientResource"}]
     missing = runner.invoke(app, ["explain", "nope", "--cluster", str(cluster), str(workload), "--until", "20"])
     assert missing.exit_code == 2 and "no such Job" in missing.output
 

@@ -350,7 +350,7 @@ def test_pod_rescheduling_escalates_to_the_job_when_the_replacement_stays_pendin
     ({"fault-scheduling": "soft"}, "labels[fault-scheduling] must be force, grace or off, got 'soft'"),
     ({"pod-rescheduling": "yes"}, "labels[pod-rescheduling] must be on or off"),
     ({"fault-retry-times": "-1"}, "labels[fault-retry-times] must be a count ≥ 0"),
-    ({"grace-over-time": "15m"}, "labels[grace-over-time] must be a number of seconds ≥ 0, got '15m'"),
+    ({"grace-over-time": "15m"}, "labels[grace-over-time] must be a number of seconds from 0 to 31,536,000, got '15m'"),
 ])
 def test_bad_fault_labels_are_refused_by_name(labels: dict[str, str], message: str) -> None:
     from hetsched.api.manifest import ManifestError

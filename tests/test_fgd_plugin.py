@@ -3,8 +3,17 @@ still queued, where device-level binpack alone would strand a sliver."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from hetsched.api.objects import AnyObject
+from hetsched.replay.engine import TypicalPods
+from hetsched.replay.openb import TracePod
 from hetsched.scheduler.conf import DEFAULT_CONF_YAML
+from hetsched.scheduler.framework import Arguments
+from hetsched.scheduler.plugins.fgd import FGD, Shape
 from tests.builders import accel_node, gang, harness
 from tests.test_sharing import GPU, MILLI, chips_of
 
@@ -39,3 +48,32 @@ def test_fgd_keeps_both_chips_usable_for_the_queued_pods() -> None:
     placed = scenario(FGD_CONF)
     assert placed["small-0"][0] == "b"  # 1000 → 700: still room for a 600 pod on each chip
     assert sorted(name for name in placed if name.startswith("big")) == ["big1-0", "big2-0"]
+
+
+# ------------------------------------------------------------------------------ one FGD, two callers
+# The openb replay (``replay.engine``, scalar and memoised per node state, its typical pods the trace's
+# shapes) and the ``fgd`` plugin (vectorised over nodes, its typical pods the session's pending ones) compute
+# the same fragmentation measure F. Given the same typical shapes they must agree on every node state.
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(shapes=st.lists(st.tuples(st.sampled_from([100, 250, 300, 500, 600, 1000]), st.integers(1, 4),
+                                 st.integers(0, 32000), st.integers(1, 20)), min_size=1, max_size=8),
+       nodes=st.lists(st.tuples(st.lists(st.integers(0, 1000), min_size=8, max_size=8), st.integers(0, 64000)),
+                      min_size=1, max_size=6))
+def test_the_replay_and_the_plugin_measure_the_same_fragmentation(
+        shapes: list[tuple[int, int, int, int]], nodes: list[tuple[list[int], int]]) -> None:
+    pods = [TracePod(f"p{i}-{k}", cpu, 0, 1 if milli < 1000 else chips, milli)
+            for i, (milli, chips, cpu, count) in enumerate(shapes) for k in range(count)]
+    typical = TypicalPods.from_pods(pods, popularity=100.0)
+    plugin = FGD(Arguments("fgd"))
+    counts: dict[Shape, int] = {}
+    for pod in pods:
+        shape = Shape(GPU, pod.gpu_milli, pod.num_gpu, pod.cpu_milli)
+        counts[shape] = counts.get(shape, 0) + 1
+    plugin.typical = {GPU: [(shape, n / len(pods)) for shape, n in counts.items()]}
+    free = np.array([gpus for gpus, _ in nodes], dtype=np.int64)
+    cpu = np.array([c for _, c in nodes], dtype=np.int64)
+    vectorised = plugin._fragmentation(GPU, free, cpu)
+    for row, (gpus, cpu_free) in enumerate(nodes):
+        scalar = typical.fragmentation(cpu_free, "", tuple(gpus))
+        assert vectorised[row] == pytest.approx(scalar, rel=1e-9, abs=1e-6), (row, gpus, cpu_free)

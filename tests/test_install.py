@@ -183,7 +183,7 @@ def test_a_null_value_removes_a_default_key_as_helm_does() -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--set", "scheduler.replicas=zero"], "values: scheduler.replicas: Input should be a valid integer"),
-    (["--set", "vendors.huawei.enabled=true"], "values: vendors.huawei: Extra inputs are not permitted"),
+    (["--set", "vendors.huawei.enabled=true"], "values: vendors.huawei: unknown field"),
     (["--set", "noequals"], "--set 'noequals': expected KEY.PATH=VALUE"),
     (["--set", "webhook.failurePolicy=Sometimes"], "values: webhook.failurePolicy: Input should be 'Fail' or"),
     (["--set", "namespace=Bad_Name"], "values: namespace: String should match pattern"),

@@ -127,14 +127,14 @@ def test_explain_names_the_pod_rule_and_what_would_unblock_it() -> None:
     h = harness([*zoned(3), *replicas("web", 4, labels={"app": "web"}, affinity=anti("web"))])
     h.cycle()
     explanation = explain_job(h.scheduler.cache.snapshot(), h.scheduler.conf, "default/web", h.clock.now())
-    reasons = [reason for group in explanation.groups for _, reason in group.nodes]
+    reasons = [str(reason) for group in explanation.groups for _, reason in group.nodes]
     assert reasons == ["fits"]  # each node takes one replica now; the gang of four needs a fourth node
     assert "node(s) didn't match pod anti-affinity rules" in explanation.scheduler_says[0]
     loner = replicas("loner", 1, labels={"app": "loner"}, affinity=anti("web", key="zone"), placed_on=["n0"])
     h2 = harness([*zoned(1), *loner, *replicas("web", 1, labels={"app": "web"}, chips=1)])
     h2.cycle()
     explanation = explain_job(h2.scheduler.cache.snapshot(), h2.scheduler.conf, "default/web", h2.clock.now())
-    reasons = [reason for group in explanation.groups for _, reason in group.nodes]
+    reasons = [str(reason) for group in explanation.groups for _, reason in group.nodes]
     assert reasons == ["node(s) didn't satisfy existing pods anti-affinity rules"]
     assert any("keeps this pod out of their domain" in hint for hint in explanation.unblock)
     assert "node(s) didn't satisfy existing pods anti-affinity rules" in h2.condition("web")

@@ -49,6 +49,7 @@ CHIPS = {
 VALUES = {  # what a cluster without a pod network or kube-proxy needs; nothing else differs from the defaults
     "hostNetwork": True,
     "image": {"pullPolicy": "Never"},
+    "nodeImage": {"pullPolicy": "Never"},
     "webhook": {"url": "https://127.0.0.1:{port}", "replicas": 1},  # one loopback: one server on the port
     "disruptionBudget": {"apiVersion": "policy/v1beta1"},  # the cluster here is Kubernetes 1.20
     "metrics": {"address": ""},  # all nodes share one loopback: the components' fixed ports would clash

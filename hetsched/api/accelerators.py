@@ -1,7 +1,7 @@
 """Accelerator families and the extended-resource names their device plugins advertise.
 
-Who calls it: the cluster-spec expander (which resource a pool's chips are), the simulator's results
-(allocation per accelerator kind) and, later, the per-family topology policies.
+Who calls it: the cluster-spec expander (which resource a pool's chips are), the simulator's results and
+timeline, the scheduler's chip maps and metrics (allocation per accelerator kind).
 """
 
 from __future__ import annotations

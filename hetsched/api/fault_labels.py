@@ -11,9 +11,10 @@ Labels: ``fault-scheduling`` (``force``, ``grace``, ``off``; default ``force``),
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from hetsched.api.annotations import seconds
 
 FAULT_SCHEDULING = "fault-scheduling"
 POD_RESCHEDULING = "pod-rescheduling"
@@ -35,12 +36,9 @@ class FaultSettings:
 
 def _seconds(raw: str, where: str) -> float:
     try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{where} must be a number of seconds ≥ 0, got {raw!r}")
-    return value
+        return seconds(raw)
+    except ValueError as exc:
+        raise ValueError(f"{where} {exc}") from None
 
 
 def parse(labels: Mapping[str, str], annotations: Mapping[str, str], max_retry: int) -> FaultSettings:

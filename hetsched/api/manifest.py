@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from hetsched.api import workload_annotations
 from hetsched.api.objects import CLUSTER_SCOPED, KINDS, AnyObject, Job, object_key
+from hetsched.api.validation import problems
 from hetsched.api.yamlsafe import YamlLimitError, safe_load_all
 
 
@@ -52,39 +53,9 @@ class ManifestError(ValueError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
-def format_location(loc: Iterable[int | str]) -> str:
-    """``('spec', 'tasks', 0, 'replicas')`` → ``spec.tasks[0].replicas``; keys with dots or slashes are quoted."""
-    out = ""
-    for part in loc:
-        if part == "[key]":  # pydantic's marker for a bad mapping key: the key itself is the previous part
-            out += " (key)"
-            continue
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif any(c in part for c in "./ ") or not part:
-            out += f'["{part}"]'
-        else:
-            out += f".{part}" if out else part
-    return out
-
-
 def _pydantic_problems(exc: ValidationError, source: str, index: int, kind: str, name: str) -> list[Problem]:
-    problems = []
-    for error in exc.errors(include_url=False):
-        loc = [p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
-        message = error["msg"]
-        for prefix in ("Value error, ", "Assertion failed, "):
-            message = message.removeprefix(prefix)
-        if error["type"] == "missing":
-            message = "required field is missing"
-        elif error["type"] == "extra_forbidden":
-            message = "unknown field (check the spelling against the Volcano API)"
-        elif error["type"] == "literal_error":
-            message = f"{message}, got {error.get('input')!r}"
-        elif error["type"] == "greater_than_equal" and error.get("ctx", {}).get("ge") == 0:
-            message = f"must not be negative, got {error.get('input')!r}"
-        problems.append(Problem(source, index, kind, name, format_location(loc), message))
-    return problems
+    return [Problem(source, index, kind, name, where, text)
+            for where, text in problems(exc, unknown="unknown field (check the spelling against the Volcano API)")]
 
 
 def parse_document(doc: Any, source: str, index: int) -> AnyObject | list[Problem]:

@@ -11,25 +11,17 @@ of a bad value), and the simulator (``sim.simulator``, ``sim.kubelet``) for obje
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
+
+from hetsched.api.annotations import MAX_SECONDS, seconds
+
+__all__ = ["CHECKPOINT_INTERVAL", "DURATION", "EXIT_CODE", "MAX_SECONDS", "SUBMIT_AT", "exit_codes", "problems",
+           "seconds"]
 
 SUBMIT_AT = "hetsched.io/submit-at"
 DURATION = "hetsched.io/duration"
 CHECKPOINT_INTERVAL = "hetsched.io/checkpoint-interval"
 EXIT_CODE = "hetsched.io/exit-code"
-MAX_SECONDS = 365 * 24 * 3600.0
-
-
-def seconds(raw: str) -> float:
-    """The value of a seconds annotation; ValueError saying what is wrong."""
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0 or value > MAX_SECONDS:
-        raise ValueError(f"must be a number of seconds from 0 to {MAX_SECONDS:,.0f}, got {raw[:80]!r}")
-    return value
 
 
 def exit_codes(raw: str, where: str) -> list[int]:

@@ -23,11 +23,12 @@ from typing import Annotated, Literal
 import typer
 
 from hetsched.agents.backends import make_backend
-from hetsched.agents.deviceplugin.server import DEFAULT_DIR, DevicePlugin
+from hetsched.agents.deviceplugin import DEFAULT_DIR
 from hetsched.agents.kubelet_config import DEFAULT_PATH as DEFAULT_KUBELET_CONFIG
 from hetsched.agents.node_agent import CONDITION, NodeAgent
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Node, Pod
+from hetsched.cli.extras import need
 from hetsched.cli.output import say, stderr_console
 from hetsched.cli.serve import serve_metrics
 from hetsched.cli.shutdown import Shutdown
@@ -70,6 +71,9 @@ def device_plugin(
     = f"127.0.0.1:{PORTS['device-plugin']}",
 ) -> None:
     """Serve one vendor's chips to kubelet (Device Plugin API v1beta1) until SIGTERM."""
+    need("agents", "the device plugin")
+    from hetsched.agents.deviceplugin.server import DevicePlugin
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         backend = make_backend(vendor, config=config, ascend_runtime=ascend_runtime, resource=resource)

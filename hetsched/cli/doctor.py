@@ -288,6 +288,7 @@ def explain(
     """Why JOB is pending: per-node reasons aggregated, its queue's status, what would unblock it, and chip
     maps of nodes."""
     from hetsched.scheduler.chips import ChipAccounts, chip_map
+    from hetsched.scheduler.reasons import ReasonCode
     from hetsched.scheduler.why import explain_job, settings_of
 
     conf = _conf(scheduler_conf)
@@ -320,7 +321,8 @@ def explain(
             "minMember": explanation.min_member, "ready": explanation.ready, "pending": explanation.pending,
             "schedulerSays": explanation.scheduler_says,
             "tasks": [{"task": g.task, "pending": g.pending, "request": g.request,
-                       "nodes": [{"count": n, "reason": r} for n, r in g.nodes]} for g in explanation.groups],
+                       "nodes": [{"count": n, "reason": str(r), "code": r.code.value} for n, r in g.nodes]}
+                      for g in explanation.groups],
             "queueStatus": explanation.queue_status, "unblock": explanation.unblock,
             "chipMaps": {name: [{"resource": r, "chips": c, "summary": s} for r, c, s in rows]
                          for name, rows in maps.items()},
@@ -335,7 +337,7 @@ def explain(
         request = ", ".join(f"{k}: {v}" for k, v in group.request.items())
         console.print(f"  task {group.task} ({group.pending} pending, each {request}):", highlight=False, markup=False)
         for count, reason in group.nodes:
-            shown = "can take a pod now" if reason == "fits" else reason
+            shown = "can take a pod now" if reason.code is ReasonCode.FITS else str(reason)
             console.print(f"    {count:>6} node(s): {shown}", highlight=False, markup=False, soft_wrap=True)
     status = explanation.queue_status
 

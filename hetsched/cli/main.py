@@ -252,6 +252,10 @@ def simulate(
     with why, and listed in results.json under summary.waiting); 2 on bad input."""
     from hetsched.cluster.dump import load_cluster
 
+    if report is not None:
+        from hetsched.cli.extras import need
+
+        need("report", "simulate --report")
     with user_errors():
         start = load_cluster(cluster)
         objects = [*start.state, *load_files(workloads)]
@@ -426,6 +430,10 @@ def replay_openb(
     from hetsched.replay.openb import TraceError
     from hetsched.replay.report import plot, resolve_policies, run_replay
 
+    if plot_out is not None:
+        from hetsched.cli.extras import need
+
+        need("report", "replay-openb --plot")
     try:
         report = run_replay(trace_dir, pods, resolve_policies(policy), _seeds(seeds))
     except (TraceError, ValueError) as exc:

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry
 
 from hetsched.api.yamlsafe import YamlLimitError, safe_load
 from hetsched.cli.shutdown import Shutdown
+from hetsched.cluster.backoff import Backoff
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock
 from hetsched.cluster.leader import LeaderElector
 from hetsched.metrics.serve import PORTS, MetricsServer, leader_gauge
@@ -148,7 +149,7 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
         raise typer.BadParameter(str(exc)) from None
     cluster: KubeCluster | None = None
     state: S | None = None
-    backoff = 0.5
+    backoff = Backoff()
     if elector is not None:
         elector.start()
     try:
@@ -177,15 +178,15 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
                     if leading is not None:
                         leading.set(1)
                 step(state)
-                backoff = 0.5
+                backoff.reset()
                 shutdown.wait(period)
             except typer.Exit:
                 raise
             except Exception as exc:  # an API server away: wait, then resume from fresh state
-                wait = backoff if state is not None else min(backoff, retry_period)
+                delay = backoff.next()
+                wait = delay if state is not None else min(delay, retry_period)
                 log.warning("%s: %s; retrying in %.1fs", name, exc, wait)
                 shutdown.wait(wait)
-                backoff = min(backoff * 2, 30.0)
     finally:
         stopping = time.perf_counter()
         if leading is not None:

@@ -52,6 +52,7 @@ from pydantic import ValidationError
 
 from hetsched.api.manifest import parse_document
 from hetsched.api.objects import KINDS, TIME_KEYS, AnyObject, Condition, object_key
+from hetsched.cluster.backoff import Backoff
 from hetsched.devices.inventory import POD_ANNOTATION, PREDICATE_TIME
 from hetsched.ports import Conflict, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
 
@@ -492,7 +493,7 @@ class KubeCluster:
                     raise
 
     def _inform(self, kind: str) -> None:
-        backoff = 0.5
+        backoff = Backoff()
         version = ""
         while not self._stopping.is_set():
             try:
@@ -516,15 +517,15 @@ class KubeCluster:
                     version = str(obj.get("metadata", {}).get("resourceVersion", version))
                     if kind_of_event != "BOOKMARK":
                         self._events.put((kind, kind_of_event, obj))
-                backoff = 0.5
+                backoff.reset()
             except Exception as exc:  # connection refused, reset, timeouts: wait, then resume or re-list
                 if self._stopping.is_set():
                     return
-                log.warning("%s informer: %s; retrying in %.1fs", kind, exc, backoff)
+                delay = backoff.next()
+                log.warning("%s informer: %s; retrying in %.1fs", kind, exc, delay)
                 if isinstance(exc, ApiError) and exc.status == 410:
                     version = ""
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                self._stopping.wait(delay)
 
     def pump(self, limit: int | None = None) -> int:
         """Apply what the informers saw to the cache and deliver it to the watch handlers, in order, on the

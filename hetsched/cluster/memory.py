@@ -23,7 +23,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from hetsched.api.disruption import refusal
-from hetsched.api.manifest import format_location
 from hetsched.api.objects import (
     CLUSTER_SCOPED,
     KINDS,
@@ -36,6 +35,7 @@ from hetsched.api.objects import (
     PriorityClass,
     object_key,
 )
+from hetsched.api.validation import first_problem
 from hetsched.ports import Clock, Conflict, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
 
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -223,8 +223,7 @@ class MemoryCluster:
         try:
             candidate = _MODELS[kind].model_validate(merged)
         except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            raise Invalid(f"{kind} {key}: {format_location(first['loc'])}: {first['msg']}") from None
+            raise Invalid(f"{kind} {key}: {first_problem(exc)}") from None
         if object_key(candidate) != key:
             raise Invalid(f"{kind} {key}: a patch cannot change the name or namespace")
         return self.update(candidate.model_copy(update={"metadata": candidate.metadata.model_copy(

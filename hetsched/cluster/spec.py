@@ -26,10 +26,12 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from hetsched.api import validation
 from hetsched.api.accelerators import AcceleratorKind, resource_for
-from hetsched.api.manifest import ManifestError, Problem, format_location
+from hetsched.api.manifest import ManifestError, Problem
 from hetsched.api.objects import Node, ResourceList, StringMap, Taint, quantity_strings
 from hetsched.api.quantity import parse_quantity
+from hetsched.api.validation import format_location
 from hetsched.api.yamlsafe import YamlLimitError, safe_load_all
 from hetsched.devices.catalog import MODEL_LABEL, TOPOLOGIES, chips_of, default_topology
 from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, Chip, DeviceSet, NodeDevices
@@ -212,10 +214,5 @@ def parse_cluster_spec(data: object, source: str = "<cluster>") -> ClusterSpec:
                 pools = data.get("pools") or []
                 if loc[1] < len(pools) and isinstance(pools[loc[1]], dict) and "name" in pools[loc[1]]:
                     path = f"pools[{loc[1]}] ({pools[loc[1]]['name']}){format_location(['x', *loc[2:]])[1:]}"
-            message = error["msg"].removeprefix("Value error, ")
-            if error["type"] == "missing":
-                message = "required field is missing"
-            elif error["type"] == "extra_forbidden":
-                message = "unknown field"
-            problems.append(Problem(source, 1, "ClusterSpec", name, path, message))
+            problems.append(Problem(source, 1, "ClusterSpec", name, path, validation.message(error)))
         raise ManifestError(problems) from None

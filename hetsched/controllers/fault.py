@@ -1,7 +1,7 @@
 """Fault controller: pods on a chip that went bad, or on a node that went NotReady, are rescheduled the
 Ascend way, as the job's labels ask.
 
-Who calls it: the simulator (and later the ``hetsched controller`` process) calls :meth:`process` after
+Who calls it: the simulator and the ``hetsched controller`` process call :meth:`process` after
 watch events and :meth:`wake` at :meth:`next_deadline`. It reads chip health from the node inventory
 (``hetsched.io/devices``), chips held from the pods' hand-off (``hetsched.io/allocation``).
 

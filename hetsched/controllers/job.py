@@ -1,6 +1,6 @@
 """The Volcano Job controller: Job → PodGroup + pods, pod changes → lifecycle events → Job phase.
 
-Who calls it: the simulator (and later the ``hetsched controller`` process) calls :meth:`process` after
+Who calls it: the simulator and the ``hetsched controller`` process call :meth:`process` after
 watch events; events queue job keys and record lifecycle events (a pod failed, was evicted, went Unknown).
 
 What a sync does (Volcano's ``syncJob``):

@@ -1,6 +1,7 @@
 """The PodGroup controller: every plain pod that names our scheduler gets a one-member PodGroup.
 
-Who calls it: the simulator (and later the controller process), via :meth:`process` after watch events.
+Who calls it: the simulator and the ``hetsched controller`` process, via :meth:`process` after watch
+events.
 Volcano does the same for pods not created by a Volcano Job, so the scheduler only ever handles groups:
 the group is named ``podgroup-<pod uid>``, takes the queue from the pod's
 ``scheduling.volcano.sh/queue-name`` annotation (or label) and its priority class from the pod, and the pod

@@ -19,7 +19,7 @@ from hetsched.devices.policy import TopologyPolicy
 
 ASCEND910_POLICIES = ("ascend-hccs", "ascend-volcano-compat")
 MODEL_LABEL = "hetsched.io/accelerator-model"
-"""Node label naming the accelerator model (set by the cluster-spec expander, and by node agents later)."""
+"""Node label naming the accelerator model (set by the cluster-spec expander and by the node agent)."""
 TOPOLOGIES = ("ascend910-8", "ascend910b-8", "ascend910b-16", "ascend310p-duo", "mlu370-x8", *SHAPES, "generic")
 
 

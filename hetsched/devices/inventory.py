@@ -29,6 +29,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hetsched.api.validation import first_problem
+
 NODE_ANNOTATION = "hetsched.io/devices"
 ASCEND_NAMESPACE = "kube-system"
 ASCEND_INFO_PREFIX = "mindx-dl-deviceinfo-"
@@ -106,9 +108,7 @@ def parse_node_devices(text: str, node: str) -> NodeDevices:
     try:
         return NodeDevices.model_validate_json(text)
     except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in error["loc"])
-        raise InventoryError(f"node {node}: annotation {NODE_ANNOTATION}: {where}: {error['msg']}") from None
+        raise InventoryError(f"node {node}: annotation {NODE_ANNOTATION}: {first_problem(exc)}") from None
 
 
 def chip_name(resource: str, chip: int) -> str:

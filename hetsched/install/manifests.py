@@ -203,7 +203,9 @@ def _apart(component: str) -> dict[str, Any]:
 
 
 def _pod(v: Reader, component: str, container: dict[str, Any], *, volumes: list[dict[str, Any]] | None = None,
-         port_key: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+         port_key: str, extra: dict[str, Any] | None = None, image: str = "image") -> dict[str, Any]:
+    """A component's pod template, from ``image`` (``image``: the core image; ``nodeImage``: the node
+    agents', with gRPC and NVML)."""
     labels = {**LABEL, "app.kubernetes.io/component": component}
     spec: dict[str, Any] = {
         "serviceAccountName": f"hetsched-{component}",
@@ -212,9 +214,9 @@ def _pod(v: Reader, component: str, container: dict[str, Any], *, volumes: list[
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         **(extra or {}),
         "containers": [{"name": container["name"],
-                        "image": v.expr(f"{v.get('image.repository')}:{v.get('image.tag')}",
-                                        "{{ .Values.image.repository }}:{{ .Values.image.tag }}"),
-                        "imagePullPolicy": v.get("image.pullPolicy"), **container}],
+                        "image": v.expr(f"{v.get(image + '.repository')}:{v.get(image + '.tag')}",
+                                        f"{{{{ .Values.{image}.repository }}}}:{{{{ .Values.{image}.tag }}}}"),
+                        "imagePullPolicy": v.get(f"{image}.pullPolicy"), **container}],
     }
     if volumes:
         spec["volumes"] = volumes
@@ -368,7 +370,7 @@ def agents(v: Reader) -> list[Doc]:
         }, volumes=[{"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
                     {"name": "kubelet-config", "hostPath": {"path": kubelet_dir, "type": "DirectoryOrCreate"}},
                     POD_TOKEN_VOLUME, *(volume for volume, _ in mounts)],
-            port_key="metrics.nodeAgent",
+            port_key="metrics.nodeAgent", image="nodeImage",
             extra={"nodeSelector": v.map(f"{key}.nodeSelector"), "tolerations": tolerations})
         runtime = v.expr("--ascend-runtime" if v.num(f"{key}.devicePlugin.ascendRuntime") is True
                          else "--no-ascend-runtime",
@@ -387,7 +389,7 @@ def agents(v: Reader) -> list[Doc]:
                                                               "type": "Directory"}},
                     {"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
                     *(volume for volume, _ in mounts)],
-            port_key="metrics.devicePlugin",
+            port_key="metrics.devicePlugin", image="nodeImage",
             extra={"nodeSelector": v.map(f"{key}.nodeSelector"), "tolerations": tolerations,
                    "priorityClassName": "system-node-critical"})
         for component, template, switch in (("node-agent", agent, "nodeAgent"),

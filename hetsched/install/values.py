@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hetsched.api.validation import first_problem
 from hetsched.scheduler.conf import DEFAULT_CONF_YAML
 
 VENDORS = ("ascend", "cambricon", "nvidia", "fake")
@@ -25,9 +26,16 @@ class _Model(BaseModel):
 
 
 class Image(_Model):
-    repository: str = Field("hetsched", description="image name; scripts/build-image.sh builds hetsched:VERSION")
+    repository: str = Field("hetsched", description="image name; scripts/build-image.sh builds hetsched:VERSION "
+                                                    "(scheduler, controller, webhook: the core only)")
     tag: str = Field("0.1.0", description="image tag")
     pullPolicy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="imagePullPolicy")
+
+
+class NodeImage(Image):
+    repository: str = Field("hetsched-node", description="image name; scripts/build-image.sh hetsched-node builds "
+                                                         "hetsched-node:VERSION (the core with the agents and "
+                                                         "nvidia extras: gRPC, NVML)")
 
 
 def _resources(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> Any:
@@ -144,6 +152,8 @@ class Values(_Model):
                            description="plain manifests only: the namespace they create and use (the chart "
                                        "uses the release's)")
     image: Image = Field(default_factory=Image)
+    nodeImage: NodeImage = Field(default_factory=NodeImage, description="the node agents' and device plugins' "
+                                                                        "image")
     apiServer: str = Field("", description="API server URL for every component (with its ServiceAccount "
                                            "token); \"\" uses the in-cluster Service")
     hostNetwork: bool = Field(False, description="run every pod on its node's network (clusters without a "
@@ -190,9 +200,7 @@ def _validated(data: dict[str, Any], source: str) -> Values:
     try:
         return Values.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"{source}: {where}: {first['msg']}") from None
+        raise ValueError(f"{source}: {first_problem(exc)}") from None
     except RecursionError:
         raise ValueError(f"{source}: nested too deeply") from None
 

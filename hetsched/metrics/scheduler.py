@@ -24,9 +24,9 @@ from hetsched.api.accelerators import accelerator_kind
 from hetsched.devices.catalog import PolicySettings
 from hetsched.scheduler.cache import SchedulerCache
 from hetsched.scheduler.chips import ChipAccounts, ChipTable
+from hetsched.scheduler.reasons import label as reason_label
 from hetsched.scheduler.runner import CycleResult
 from hetsched.scheduler.snapshot import Snapshot
-from hetsched.scheduler.why import reason_label
 
 log = logging.getLogger("hetsched.metrics")
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -154,7 +154,7 @@ class SchedulerMetrics:
             job = snapshot.jobs.get(key)
             pods = sum(len(g.pending) for g in job.groups) if job is not None else 0
             if pods:
-                self.unschedulable.labels(reason_label(status.message)).inc(pods)
+                self.unschedulable.labels(reason_label(status.reasons[0]) if status.reasons else "other").inc(pods)
         for key, update in decisions.podgroups.items():
             job = snapshot.jobs.get(key)
             if update.phase == "Running" and job is not None and job.podgroup.status.phase in ("Pending", "Inqueue"):

@@ -12,7 +12,7 @@ Form::
         enableNodeOrder: true
         arguments: {binpack.weight: 2, binpack.resources: huawei.com/Ascend910}
 
-Every switch is spelled ``enable<ExtensionPoint>`` (see ``framework.EXTENSION_POINTS``). Volcano mixes
+Every switch is spelled ``enable<ExtensionPoint>`` (``framework.EXTENSION_POINTS``). Volcano mixes
 ``enable…`` and ``enabled…``; here the odd spellings are rejected with the right one named, rather than
 silently ignored. Unknown plugins, actions and keys are errors. Every switch does what Volcano's does
 (``enableReclaimable: false`` on ``proportion`` turns ``reclaim`` off, ``enableJobStarving: false`` on
@@ -29,10 +29,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hetsched.api.validation import first_problem
 from hetsched.api.yamlsafe import YamlLimitError, safe_load
 from hetsched.scheduler.framework import EXTENSION_POINTS, Arguments
 
-SWITCHES = sorted({*EXTENSION_POINTS.values(), "enablePreemptable", "enableReclaimable", "enableJobStarving"})
+SWITCHES = sorted({point.switch for point in EXTENSION_POINTS.values()})
 
 VOLCANO_DEFAULT_CONF_YAML = """\
 actions: "enqueue, allocate, backfill"
@@ -117,7 +118,7 @@ def parse_conf(text: str, source: str = "<scheduler.conf>") -> SchedulerConf:
     """Parse YAML text; raise :class:`ConfError` naming the source and field on any problem, including
     unknown actions and plugins."""
     from hetsched.scheduler.actions.registry import ACTIONS
-    from hetsched.scheduler.plugins.registry import PLUGINS
+    from hetsched.scheduler.plugins import registry
 
     try:
         data = safe_load(text)
@@ -128,12 +129,7 @@ def parse_conf(text: str, source: str = "<scheduler.conf>") -> SchedulerConf:
     try:
         conf = SchedulerConf.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in error["loc"])
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            message = "unknown key"
-        raise ConfError(f"{source}: {loc}: {message}") from None
+        raise ConfError(f"{source}: {first_problem(exc, unknown='unknown key')}") from None
     for action in conf.action_names:
         if action not in ACTIONS:
             raise ConfError(f"{source}: actions: unknown action {action!r} (available: {', '.join(ACTIONS)})")
@@ -147,13 +143,17 @@ def parse_conf(text: str, source: str = "<scheduler.conf>") -> SchedulerConf:
                             f"it would silently ignore them")
     for t, tier in enumerate(conf.tiers):
         for p, option in enumerate(tier.plugins):
-            if option.name not in PLUGINS:
+            try:
+                cls = registry.resolve(option.name)
+            except KeyError:
                 raise ConfError(
                     f"{source}: tiers[{t}].plugins[{p}].name: unknown plugin {option.name!r} "
-                    f"(available: {', '.join(sorted(PLUGINS))})"
-                )
+                    f"(available: {', '.join(registry.available())})"
+                ) from None
+            except registry.PluginLoadError as exc:
+                raise ConfError(f"{source}: tiers[{t}].plugins[{p}].name: {exc}") from None
             try:
-                PLUGINS[option.name](Arguments(option.name, option.arguments))
+                cls(Arguments(option.name, option.arguments))
             except ValueError as exc:
                 raise ConfError(f"{source}: tiers[{t}].plugins[{p}].arguments: {exc}") from None
     return conf

@@ -225,6 +225,6 @@ def evict_for(session: Session, action: str, job: JobInfo, candidates: list[Runn
     session.snapshot.drop_running({pod.key for pod in victims})
     for pod in victims:
         session.decisions.evictions.append(Eviction(pod.key, pod.job, action, reason, job.key))
-    job.failure = ""
+    job.failure = None
     place_job(session, job, [g for g in job.groups if not g.best_effort])
     return True

@@ -1,33 +1,42 @@
-"""The plugin contract: result values, enqueue votes and the :class:`Plugin` base class.
+"""The plugin contract: result values, the :class:`Plugin` base class and one protocol per extension point.
 
-Who calls it: every plugin subclasses :class:`Plugin` and overrides the extension points it implements;
-the session (``scheduler.session``) finds the overridden ones and combines them across tiers with
-Volcano's rules. There are 13 extension points, each documented on its method below. A plugin that does
-not override a method does not take part in that point.
-
-Combination rules (Volcano's, plus ``node_capacity`` for device topology):
-- ordering keys (job, task, queue): plugins contribute keys in tier order; the first that differs decides
+Who calls it: every plugin subclasses :class:`Plugin` and the protocols of the points it takes part in;
+the plugin registry (``scheduler.plugins.registry``) checks each class with :func:`check_plugin` when it is
+registered or loaded from the ``hetsched.plugins`` entry-point group; the session (``scheduler.session``)
+asks each enabled plugin at the points it declares and combines the answers across tiers with Volcano's
+rules. The points, their switches and their combination rules are :data:`EXTENSION_POINTS` (docs/scheduler.md
+lists them from there; a test compares the two):
+- ordering keys (queue, job, task): plugins contribute keys in tier order; the first that differs decides
   (lexicographic comparison of the key tuple);
-- ``job_ready``/``job_pipelined``/``job_valid``/``node_filter``: every participating plugin must agree;
-- ``job_enqueueable``: any non-ok status rejects, and its reason is reported;
-- ``allocatable`` and ``node_capacity``: the smallest allowance wins; ``overused``: any plugin may declare a
+- ``JobReady``/``JobPipelined``/``JobValid``/``NodeFilter``/``Evictable``: every participating plugin must
+  agree; ``JobStarving``/``Reclaimable`` too, and with none enabled nothing is evicted;
+- ``JobEnqueue``: any non-ok status rejects, and its reason is reported;
+- ``Allocatable`` and ``NodeCapacity``: the smallest allowance wins; ``Overused``: any plugin may declare a
   queue overused;
-- ``node_score``: weighted sum (each plugin applies its own weight).
+- ``NodeScore``: sum (each plugin applies its own weight).
 
-Invariant for ``node_score``: a node's score may depend only on that node's state and the task, never on
+Reasons are data (``scheduler.reasons``): a :class:`Status` carries :class:`~hetsched.scheduler.reasons.Reason`
+values, and node filters return them with their masks; text is rendered in one place.
+
+Invariant for ``NodeScore``: a node's score may depend only on that node's state and the task, never on
 other nodes. The allocate action relies on it to place a whole group of identical pods from one
 vectorised evaluation (see ``scheduler.placement``).
 """
 
 from __future__ import annotations
 
+import difflib
 import enum
+import inspect
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from hetsched.scheduler.reasons import Reason
 
 if TYPE_CHECKING:
     from hetsched.scheduler.session import Session
@@ -42,22 +51,21 @@ class Code(enum.Enum):
     """Outcome of a scheduling step (the Kubernetes framework's codes)."""
 
     SUCCESS = "Success"
-    ERROR = "Error"
     UNSCHEDULABLE = "Unschedulable"
     """Not now, maybe later: resources may free up or be preempted."""
     UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
     """No node can ever take it as things stand (selector, affinity, taints, an impossible request)."""
     WAIT = "Wait"
     """Pipelined: waiting for resources that are being released."""
-    SKIP = "Skip"
 
 
 @dataclass(frozen=True)
 class Status:
-    """A result value: a code, human-readable reasons and the plugin or action that produced it."""
+    """A result value: a code, the reasons (data; see ``scheduler.reasons``) and the plugin or action that
+    produced it."""
 
     code: Code
-    reasons: tuple[str, ...] = ()
+    reasons: tuple[Reason, ...] = ()
     plugin: str = ""
 
     @property
@@ -66,7 +74,7 @@ class Status:
 
     @property
     def message(self) -> str:
-        return "; ".join(self.reasons)
+        return "; ".join(map(str, self.reasons))
 
 
 @dataclass
@@ -111,7 +119,14 @@ class Arguments:
 
 
 class Plugin:
-    """Base class of scheduler plugins. Subclasses set ``NAME`` and override extension points.
+    """Base class of scheduler plugins: a ``NAME``, the arguments, and the session lifecycle hooks.
+
+    A plugin takes part in an extension point by *declaring* it: it subclasses that point's protocol
+    (below) and defines the point's methods, e.g. ``class Priority(Plugin, JobOrder, TaskOrder)``. mypy
+    checks the signatures of in-tree plugins; :func:`check_plugin` checks every plugin class when it is
+    registered or loaded from an entry point, so a point declared and not implemented, a point implemented
+    and not declared, a misspelt point or a wrong signature is an error at load, never a method that
+    silently does not run. A plugin's public methods are its points and these hooks; helpers are private.
 
     A plugin instance lives for one session: it is built at session open from its validated arguments,
     so per-cycle state may be kept on ``self``. Plugins never perform side effects; they only answer.
@@ -122,94 +137,12 @@ class Plugin:
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
 
-    # -- lifecycle
     def on_session_open(self, session: Session) -> None:
         """Compute per-cycle state (shares, deserved resources) from the snapshot."""
 
     def on_session_close(self, session: Session) -> None:
         """Contribute status (e.g. PodGroup conditions) to the session's decisions."""
 
-    # -- ordering (lower key first)
-    def queue_order_key(self, queue: QueueInfo) -> float:
-        raise NotImplementedError
-
-    def job_order_key(self, job: JobInfo) -> float:
-        raise NotImplementedError
-
-    def task_order_key(self, group: TaskGroup) -> float:
-        raise NotImplementedError
-
-    # -- job gates
-    def job_valid(self, job: JobInfo) -> Status:
-        """Can this job be scheduled at all (e.g. enough pods exist for its gang)?"""
-        raise NotImplementedError
-
-    def job_enqueueable(self, job: JobInfo) -> Status:
-        """May this Pending PodGroup move to Inqueue (its pods be created) now? Not ok → the reason."""
-        raise NotImplementedError
-
-    def job_enqueued(self, job: JobInfo) -> None:
-        """Account a job just moved to Inqueue, so later votes in the same cycle see it."""
-        raise NotImplementedError
-
-    def job_ready(self, job: JobInfo) -> bool:
-        """Has the job enough allocated pods to be bound (gang satisfied)?"""
-        raise NotImplementedError
-
-    def job_pipelined(self, job: JobInfo) -> bool:
-        """Has the job enough allocated plus pipelined pods to keep its reservation?"""
-        raise NotImplementedError
-
-    # -- queues
-    def overused(self, queue: QueueInfo) -> bool:
-        raise NotImplementedError
-
-    def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
-        """How many of ``wanted`` pods of ``group`` may the queue take now (0 … wanted)?"""
-        raise NotImplementedError
-
-    # -- eviction
-    def evictable(self, victim: RunningPod) -> bool:
-        """May ``victim`` be evicted by ``preempt`` or ``reclaim``? Every enabled plugin must agree."""
-        raise NotImplementedError
-
-    def job_starving(self, job: JobInfo) -> bool:
-        """Does the job want more than it holds, so that it may evict for it (``preempt``, ``reclaim``)?
-        Every enabled plugin must agree; with none enabled no job is starving (nothing is evicted)."""
-        raise NotImplementedError
-
-    def reclaimable(self, queue: QueueInfo, reclaimer: QueueInfo) -> bool:
-        """May ``reclaim`` take from ``queue``'s pods for a job of ``reclaimer``? Every enabled plugin must
-        agree; with none enabled nothing is reclaimable."""
-        raise NotImplementedError
-
-    # -- nodes
-    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
-        """Static predicates: ``(reason, failing-nodes mask)`` pairs over all snapshot nodes.
-
-        Failures here are unresolvable (freeing resources would not help). Evaluated once per distinct
-        placement key per session and cached. Resource fit is not a filter: the allocate action checks
-        it itself, as Volcano does.
-        """
-        raise NotImplementedError
-
-    def node_capacity(self, session: Session, group: TaskGroup) -> IntArray | None:
-        """How many pods of ``group`` each node can take by this plugin's own rules (e.g. which chip sets
-        are still free and legal), on top of resource fit; None: no limit for this group. Combined by
-        minimum. Unlike ``node_filter`` it is asked again after every placement (it may depend on them)."""
-        raise NotImplementedError
-
-    def node_capacity_reasons(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
-        """Why ``node_capacity`` rules nodes out, as (reason, nodes) pairs, for ``explain``; [] = the
-        generic device-topology reason."""
-        return []
-
-    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
-        """Weighted score of putting one more pod of ``group`` on each ``nodes[i]`` that already holds
-        ``placed[i]`` pods of the group from this placement (node-local: see module docstring)."""
-        raise NotImplementedError
-
-    # -- events inside the session
     def on_allocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
         """``pods[i]`` of ``group`` was tentatively placed on node ``nodes[i]`` (statement not committed).
         A plugin may record bind annotations for them in ``session.bind_annotations``."""
@@ -218,26 +151,251 @@ class Plugin:
         """A statement was discarded: undo :meth:`on_allocate` for these pods."""
 
 
-EXTENSION_POINTS: dict[str, str] = {
-    "queue_order_key": "enableQueueOrder",
-    "job_order_key": "enableJobOrder",
-    "task_order_key": "enableTaskOrder",
-    "job_valid": "enableJobValid",
-    "job_enqueueable": "enableJobEnqueued",
-    "job_enqueued": "enableJobEnqueued",
-    "job_ready": "enableJobReady",
-    "job_pipelined": "enableJobPipelined",
-    "overused": "enableOverused",
-    "allocatable": "enableAllocatable",
-    "node_filter": "enablePredicate",
-    "node_capacity": "enablePredicate",
-    "node_score": "enableNodeOrder",
-    "evictable": "enablePreemptable",
-    "job_starving": "enableJobStarving",
-    "reclaimable": "enableReclaimable",
-}
-"""Extension point → the configuration switch that turns it off for one plugin."""
+HOOKS = ("on_session_open", "on_session_close", "on_allocate", "on_deallocate")
+"""Lifecycle hooks every plugin has (no-ops unless overridden); not extension points."""
 
 
-def implements(plugin: Plugin, point: str) -> bool:
-    return getattr(type(plugin), point) is not getattr(Plugin, point)
+# ---------------------------------------------------------------------------------- extension points
+# One protocol per point. Ordering keys: lower first.
+
+class QueueOrder(Protocol):
+    def queue_order_key(self, queue: QueueInfo) -> float:
+        """The queue's key among queues of equal ``spec.priority`` (``proportion``: its share)."""
+        ...
+
+
+class JobOrder(Protocol):
+    def job_order_key(self, job: JobInfo) -> float:
+        """The job's key among the jobs of its queue."""
+        ...
+
+
+class TaskOrder(Protocol):
+    def task_order_key(self, group: TaskGroup) -> float:
+        """The group's key among the job's groups of pending pods."""
+        ...
+
+
+class JobValid(Protocol):
+    def job_valid(self, job: JobInfo) -> Status:
+        """Can this job be scheduled at all (e.g. enough pods exist for its gang)?"""
+        ...
+
+
+class JobEnqueue(Protocol):
+    def job_enqueueable(self, job: JobInfo) -> Status:
+        """May this Pending PodGroup move to Inqueue (its pods be created) now? Not ok → the reason."""
+        ...
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        """Account a job just moved to Inqueue, so that later votes in the same cycle see it."""
+        ...
+
+
+class JobReady(Protocol):
+    def job_ready(self, job: JobInfo) -> bool:
+        """Has the job enough allocated pods to be bound (gang satisfied)?"""
+        ...
+
+
+class JobPipelined(Protocol):
+    def job_pipelined(self, job: JobInfo) -> bool:
+        """Has the job enough allocated plus pipelined pods to keep its reservation?"""
+        ...
+
+
+class Overused(Protocol):
+    def overused(self, queue: QueueInfo) -> bool:
+        """Is the queue over what it may hold (its jobs are skipped by ``allocate``)?"""
+        ...
+
+
+class Allocatable(Protocol):
+    def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
+        """How many of ``wanted`` pods of ``group`` may the queue take now (0 … wanted)?"""
+        ...
+
+
+class Evictable(Protocol):
+    def evictable(self, victim: RunningPod) -> bool:
+        """May ``victim`` be evicted by ``preempt`` or ``reclaim``?"""
+        ...
+
+
+class JobStarving(Protocol):
+    def job_starving(self, job: JobInfo) -> bool:
+        """Does the job want more than it holds, so that it may evict for it (``preempt``, ``reclaim``)?"""
+        ...
+
+
+class Reclaimable(Protocol):
+    def reclaimable(self, queue: QueueInfo, reclaimer: QueueInfo) -> bool:
+        """May ``reclaim`` take from ``queue``'s pods for a job of ``reclaimer``?"""
+        ...
+
+
+class NodeFilter(Protocol):
+    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+        """Static predicates: ``(reason, failing-nodes mask)`` pairs over all snapshot nodes.
+
+        Failures here are unresolvable (freeing resources would not help). Evaluated once per distinct
+        placement key per session and cached. Resource fit is not a filter: the allocate action checks
+        it itself, as Volcano does.
+        """
+        ...
+
+
+class NodeCapacity(Protocol):
+    def node_capacity(self, session: Session, group: TaskGroup) -> IntArray | None:
+        """How many pods of ``group`` each node can take by this plugin's own rules (e.g. which chip sets
+        are still free and legal), on top of resource fit; None: no limit for this group. Unlike
+        ``node_filter`` it is asked again after every placement (it may depend on them)."""
+        ...
+
+    def node_capacity_reasons(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+        """Why ``node_capacity`` rules nodes out, as (reason, nodes) pairs, for ``explain``; [] leaves the
+        blocked nodes to the device-topology explanation (fragmentation, unhealthy chips)."""
+        ...
+
+
+class NodeScore(Protocol):
+    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+        """Weighted score of putting one more pod of ``group`` on each ``nodes[i]`` that already holds
+        ``placed[i]`` pods of the group from this placement (node-local: see the module docstring)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ExtensionPoint:
+    """One extension point: its protocol, the configuration switch that turns it off for one plugin, who
+    asks it and how the answers of several plugins combine (docs/scheduler.md's table is checked against
+    these)."""
+
+    protocol: type
+    switch: str
+    used_by: str
+    combination: str
+
+    @property
+    def name(self) -> str:
+        return self.protocol.__name__
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return tuple(name for name, value in vars(self.protocol).items()
+                     if callable(value) and not name.startswith("_"))
+
+
+EXTENSION_POINTS: dict[str, ExtensionPoint] = {point.name: point for point in (
+    ExtensionPoint(QueueOrder, "enableQueueOrder", "allocate, enqueue",
+                   "after the queue's priority, keys in tier order; the first that differs decides"),
+    ExtensionPoint(JobOrder, "enableJobOrder", "allocate, enqueue, backfill",
+                   "keys in tier order; the first that differs decides"),
+    ExtensionPoint(TaskOrder, "enableTaskOrder", "placement", "keys in tier order; the first that differs decides"),
+    ExtensionPoint(JobValid, "enableJobValid", "allocate, backfill", "all must pass; the first failure is the reason"),
+    ExtensionPoint(JobEnqueue, "enableJobEnqueued", "enqueue", "any rejection rejects, with its reason"),
+    ExtensionPoint(JobReady, "enableJobReady", "placement, allocate, backfill", "all must agree"),
+    ExtensionPoint(JobPipelined, "enableJobPipelined", "placement", "all must agree"),
+    ExtensionPoint(Overused, "enableOverused", "allocate", "any plugin may declare a queue overused"),
+    ExtensionPoint(Allocatable, "enableAllocatable", "placement", "the smallest allowance wins"),
+    ExtensionPoint(Evictable, "enablePreemptable", "preempt, reclaim", "all must agree"),
+    ExtensionPoint(JobStarving, "enableJobStarving", "preempt, reclaim",
+                   "all must agree; none enabled → no job evicts"),
+    ExtensionPoint(Reclaimable, "enableReclaimable", "reclaim", "all must agree; none enabled → nothing is reclaimed"),
+    ExtensionPoint(NodeFilter, "enablePredicate", "placement",
+                   "every failing mask removes nodes; failures are unresolvable"),
+    ExtensionPoint(NodeCapacity, "enablePredicate", "placement",
+                   "per node, the fewest pods any plugin allows; asked again after each placement"),
+    ExtensionPoint(NodeScore, "enableNodeOrder", "placement", "weighted sum (each plugin applies its weight)"),
+)}
+"""Extension point name → its definition, in the order the session documents them."""
+
+
+class PluginContractError(TypeError):
+    """A plugin class does not keep the contract; the message names the plugin and the method."""
+
+
+_DECLARED: dict[type, tuple[ExtensionPoint, ...]] = {}
+
+
+def declared_points(cls: type) -> tuple[ExtensionPoint, ...]:
+    """The extension points ``cls`` declares (the point protocols among its bases)."""
+    found = _DECLARED.get(cls)
+    if found is None:
+        found = _DECLARED[cls] = tuple(p for p in EXTENSION_POINTS.values() if p.protocol in cls.__mro__)
+    return found
+
+
+def check_plugin(cls: object, origin: str = "") -> None:
+    """Raise :class:`PluginContractError` unless ``cls`` is a :class:`Plugin` subclass with a name that
+    defines every method of every point it declares, with the point's parameters, and no other public
+    method than those and the hooks."""
+    where = f" ({origin})" if origin else ""
+    if not (isinstance(cls, type) and issubclass(cls, Plugin)):
+        raise PluginContractError(f"{cls!r}{where} is not a subclass of hetsched.scheduler.framework.Plugin")
+    label = f"plugin {cls.NAME or cls.__qualname__}{where}"
+    if not cls.NAME or not _NAME.fullmatch(cls.NAME):
+        raise PluginContractError(f"{label}: NAME must be a non-empty name of letters, digits, '-', '_' or '.'")
+    declared = declared_points(cls)
+    allowed = {method: point for point in declared for method in point.methods}
+    every = {method: point for point in EXTENSION_POINTS.values() for method in point.methods}
+    for point in declared:
+        for method in point.methods:
+            implementation = _defined(cls, method, point.protocol)
+            if implementation is None:
+                raise PluginContractError(f"{label}: declares {point.name} but does not define {method}()")
+            _check_signature(label, method, implementation, vars(point.protocol)[method])
+    for name in _public_methods(cls):
+        if name in allowed or name in HOOKS:
+            continue
+        if name in every:
+            raise PluginContractError(f"{label}: defines {name}() but does not declare {every[name].name} "
+                                      f"(add it to the class's bases)")
+        close = difflib.get_close_matches(name, [*every, *HOOKS], n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]}()?" if close else ""
+        raise PluginContractError(f"{label}: public method {name}() is not an extension point or hook{hint} "
+                                  f"(helpers must start with '_')")
+    for hook in HOOKS:
+        implementation = _defined(cls, hook, Plugin)
+        if implementation is not None:
+            _check_signature(label, hook, implementation, vars(Plugin)[hook])
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def _defined(cls: type, method: str, owner: type) -> object | None:
+    """The function ``cls`` uses for ``method``, unless it is ``owner``'s own (a protocol's stub or the base
+    class's no-op)."""
+    for klass in cls.__mro__:
+        if method in vars(klass):
+            return None if klass is owner else vars(klass)[method]
+    return None
+
+
+def _public_methods(cls: type) -> list[str]:
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if klass in (Plugin, object) or any(klass is p.protocol for p in EXTENSION_POINTS.values()):
+            continue
+        if klass.__module__ == "typing":  # Protocol, Generic
+            continue
+        for name, value in vars(klass).items():
+            if not name.startswith("_") and callable(getattr(value, "__func__", value)) and name not in names:
+                names.append(name)
+    return names
+
+
+def _check_signature(label: str, method: str, implementation: object, expected: object) -> None:
+    function = getattr(implementation, "__func__", implementation)
+    if isinstance(implementation, (staticmethod, classmethod)) or not callable(function):
+        raise PluginContractError(f"{label}: {method} must be a plain method")
+    want = [p.name for p in inspect.signature(expected).parameters.values()][1:]  # type: ignore[arg-type]
+    params = list(inspect.signature(function).parameters.values())[1:]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    variadic = any(p.kind is p.VAR_POSITIONAL for p in params)
+    required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if len(required) > len(want) or (len(positional) < len(want) and not variadic) or any(
+            p.kind is p.KEYWORD_ONLY for p in required):
+        got = ", ".join(p.name for p in params)
+        raise PluginContractError(f"{label}: {method}(self, {got}) must take ({', '.join(want)})")

@@ -25,12 +25,14 @@ from collections import Counter
 import numpy as np
 
 from hetsched.scheduler.framework import BoolArray, Code, IntArray, Status
+from hetsched.scheduler.reasons import Reason, ReasonCode, nodes_unavailable
 from hetsched.scheduler.session import Session
 from hetsched.scheduler.snapshot import JobInfo, TaskGroup
 from hetsched.scheduler.statement import Statement
 
 _EMPTY = np.zeros(0, dtype=np.int64)
-CAPACITY_REASON = "node(s) had no free chip set that meets the device topology (fragmented or unhealthy chips)"
+CAPACITY_REASON = Reason.of(ReasonCode.DEVICE_TOPOLOGY)
+TOO_MANY_PODS = Reason.of(ReasonCode.TOO_MANY_PODS)
 
 
 def capacity(session: Session, group: TaskGroup, *, future: bool = False) -> IntArray:
@@ -107,11 +109,11 @@ def place_group(session: Session, group: TaskGroup, count: int, *, future: bool 
     return np.asarray(result, dtype=np.int64)
 
 
-def static_failures(session: Session, group: TaskGroup) -> tuple[Counter[str], BoolArray]:
+def static_failures(session: Session, group: TaskGroup) -> tuple[Counter[Reason], BoolArray]:
     """Existing nodes counted by the first static predicate that rules each out, and the nodes left."""
     _, failures = session.static_checks(group)
     remaining: BoolArray = session.nodes.exists.copy()
-    counts: Counter[str] = Counter()
+    counts: Counter[Reason] = Counter()
     for reason, failing in failures:
         hit = remaining & failing
         if hit.any():
@@ -120,11 +122,13 @@ def static_failures(session: Session, group: TaskGroup) -> tuple[Counter[str], B
     return counts, remaining
 
 
-def shortages(session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
-    """Per requested resource, the nodes whose free amount is below one pod's request."""
+def shortages(session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+    """Per requested resource, the nodes whose free amount is below one pod's request (``Too many pods``
+    for the pod slot, ``Insufficient <resource>`` for the rest)."""
     nodes = session.nodes
     names = session.snapshot.resources.names
-    return [(names[column], nodes.alloc[column] - nodes.used[column] < group.request[column])
+    return [(TOO_MANY_PODS if names[column] == "pods" else Reason.of(ReasonCode.INSUFFICIENT, resource=names[column]),
+             nodes.alloc[column] - nodes.used[column] < group.request[column])
             for column in group.columns.tolist()]
 
 
@@ -138,10 +142,10 @@ def explain(session: Session, group: TaskGroup) -> Status:
     counts, remaining = static_failures(session, group)
     resolvable = int(remaining.sum())
     fits = remaining.copy()
-    for resource, below in shortages(session, group):
+    for reason, below in shortages(session, group):
         short = remaining & below
         if short.any():
-            counts["Too many pods" if resource == "pods" else f"Insufficient {resource}"] += int(short.sum())
+            counts[reason] += int(short.sum())
             fits &= ~short
     limit = session.capacity_limit(group)
     if limit is not None:
@@ -153,15 +157,13 @@ def explain(session: Session, group: TaskGroup) -> Status:
                 blocked &= ~failing
         if blocked.any():
             counts[CAPACITY_REASON] += int(blocked.sum())
-    parts = [f"{n} {reason}" for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
-    message = f"0/{total} nodes are available: {', '.join(parts) or 'no nodes'}"
     code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if resolvable == 0 else Code.UNSCHEDULABLE
-    return Status(code, (message,), "allocate")
+    return Status(code, (nodes_unavailable(total, counts),), "allocate")
 
 
 def _fail(job: JobInfo, status: Status) -> None:
-    if not job.failure:
-        job.failure = status.message
+    if job.failure is None:
+        job.failure = status.reasons[0]
         job.unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
@@ -194,14 +196,14 @@ def place_job(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: 
                 placed += 1
             if placed < wanted and not future:
                 _fail(job, explain(session, group) if placed < allowed else Status(
-                    Code.UNSCHEDULABLE, (f"queue {queue.name} is at its deserved share or capability",)))
+                    Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
             return placed
         nodes = place_group(session, group, wanted, future=future)
         if len(nodes) > allowed:
             # The nodes could take more, the queue may not: blame the queue (placement is greedy, so the
             # first ``allowed`` placements are exactly what placing ``allowed`` pods would give).
             nodes = nodes[:allowed]
-            _fail(job, Status(Code.UNSCHEDULABLE, (f"queue {queue.name} is at its deserved share or capability",)))
+            _fail(job, Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
         statement.allocate(group, nodes, pipelined=future)
         if len(nodes) < wanted and not future:
             _fail(job, explain(session, group))  # after the placed ones: why the next pod does not fit
@@ -224,15 +226,14 @@ def place_job(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: 
         return ready
     if session.job_ready(job):
         statement.commit()
-        job.failure = ""
+        job.failure = None
         return True
     for group in ordered:
         missing = job.min_member - job.occupied() - job.session_pipelined
         place(group, min(missing, len(group.pending)), future=True)
     if session.job_pipelined(job) and job.session_pipelined > 0:
         statement.keep()
-        job.failure = (f"pipelined: {job.session_pipelined} pod(s) wait for resources being released; "
-                       f"the gang binds once they are free")
+        job.failure = Reason.of(ReasonCode.PIPELINED, pods=job.session_pipelined)
         job.pipelined = True
         return False
     job.short = max(job.min_member - job.occupied(), 0)

@@ -42,13 +42,14 @@ import numpy as np
 from hetsched.api.objects import LabelSelector, LabelSelectorRequirement, PodAffinityTerm, TopologySpreadConstraint
 from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray
 from hetsched.scheduler.nodematch import required_affinity_matches, selector_matches, untolerated
+from hetsched.scheduler.reasons import Reason, ReasonCode
 from hetsched.scheduler.snapshot import NodeArrays, PlacedPod, Snapshot, TaskGroup
 
-AFFINITY_REASON = "node(s) didn't match pod affinity rules"
-ANTI_AFFINITY_REASON = "node(s) didn't match pod anti-affinity rules"
-EXISTING_ANTI_REASON = "node(s) didn't satisfy existing pods anti-affinity rules"
-SPREAD_REASON = "node(s) didn't match pod topology spread constraints"
-PORTS_REASON = "node(s) didn't have free ports for the requested pod ports"
+AFFINITY_REASON = Reason.of(ReasonCode.POD_AFFINITY)
+ANTI_AFFINITY_REASON = Reason.of(ReasonCode.POD_ANTI_AFFINITY)
+EXISTING_ANTI_REASON = Reason.of(ReasonCode.EXISTING_ANTI_AFFINITY)
+SPREAD_REASON = Reason.of(ReasonCode.TOPOLOGY_SPREAD)
+PORTS_REASON = Reason.of(ReasonCode.HOST_PORTS)
 MAX_SCORE = 100.0
 
 
@@ -160,9 +161,9 @@ class PodTopology:
 
     # ----------------------------------------------------------------------------------- filter
 
-    def failures(self, group: TaskGroup) -> list[tuple[str, BoolArray]]:
+    def failures(self, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         """(reason, failing-nodes mask) for every rule the group's pods must meet now."""
-        result: list[tuple[str, BoolArray]] = []
+        result: list[tuple[Reason, BoolArray]] = []
         spec = group.spec
         affinity = spec.affinity
         if affinity is not None and affinity.podAffinity is not None:

@@ -1,6 +1,6 @@
 """The scheduler loop body: snapshot the cache, run the configured actions, apply the decisions.
 
-Who calls it: the simulator (on simulated time), the benchmark and, later, the live scheduler process.
+Who calls it: the simulator (on simulated time), the benchmarks and the ``hetsched scheduler`` process.
 The runner owns the cache and subscribes it to the store's watch; it touches the cluster only through
 the ports it is given, and time only through the injected clock.
 

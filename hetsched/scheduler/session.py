@@ -19,18 +19,33 @@ from hetsched.ports import Stopwatch
 from hetsched.scheduler.conf import SchedulerConf
 from hetsched.scheduler.decisions import Decisions, PodGroupUpdate
 from hetsched.scheduler.framework import (
-    EXTENSION_POINTS,
+    Allocatable,
     Arguments,
     BoolArray,
     Code,
+    Evictable,
     FloatArray,
     IntArray,
+    JobEnqueue,
+    JobOrder,
+    JobPipelined,
+    JobReady,
+    JobStarving,
+    JobValid,
+    NodeCapacity,
+    NodeFilter,
+    NodeScore,
+    Overused,
     Plugin,
+    QueueOrder,
+    Reclaimable,
     Status,
-    implements,
+    TaskOrder,
+    declared_points,
 )
-from hetsched.scheduler.plugins.registry import PLUGINS
+from hetsched.scheduler.plugins.registry import plugin_class
 from hetsched.scheduler.podtopology import PodTopology
+from hetsched.scheduler.reasons import Reason
 from hetsched.scheduler.snapshot import JobInfo, QueueInfo, RunningPod, Snapshot, TaskGroup
 
 
@@ -47,15 +62,35 @@ class Session:
         self.bind_annotations: dict[str, dict[str, str]] = {}
         """Pod key → annotations to write at bind (device hand-off), filled by plugins on allocation."""
         self.plugins: list[Plugin] = []
-        self._points: dict[str, list[Plugin]] = {point: [] for point in EXTENSION_POINTS}
+        enabled: dict[type, list[Plugin]] = {}
         for tier in conf.tiers:
             for option in tier.plugins:
-                plugin = PLUGINS[option.name](Arguments(option.name, option.arguments))
+                plugin = plugin_class(option.name)(Arguments(option.name, option.arguments))
                 self.plugins.append(plugin)
-                for point, switch in EXTENSION_POINTS.items():
-                    if implements(plugin, point) and option.enabled(switch):
-                        self._points[point].append(plugin)
-        self._static: dict[tuple[int, object, bool, str], tuple[BoolArray, list[tuple[str, BoolArray]]]] = {}
+                for point in declared_points(type(plugin)):
+                    if option.enabled(point.switch):
+                        enabled.setdefault(point.protocol, []).append(plugin)
+
+        def asked(protocol: type[Any]) -> list[Any]:
+            return enabled.get(protocol, [])
+
+        # per point, the plugins that answer it, in tier order (typed by the point's protocol)
+        self._queue_order: list[QueueOrder] = asked(QueueOrder)
+        self._job_order: list[JobOrder] = asked(JobOrder)
+        self._task_order: list[TaskOrder] = asked(TaskOrder)
+        self._job_valid: list[JobValid] = asked(JobValid)
+        self._job_enqueue: list[JobEnqueue] = asked(JobEnqueue)
+        self._job_ready: list[JobReady] = asked(JobReady)
+        self._job_pipelined: list[JobPipelined] = asked(JobPipelined)
+        self._overused: list[Overused] = asked(Overused)
+        self._allocatable: list[Allocatable] = asked(Allocatable)
+        self._evictable: list[Evictable] = asked(Evictable)
+        self._job_starving: list[JobStarving] = asked(JobStarving)
+        self._reclaimable: list[Reclaimable] = asked(Reclaimable)
+        self._node_filter: list[NodeFilter] = asked(NodeFilter)
+        self._node_capacity: list[NodeCapacity] = asked(NodeCapacity)
+        self._node_score: list[NodeScore] = asked(NodeScore)
+        self._static: dict[tuple[int, object, bool, str], tuple[BoolArray, list[tuple[Reason, BoolArray]]]] = {}
         self.stopwatch = stopwatch
         self.plugin_seconds: dict[tuple[str, str], float] = {}
         """(plugin, ``OnSessionOpen``/``OnSessionClose``) → seconds, when a stopwatch is given (Volcano's
@@ -79,58 +114,58 @@ class Session:
     def queue_order_key(self, queue: QueueInfo) -> tuple[Any, ...]:
         """Queue ``spec.priority`` first (higher first, as Volcano's queue priority), then the plugins' keys
         (``proportion``: share, lowest first), then the name."""
-        return (-queue.priority, *(p.queue_order_key(queue) for p in self._points["queue_order_key"]), queue.name)
+        return (-queue.priority, *(p.queue_order_key(queue) for p in self._queue_order), queue.name)
 
     def job_order_key(self, job: JobInfo) -> tuple[Any, ...]:
-        return (*(p.job_order_key(job) for p in self._points["job_order_key"]), job.created, job.key)
+        return (*(p.job_order_key(job) for p in self._job_order), job.created, job.key)
 
     def task_order_key(self, group: TaskGroup) -> tuple[Any, ...]:
-        return (*(p.task_order_key(group) for p in self._points["task_order_key"]), group.pending[0])
+        return (*(p.task_order_key(group) for p in self._task_order), group.pending[0])
 
     # ------------------------------------------------------------------------------ job gates
 
     def job_valid(self, job: JobInfo) -> Status:
-        for plugin in self._points["job_valid"]:
+        for plugin in self._job_valid:
             status = plugin.job_valid(job)
             if not status.ok:
                 return status
         return Status(Code.SUCCESS)
 
     def job_enqueueable(self, job: JobInfo) -> Status:
-        for plugin in self._points["job_enqueueable"]:
+        for plugin in self._job_enqueue:
             status = plugin.job_enqueueable(job)
             if not status.ok:
                 return status
         return Status(Code.SUCCESS)
 
     def job_enqueued(self, job: JobInfo) -> None:
-        for plugin in self._points["job_enqueued"]:
+        for plugin in self._job_enqueue:
             plugin.job_enqueued(job)
 
     def job_ready(self, job: JobInfo) -> bool:
-        return all(p.job_ready(job) for p in self._points["job_ready"])
+        return all(p.job_ready(job) for p in self._job_ready)
 
     def job_pipelined(self, job: JobInfo) -> bool:
-        return all(p.job_pipelined(job) for p in self._points["job_pipelined"])
+        return all(p.job_pipelined(job) for p in self._job_pipelined)
 
     # ------------------------------------------------------------------------------ queues
 
     def overused(self, queue: QueueInfo) -> bool:
-        return any(p.overused(queue) for p in self._points["overused"])
+        return any(p.overused(queue) for p in self._overused)
 
     def evictable(self, victim: RunningPod) -> bool:
-        return all(p.evictable(victim) for p in self._points["evictable"])
+        return all(p.evictable(victim) for p in self._evictable)
 
     def job_starving(self, job: JobInfo) -> bool:
-        points = self._points["job_starving"]
+        points = self._job_starving
         return bool(points) and all(p.job_starving(job) for p in points)
 
     def reclaimable(self, queue: QueueInfo, reclaimer: QueueInfo) -> bool:
-        points = self._points["reclaimable"]
+        points = self._reclaimable
         return bool(points) and all(p.reclaimable(queue, reclaimer) for p in points)
 
     def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
-        for plugin in self._points["allocatable"]:
+        for plugin in self._allocatable:
             wanted = min(wanted, plugin.allocatable(queue, group, wanted))
             if wanted <= 0:
                 return 0
@@ -138,7 +173,7 @@ class Session:
 
     # ------------------------------------------------------------------------------ nodes
 
-    def static_checks(self, group: TaskGroup) -> tuple[BoolArray, list[tuple[str, BoolArray]]]:
+    def static_checks(self, group: TaskGroup) -> tuple[BoolArray, list[tuple[Reason, BoolArray]]]:
         """Nodes that pass every static predicate, and each predicate's (reason, failing mask).
 
         Cached per placement key, priority, queue when it is bound to node groups, and whether the job
@@ -150,9 +185,9 @@ class Session:
         key = (group.priority, group.placement_key, group.job.total_pods > 1, bound)
         cached = self._static.get(key)
         if cached is None:
-            failures: list[tuple[str, BoolArray]] = []
+            failures: list[tuple[Reason, BoolArray]] = []
             ok = self.nodes.exists.copy()
-            for plugin in self._points["node_filter"]:
+            for plugin in self._node_filter:
                 for reason, failing in plugin.node_filter(self, group):
                     failures.append((reason, failing))
                     ok &= ~failing
@@ -163,26 +198,26 @@ class Session:
     def capacity_limit(self, group: TaskGroup) -> IntArray | None:
         """Per node, the fewest pods of ``group`` any ``node_capacity`` plugin allows (None: no limit)."""
         limit: IntArray | None = None
-        for plugin in self._points["node_capacity"]:
+        for plugin in self._node_capacity:
             cap = plugin.node_capacity(self, group)
             if cap is not None:
                 limit = cap if limit is None else np.minimum(limit, cap)
         return limit
 
-    def capacity_reasons(self, group: TaskGroup) -> list[tuple[str, BoolArray]]:
+    def capacity_reasons(self, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         """Why ``node_capacity`` plugins rule nodes out for ``group``: (reason, nodes) pairs, for ``explain``."""
-        return [reason for plugin in self._points["node_capacity"]
+        return [reason for plugin in self._node_capacity
                 for reason in plugin.node_capacity_reasons(self, group)]
 
     def score(self, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         total = np.zeros(len(nodes), dtype=np.float64)
-        for plugin in self._points["node_score"]:
+        for plugin in self._node_score:
             total += plugin.node_score(self, group, nodes, placed)
         return total
 
     @property
     def scoring(self) -> bool:
-        return bool(self._points["node_score"])
+        return bool(self._node_score)
 
     # ------------------------------------------------------------------------------ events
 

@@ -22,6 +22,7 @@ from hetsched.api.objects import PodAffinityTerm, PodGroup, PodSpec, QueueAffini
 
 if TYPE_CHECKING:
     from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray
+    from hetsched.scheduler.reasons import Reason
 
 CORE_RESOURCES = ("cpu", "memory", "pods")
 MODELS_ANNOTATION = "hetsched.io/accelerator-models"
@@ -184,7 +185,7 @@ class JobInfo:
     session_allocated: int = 0
     session_by_task: dict[str, int] = field(default_factory=dict)
     session_pipelined: int = 0
-    failure: str = ""
+    failure: Reason | None = None
     """Why the job could not be placed this cycle (set by actions, read by the gang plugin)."""
     unresolvable: bool = False
     pipelined: bool = False
@@ -358,8 +359,16 @@ def deserved_share(allocated: FloatArray, deserved: FloatArray) -> float:
     return float(ratios.max(initial=0.0))
 
 
+class StaleSnapshot(RuntimeError):
+    """A lazily built part of a snapshot was asked for after the cache it came from changed."""
+
+
 @dataclass
 class Snapshot:
+    """What one cycle sees: a value — node arrays, node facts, chips, jobs and queues are copies the cache
+    never touches again — except the placed and running pod lists, built on first use and only while the
+    cache is unchanged (:attr:`fresh`). A session changes its own copies (statements allocate on them)."""
+
     resources: ResourceIndex
     nodes: NodeArrays
     jobs: dict[str, JobInfo]
@@ -380,6 +389,10 @@ class Snapshot:
     them; at 100,000 bound pods they are not free)."""
     _running: list[RunningPod] | None = None
     _allowed: list[int] | None = None
+    fresh: Callable[[], bool] | None = None
+    """False once the cache this snapshot was taken from has changed: the lazy pod lists above are read from
+    the cache, so they may be built only while it has not (see ``scheduler.cache``); None: a hand-built
+    snapshot, always fresh."""
     missing_groups: dict[str, int] = field(default_factory=dict)
     """PodGroup key → pending pods that name it while it does not exist: they wait for it (an operator
     creates the PodGroup and the pods in either order) and are never placed alone."""
@@ -387,11 +400,17 @@ class Snapshot:
     """PodDisruptionBudget index → disruptions this session's chosen victims spend (kept by the eviction
     planner as it releases and restores victims)."""
 
+    def _check_fresh(self) -> None:
+        if self.fresh is not None and not self.fresh():
+            raise StaleSnapshot("the scheduler cache changed after this snapshot was taken: its pod lists can no "
+                                "longer be read (take a new snapshot)")
+
     @property
     def placed(self) -> list[PlacedPod]:
         """Every pod bound to a node and not finished (any scheduler's): what pod affinity, anti-affinity and
         topology spread count."""
         if self._placed is None:
+            self._check_fresh()
             self._placed = self.placed_source() if self.placed_source is not None else []
         return self._placed
 
@@ -400,9 +419,13 @@ class Snapshot:
         """The placed pods with required pod anti-affinity."""
         if self._placed is not None:
             return [pod for pod in self._placed if pod.anti]
-        return self.anti_source() if self.anti_source is not None else []
+        if self.anti_source is None:
+            return []
+        self._check_fresh()
+        return self.anti_source()
 
     def _build_running(self) -> None:
+        self._check_fresh()
         self._running, self._allowed = self.running_source() if self.running_source is not None else ([], [])
 
     @property

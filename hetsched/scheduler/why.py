@@ -1,8 +1,9 @@
 """Why a job is pending: per-node reasons aggregated, the queue's state, and what would unblock it.
 
-Who calls it: ``hetsched explain`` (and its kubectl plugin), ``hetsched doctor``'s stuck-gang check and the
-``hetsched_pods_unschedulable_total`` reason labels (:func:`reason_label`). It opens a read-only session
-on a snapshot — the same plugins and predicates as the scheduling cycle — and never changes anything.
+Who calls it: ``hetsched explain`` (and its kubectl plugin) and ``hetsched doctor``'s stuck-gang check. It
+opens a read-only session on a snapshot — the same plugins and predicates as the scheduling cycle — and
+never changes anything. Reasons are data (``scheduler.reasons``): the hints below are chosen by reason
+code, never by matching text.
 
 Node reasons are counted like kube-scheduler's ``0/120 nodes are available`` message, one reason per node
 (the first that rules it out, static predicates first, then resources, then device topology), and nodes
@@ -12,7 +13,7 @@ free chip(s) split 1+1 across HCCS rings").
 
 from __future__ import annotations
 
-import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +25,7 @@ from hetsched.scheduler.conf import SchedulerConf
 from hetsched.scheduler.framework import Arguments, FloatArray
 from hetsched.scheduler.placement import capacity, shortages, static_failures
 from hetsched.scheduler.plugins import devicetopology
-from hetsched.scheduler.podtopology import AFFINITY_REASON, ANTI_AFFINITY_REASON, EXISTING_ANTI_REASON, SPREAD_REASON
+from hetsched.scheduler.reasons import Reason, ReasonCode, queue_state_reason, render, without_gang_prefix
 from hetsched.scheduler.session import Session
 from hetsched.scheduler.snapshot import JobInfo, QueueInfo, Snapshot, TaskGroup
 
@@ -34,8 +35,9 @@ class GroupExplanation:
     task: str
     pending: int
     request: dict[str, str]
-    nodes: list[tuple[int, str]]
-    """(node count, reason), most nodes first; a reason of ``fits`` counts nodes that can take a pod now."""
+    nodes: list[tuple[int, Reason]]
+    """(node count, reason), most nodes first; ``ReasonCode.FITS`` counts nodes that can take a pod now
+    (listed last)."""
     room: int = 0
     """How many of these pods the nodes could take now, in all."""
 
@@ -49,7 +51,10 @@ class Explanation:
     ready: int
     pending: int
     scheduler_says: list[str] = field(default_factory=list)
-    """The PodGroup's Unschedulable condition (the last cycle's verdict), and the admission gate's reason."""
+    """The PodGroup's Unschedulable condition (the last cycle's verdict), and what blocks it now, as text."""
+    blockers: list[Reason] = field(default_factory=list)
+    """What blocks the job now, job-wide: its queue's state, the admission gate, a gang short of pods, a
+    queue at its limit."""
     groups: list[GroupExplanation] = field(default_factory=list)
     queue_status: dict[str, object] = field(default_factory=dict)
     unblock: list[str] = field(default_factory=list)
@@ -65,21 +70,24 @@ def settings_of(conf: SchedulerConf) -> PolicySettings:
     return PolicySettings()
 
 
-def _node_reasons(session: Session, group: TaskGroup, accounts: ChipAccounts) -> list[tuple[int, str]]:
+_NOT_READY = Reason.of(ReasonCode.NODE_NOT_READY)
+_CORDONED = Reason.of(ReasonCode.NODE_UNSCHEDULABLE)
+_FITS = Reason.of(ReasonCode.FITS)
+
+
+def _node_reasons(session: Session, group: TaskGroup, accounts: ChipAccounts) -> list[tuple[int, Reason]]:
     nodes = session.nodes
+    counts: Counter[Reason]
     counts, remaining = static_failures(session, group)
-    if not nodes.ready.all():
-        down = remaining & ~nodes.ready
-        counts["node(s) were not Ready"] += int(down.sum())
-        remaining &= ~down
-    cordoned = remaining & nodes.cordoned
-    if cordoned.any():
-        counts["node(s) were cordoned (unschedulable)"] += int(cordoned.sum())
-        remaining &= ~cordoned
-    for resource, below in shortages(session, group):  # one reason per node: the first resource short
+    for reason, mask in ((_NOT_READY, ~nodes.ready), (_CORDONED, nodes.cordoned)):  # without ``predicates``
+        hit = remaining & mask
+        if hit.any():
+            counts[reason] += int(hit.sum())
+            remaining &= ~hit
+    for reason, below in shortages(session, group):  # one reason per node: the first resource short
         short = remaining & below
         if short.any():
-            counts["Too many pods" if resource == "pods" else f"insufficient {resource}"] += int(short.sum())
+            counts[reason] += int(short.sum())
             remaining &= ~short
     limit = session.capacity_limit(group)
     if limit is not None:
@@ -94,12 +102,12 @@ def _node_reasons(session: Session, group: TaskGroup, accounts: ChipAccounts) ->
             counts[_device_reason(session, group, row, accounts)] += 1
         remaining &= ~blocked
     if remaining.any():
-        counts["fits"] += int(remaining.sum())
-    return sorted(((n, reason) for reason, n in counts.items()), key=lambda item: (item[1] == "fits", -item[0],
-                                                                                    item[1]))
+        counts[_FITS] += int(remaining.sum())
+    return sorted(((n, reason) for reason, n in counts.items()),
+                  key=lambda item: (item[1] == _FITS, -item[0], render(item[1])))
 
 
-def _device_reason(session: Session, group: TaskGroup, row: int, accounts: ChipAccounts) -> str:
+def _device_reason(session: Session, group: TaskGroup, row: int, accounts: ChipAccounts) -> Reason:
     """Why a node with enough advertised chips has no legal set: unhealthy chips or topology fragmentation."""
     names = session.snapshot.resources.names
     for column in group.columns.tolist():
@@ -115,12 +123,11 @@ def _device_reason(session: Session, group: TaskGroup, row: int, accounts: ChipA
         held = int(devices.used[row]) | int(devices.sharing()[row])
         free = mask & ~unhealthy & ~held
         if free.bit_count() < want:
-            bad = (mask & unhealthy).bit_count()
-            return (f"{names[column]}: {free.bit_count()} free healthy chip(s) for {want}"
-                    + (f" ({bad} unhealthy)" if bad else ""))
+            return Reason.of(ReasonCode.CHIPS_SHORT, resource=names[column], free=free.bit_count(), want=want,
+                             unhealthy=(mask & unhealthy).bit_count())
         if policy.legal(want, group.job.total_pods > 1) and not policy.tables(want).choice[free]:
-            return f"{policy.LINK_NAME} fragmentation, {policy.split(free)}"
-    return "no free chip set that meets the device topology"
+            return Reason.of(ReasonCode.LINK_FRAGMENTATION, link=policy.LINK_NAME, split=policy.split(free))
+    return Reason.of(ReasonCode.DEVICE_TOPOLOGY)
 
 
 def _quantities(snapshot: Snapshot, vector: FloatArray) -> dict[str, str]:
@@ -155,20 +162,23 @@ def explain_job(snapshot: Snapshot, conf: SchedulerConf, job_key: str, now: floa
     queue = snapshot.queues[job.queue]
     overused = bool(queue.allocated.any()) and session.overused(queue)  # an idle queue is not "over" anything
     explanation.queue_status = queue_status(snapshot, queue, overused)
+    blockers = explanation.blockers
     if job.phase == "Pending":
         if queue.state != "Open":
-            explanation.scheduler_says.append(
-                f"queue {job.queue} does not exist" if queue.state == "NotFound" else f"queue {job.queue} is "
-                f"{queue.state}")
+            blockers.append(queue_state_reason(job.queue, queue.state))
         else:
-            admitted = session.job_enqueueable(job)
-            if not admitted.ok:
-                explanation.scheduler_says.append(admitted.message)
-    if job.phase != "Pending":  # a Pending job has no pods yet by design: they come once it is Inqueue
-        valid = session.job_valid(job)
-        if not valid.ok:
-            explanation.scheduler_says.append(valid.message)
-    said = [_NODES_PREFIX.sub("", s) for s in explanation.scheduler_says]
+            blockers.extend(session.job_enqueueable(job).reasons)
+    elif queue.state == "NotFound":
+        blockers.append(queue_state_reason(job.queue, queue.state))
+    else:  # a Pending job has no pods yet by design: they come once it is Inqueue
+        blockers.extend(session.job_valid(job).reasons)
+        for group in job.groups:
+            wanted = len(group.pending)
+            if wanted and session.allocatable(queue, group, wanted) < wanted:
+                blockers.append(Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name))
+                break
+    explanation.scheduler_says.extend(render(reason) for reason in blockers)
+    said = [without_gang_prefix(s) for s in explanation.scheduler_says]
     explanation.scheduler_says = [s for i, s in enumerate(explanation.scheduler_says) if said[i] not in said[:i]]
     for group in job.groups:
         names = snapshot.resources.names
@@ -181,80 +191,58 @@ def explain_job(snapshot: Snapshot, conf: SchedulerConf, job_key: str, now: floa
     return explanation
 
 
-POD_RULE_HINTS = {
-    AFFINITY_REASON: "have none of the pods the pod's required podAffinity wants in their topology domain: "
-                     "start those first, or make the term preferred",
-    ANTI_AFFINITY_REASON: "already hold (in their topology domain) pods its required podAntiAffinity avoids: "
-                          "add nodes or domains, lower the replicas, or make the term preferred",
-    EXISTING_ANTI_REASON: "run pods whose own required podAntiAffinity keeps this pod out of their domain",
-    SPREAD_REASON: "would break a DoNotSchedule topology spread constraint (maxSkew, or a node without the "
-                   "topologyKey label): label the nodes, raise maxSkew, or use ScheduleAnyway",
+NODE_HINTS: dict[ReasonCode, str] = {
+    ReasonCode.POD_AFFINITY: "have none of the pods the pod's required podAffinity wants in their topology domain: "
+                             "start those first, or make the term preferred",
+    ReasonCode.POD_ANTI_AFFINITY: "already hold (in their topology domain) pods its required podAntiAffinity "
+                                  "avoids: add nodes or domains, lower the replicas, or make the term preferred",
+    ReasonCode.EXISTING_ANTI_AFFINITY: "run pods whose own required podAntiAffinity keeps this pod out of their "
+                                       "domain",
+    ReasonCode.TOPOLOGY_SPREAD: "would break a DoNotSchedule topology spread constraint (maxSkew, or a node "
+                                "without the topologyKey label): label the nodes, raise maxSkew, or use "
+                                "ScheduleAnyway",
+    ReasonCode.LINK_FRAGMENTATION: "have enough free chips but split across link domains: a smaller per-pod chip "
+                                   "count, or jobs finishing on those nodes, would unblock it",
+    ReasonCode.CHIPS_SHORT: "have unhealthy chips: repair them (see hetsched doctor)",
+    ReasonCode.UNTOLERATED_TAINT: "are tainted: add a toleration, or clear the taint if it is stale",
+    ReasonCode.NODE_SELECTOR: "do not match the pod's node selector/affinity: check the labels",
+    ReasonCode.NODE_AFFINITY: "do not match the pod's node selector/affinity: check the labels",
 }
+"""Per-node reason code → what the operator can do about those nodes ("N node(s) …")."""
+
+_QUEUE_LIMITS = frozenset({ReasonCode.QUEUE_AT_LIMIT, ReasonCode.LARGER_THAN_QUEUE,
+                           ReasonCode.QUEUE_CAPABILITY_EXCEEDED})
+
 
 def _unblock(explanation: Explanation, job: JobInfo, overused: bool) -> list[str]:
     if job.phase not in ("Pending", "Inqueue") and not any(g.pending for g in explanation.groups):
         return []  # running with nothing left to place: nothing to unblock
     hints: list[str] = []
-    said = " ".join(explanation.scheduler_says)
-    if "does not exist" in said:
+    codes = {reason.code for reason in explanation.blockers}
+    if ReasonCode.QUEUE_MISSING in codes:
         hints.append(f"create queue {job.queue} or submit the job to an existing queue")
-    if re.search(r"queue \S+ is (Closed|Closing)", said):
+    if ReasonCode.QUEUE_NOT_OPEN in codes:
         hints.append(f"open queue {job.queue} (vcctl queue operate --action open --name {job.queue})")
-    if "capability" in said:
+    if codes & _QUEUE_LIMITS:
         hints.append(f"raise queue {job.queue}'s capability, or wait for its running jobs to finish")
-    if "headroom" in said:
+    if ReasonCode.CLUSTER_HEADROOM in codes:
         hints.append("free or add the resources named above, or lower the job's minAvailable/minResources")
-    if "pods exist" in said:
+    if ReasonCode.GANG_INCOMPLETE in codes:
         hints.append("the job has fewer pods than minAvailable: check the job controller and the pod template")
     if overused:
         hints.append(f"queue {job.queue} holds its whole capability: raise it, or wait for the queue's running "
                      "jobs to finish")
     for group in explanation.groups:
-        fits = sum(n for n, reason in group.nodes if reason == "fits")
+        fits = sum(n for n, reason in group.nodes if reason.code is ReasonCode.FITS)
         for n, reason in group.nodes:
-            if reason in POD_RULE_HINTS:
-                hints.append(f"{n} node(s) {POD_RULE_HINTS[reason]}")
-            if reason.startswith("insufficient "):
-                hints.append(f"{reason.removeprefix('insufficient ')}: free capacity on {n} node(s) is short; "
-                             "wait for running pods, preempt lower-priority work, or add nodes")
-            elif "fragmentation" in reason:
-                hints.append(f"{n} node(s) have enough free chips but split across link domains: a smaller "
-                             "per-pod chip count, or jobs finishing on those nodes, would unblock it")
-            elif "unhealthy" in reason:
-                hints.append(f"{n} node(s) have unhealthy chips: repair them (see hetsched doctor)")
-            elif "taint" in reason:
-                hints.append(f"{n} node(s) are tainted: add a toleration, or clear the taint if it is stale")
-            elif "selector" in reason or "affinity" in reason:
-                hints.append(f"{n} node(s) do not match the pod's node selector/affinity: check the labels")
+            if reason.code is ReasonCode.INSUFFICIENT:
+                hints.append(f"{reason['resource']}: free capacity on {n} node(s) is short; wait for running pods, "
+                             "preempt lower-priority work, or add nodes")
+            elif reason.code in NODE_HINTS:
+                hints.append(f"{n} node(s) {NODE_HINTS[reason.code]}")
         if fits and group.room < group.pending:
             hints.append(f"only {group.room} of the {group.pending} pending {group.task} pod(s) fit now (on {fits} "
                          f"node(s)), and the gang needs minMember={job.min_member} placed at once: wait for running "
                          "pods, preempt lower-priority work, or add nodes")
     return list(dict.fromkeys(hints))
 
-
-_NODES_PREFIX = re.compile(r"^\d+/\d+ tasks in gang unschedulable: ")
-_AVAILABLE = re.compile(r"^0/\d+ nodes are available: ")
-_LABELS = (
-    ("Insufficient ", None), ("Too many pods", "too many pods"),
-    ("device topology", "device topology"), ("node selector", "node selector"),
-    ("node affinity", "node affinity"), ("untolerated taint", "taint"), ("accelerator model", "accelerator model"),
-    ("rejected the request", "device request rejected"), ("node group", "node group"),
-    ("capability", "queue capability"), ("overused", "queue overused"), ("deserved share", "queue deserved"),
-    ("headroom", "cluster headroom"), ("pods exist", "gang incomplete"), ("does not exist", "queue missing"),
-    ("pipelined", "pipelined"), ("Closed", "queue closed"), ("Closing", "queue closed"),
-)
-
-
-def reason_label(message: str) -> str:
-    """A short, bounded label for an unschedulable message (a metric label value): the first node-level
-    reason of ``0/N nodes are available: …`` (``insufficient huawei.com/Ascend910``), else the gate's."""
-    text = _NODES_PREFIX.sub("", message)
-    first = _AVAILABLE.sub("", text).split(", ")[0]
-    first = re.sub(r"^\d+ ", "", first)
-    for needle, label in _LABELS:
-        if needle in first:
-            if label is None:
-                return "insufficient " + first.split(needle, 1)[1].split()[0].rstrip(",;")
-            return label
-    return "other"

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hetsched.api.disruption import owner_job
 from hetsched.api.objects import Condition, Job, Node, Pod, max_unavailable
+from hetsched.api.validation import first_problem
 from hetsched.api.yamlsafe import YamlLimitError, safe_load
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, DeviceSet, parse_node_devices
@@ -73,9 +74,7 @@ def load_faults(path: Path) -> list[Fault]:
     try:
         faults = _File.model_validate(data if data is not None else {}).faults
     except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        where = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in error["loc"]).replace(".[", "[")
-        raise FaultError(f"{path}: {where}: {error['msg']}") from None
+        raise FaultError(f"{path}: {first_problem(exc)}") from None
     for index, fault in enumerate(faults):
         if fault.kind in CHIP_KINDS and not fault.chips:
             raise FaultError(f"{path}: faults[{index}].chips: {fault.kind} needs the chip ids")

@@ -29,7 +29,7 @@ from functools import partial
 
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.api.objects import ContainerState, ContainerStateTerminated, ContainerStatus, Pod
-from hetsched.api.workload_annotations import CHECKPOINT_INTERVAL, DURATION, EXIT_CODE, exit_codes
+from hetsched.api.workload_annotations import CHECKPOINT_INTERVAL, DURATION, EXIT_CODE, exit_codes, seconds
 from hetsched.controllers.fault import CHECKPOINT_BY
 from hetsched.ports import NotFound, ObjectStore, WatchEvent
 from hetsched.sim.kernel import COMPLETION, EventLoop
@@ -55,17 +55,19 @@ def exit_code_of(pod: Pod) -> int:
 
 def _interval(pod: Pod) -> float | None:
     raw = pod.metadata.annotations.get(CHECKPOINT_INTERVAL)
-    return float(raw) if raw is not None and float(raw) > 0 else None
+    return (_seconds(pod, CHECKPOINT_INTERVAL, raw) or None) if raw is not None else None
 
 
 def duration_of(pod: Pod) -> float | None:
     raw = pod.metadata.annotations.get(DURATION)
-    if raw is None:
-        return None
-    value = float(raw)
-    if value < 0:
-        raise ValueError(f"pod {pod.metadata.name}: {DURATION} must be ≥ 0, got {raw}")
-    return value
+    return _seconds(pod, DURATION, raw) if raw is not None else None
+
+
+def _seconds(pod: Pod, annotation: str, raw: str) -> float:
+    try:
+        return seconds(raw)
+    except ValueError as exc:
+        raise ValueError(f"pod {pod.metadata.name}: {annotation} {exc}") from None
 
 
 class SimKubelet:

@@ -15,7 +15,6 @@ accelerator kind hold more chips than the cluster has, so allocation never excee
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ from hetsched.api import membership
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.api.objects import Job, Node, Pod, PodGroup
 from hetsched.ports import WatchEvent
+from hetsched.scheduler.reasons import fragments
 from hetsched.scheduler.runner import CycleResult
 from hetsched.sim.timeline import Timeline
 
@@ -78,6 +78,8 @@ class WorkloadRecord:
     end: float | None = None
     pods: dict[str, PodRecord] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
+    blocked_by: set[str] = field(default_factory=set)
+    """What blocked it, from those reasons (``scheduler.reasons.fragments``), for the summary's counts."""
     final: float | None = None
     """When its Job reached a final phase (Completed, Failed, Aborted, Terminated)."""
     last_reason: str = ""
@@ -90,26 +92,6 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
     array = np.asarray(values, dtype=np.float64)
     return {"mean": float(array.mean()), "p50": float(np.percentile(array, 50)),
             "p95": float(np.percentile(array, 95)), "count": len(values)}
-
-
-_NODES_PREFIX = re.compile(r"^0/\d+ nodes are available: ")
-_COUNT = re.compile(r"^\d+ ")
-
-
-_DETAIL = re.compile(r"\s*\([^()]*\)")
-_RESOURCE_SHORTAGE = ("Insufficient ", "Too many pods")
-
-
-def reason_fragments(message: str) -> list[str]:
-    """The blocking reasons of one unschedulable message, without per-node counts or amounts:
-    ``0/24 nodes are available: 16 Insufficient cpu, 8 node(s) didn't match …`` → ``['Insufficient cpu']``
-    (nodes that fail a static predicate are not what blocks a job that some nodes could take);
-    ``minResources exceed the cluster's headroom for cpu (needs 4, …)`` → ``[… for cpu]``."""
-    if not _NODES_PREFIX.match(message):
-        return [_DETAIL.sub("", message)]
-    parts = [_COUNT.sub("", part.strip()) for part in _NODES_PREFIX.sub("", message).split(", ") if part.strip()]
-    shortages = [p for p in parts if p.startswith(_RESOURCE_SHORTAGE)]
-    return shortages or parts
 
 
 FloatArray = npt.NDArray[np.float64]
@@ -294,9 +276,11 @@ class Recorder:
             workload = self.workloads.get(key)
             if workload is None:
                 continue
-            workload.last_reason = status.message
-            if status.message not in workload.reasons and len(workload.reasons) < MAX_REASONS:
-                workload.reasons.append(status.message)
+            message = status.message
+            workload.last_reason = message
+            if message not in workload.reasons and len(workload.reasons) < MAX_REASONS:
+                workload.reasons.append(message)
+                workload.blocked_by.update(f for reason in status.reasons for f in fragments(reason))
 
 
 def _retries(recorder: Recorder, key: str, lost: dict[str, float]) -> dict[str, Any]:
@@ -434,7 +418,7 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
                   for kind in sorted(capacity)}
     reasons: Counter[str] = Counter()
     for workload in recorder.workloads.values():
-        for fragment in {f for message in workload.reasons for f in reason_fragments(message)}:
+        for fragment in workload.blocked_by:
             reasons[fragment] += 1
     lost_by_action: Counter[str] = Counter()
     for eviction in recorder.evictions:

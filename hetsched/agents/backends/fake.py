@@ -38,6 +38,7 @@ from hetsched.agents.backends import ContainerDevices, ascend, cambricon
 from hetsched.agents.chips import Level, ToolChip
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
+from hetsched.api.validation import first_problem
 from hetsched.devices.catalog import default_topology
 
 MAX_BYTES = 1 << 20
@@ -86,9 +87,7 @@ class FakeBackend:
         try:
             return _File.model_validate(data)
         except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ToolOutputError(f"fake device config {self.config}: {where}: {first['msg']}") from None
+            raise ToolOutputError(f"fake device config {self.config}: {first_problem(exc)}") from None
 
     def chips(self) -> list[ToolChip]:
         spec = self._read()

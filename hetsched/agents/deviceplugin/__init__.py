@@ -1,2 +1,8 @@
 """The kubelet device plugin (API v1beta1 over gRPC on a unix socket): ``server`` serves a vendor backend's
-chips to kubelet; ``api.proto`` is the API, its Python code generated in the build (``codegen``)."""
+chips to kubelet; ``api.proto`` is the API, its Python code generated in the build (``codegen``). gRPC is
+the ``agents`` extra: nothing here imports it until a plugin is served."""
+
+from pathlib import Path
+
+DEFAULT_DIR = Path("/var/lib/kubelet/device-plugins")
+"""kubelet's device-plugin directory (its Registration socket, and ours)."""

@@ -39,7 +39,7 @@ import grpc
 
 from hetsched.agents.backends import Backend
 from hetsched.agents.chips import InventoryGuard, ToolChip
-from hetsched.agents.deviceplugin import api_pb2, api_pb2_grpc
+from hetsched.agents.deviceplugin import DEFAULT_DIR, api_pb2, api_pb2_grpc
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Pod
@@ -48,7 +48,6 @@ from hetsched.devices.inventory import PREDICATE_TIME, pod_allocation
 from hetsched.metrics.agents import DevicePluginMetrics
 
 API_VERSION = "v1beta1"
-DEFAULT_DIR = Path("/var/lib/kubelet/device-plugins")
 KUBELET_SOCKET = "kubelet.sock"
 log = logging.getLogger("hetsched.device-plugin")
 

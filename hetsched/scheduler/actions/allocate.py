@@ -15,6 +15,7 @@ from hetsched.scheduler.actions.ordering import jobs_by_queue
 from hetsched.scheduler.decisions import PodGroupUpdate
 from hetsched.scheduler.framework import Code, Status
 from hetsched.scheduler.placement import place_job
+from hetsched.scheduler.reasons import Reason, ReasonCode
 from hetsched.scheduler.session import Session
 from hetsched.scheduler.snapshot import JobInfo
 
@@ -34,7 +35,7 @@ def _candidates(session: Session) -> list[JobInfo]:
             continue
         if session.snapshot.queues[job.queue].state == "NotFound":
             session.decisions.unschedulable[job.key] = Status(
-                Code.UNSCHEDULABLE, (f"queue {job.queue} does not exist",), NAME)
+                Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_MISSING, queue=job.queue),), NAME)
             continue
         valid = session.job_valid(job)
         if not valid.ok:
@@ -63,11 +64,10 @@ def execute(session: Session) -> None:
         if session.job_ready(job):
             place_job(session, job, [g for g in job.groups if not g.best_effort], gang=False)
     for job in jobs:
-        if job.failure:
+        if job.failure is not None:
             code = Code.WAIT if job.pipelined else (
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE if job.unresolvable else Code.UNSCHEDULABLE)
             session.decisions.unschedulable[job.key] = Status(code, (job.failure,), NAME)
         elif job.queue in overused and job not in served:
-            session.decisions.unschedulable[job.key] = Status(
-                Code.UNSCHEDULABLE, (f"queue {job.queue} is overused (allocated ≥ capability)",), NAME)
-            job.failure = f"queue {job.queue} is overused"
+            job.failure = Reason.of(ReasonCode.QUEUE_OVERUSED, queue=job.queue)
+            session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (job.failure,), NAME)

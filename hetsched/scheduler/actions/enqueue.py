@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.api.quantity import format_quantity
 from hetsched.scheduler.actions.ordering import jobs_by_queue
 from hetsched.scheduler.decisions import PodGroupUpdate
 from hetsched.scheduler.framework import Code, Status
+from hetsched.scheduler.reasons import Reason, ReasonCode, queue_state_reason
 from hetsched.scheduler.session import Session
 
 NAME = "enqueue"
@@ -29,15 +29,14 @@ def execute(session: Session) -> None:
     for job in jobs_by_queue(session, pending):
         larger = np.flatnonzero((job.min_resources > 0) & (job.min_resources > capacity + 1e-6))
         if larger.size:  # no amount of waiting helps: say so, do not let it wait as if it could run
-            detail = ", ".join(f"{names[c]} {format_quantity(int(job.min_resources[c]), names[c])} > "
-                               f"{format_quantity(int(capacity[c]), names[c])}" for c in larger)
-            session.decisions.unschedulable[job.key] = Status(
-                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f"the gang is larger than the whole cluster: {detail}",), NAME)
+            amounts = tuple((names[c], int(job.min_resources[c]), int(capacity[c])) for c in larger)
+            larger_than = Reason.of(ReasonCode.LARGER_THAN_CLUSTER, amounts=amounts)
+            session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (larger_than,), NAME)
             continue
         state = queues[job.queue].state
         if state != "Open":
-            message = f"queue {job.queue} does not exist" if state == "NotFound" else f"queue {job.queue} is {state}"
-            session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (message,), NAME)
+            closed = queue_state_reason(job.queue, state)
+            session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (closed,), NAME)
             continue
         admitted = session.job_enqueueable(job)
         if not admitted.ok:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import Arguments, FloatArray, IntArray, Plugin
+from hetsched.scheduler.framework import Arguments, FloatArray, IntArray, NodeScore, Plugin
 from hetsched.scheduler.snapshot import TaskGroup
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ NAME = "binpack"
 MAX_SCORE = 100.0
 
 
-class Binpack(Plugin):
+class Binpack(Plugin, NodeScore):
     NAME = NAME
 
     def __init__(self, arguments: Arguments) -> None:

@@ -7,14 +7,14 @@ extension point, to filter victim candidates. Critical means: in ``kube-system``
 
 from __future__ import annotations
 
-from hetsched.scheduler.framework import Plugin
+from hetsched.scheduler.framework import Evictable, Plugin
 from hetsched.scheduler.snapshot import RunningPod
 
 NAME = "conformance"
 CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
-class Conformance(Plugin):
+class Conformance(Plugin, Evictable):
     NAME = NAME
 
     def evictable(self, victim: RunningPod) -> bool:

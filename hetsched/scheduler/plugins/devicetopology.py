@@ -48,7 +48,17 @@ from hetsched.devices.inventory import (
 )
 from hetsched.devices.policy import TopologyPolicy, bits
 from hetsched.scheduler import numa_fit
-from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, Plugin
+from hetsched.scheduler.framework import (
+    Arguments,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    NodeCapacity,
+    NodeFilter,
+    NodeScore,
+    Plugin,
+)
+from hetsched.scheduler.reasons import Reason, ReasonCode
 from hetsched.scheduler.snapshot import MLU_LINK_ANNOTATION, NUMA_ANNOTATION, DeviceArrays, TaskGroup, tightest_chip
 
 if TYPE_CHECKING:
@@ -64,7 +74,7 @@ def policy_settings(arguments: Arguments) -> PolicySettings:
                           mlulink=arguments.text("cambricon.mluLinkPolicy", "best-effort"))
 
 
-class DeviceTopology(Plugin):
+class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
     NAME = NAME
 
     def __init__(self, arguments: Arguments) -> None:
@@ -164,32 +174,31 @@ class DeviceTopology(Plugin):
 
     # ------------------------------------------------------------------------------ extension points
 
-    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
-        failures = []
+    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+        failures: list[tuple[Reason, BoolArray]] = []
         if group.mlu_link and group.mlu_link not in MLU_LINK_MODES:
-            failures.append((f"node(s) rejected the request: annotation {MLU_LINK_ANNOTATION} must be one of "
-                             f"{', '.join(MLU_LINK_MODES)}, got {group.mlu_link!r}",
+            failures.append((Reason.of(ReasonCode.INVALID_DEVICE_ANNOTATION, annotation=MLU_LINK_ANNOTATION,
+                                       allowed=tuple(MLU_LINK_MODES), got=group.mlu_link),
                              np.ones(len(session.nodes), dtype=bool)))
             return failures
         everywhere = np.ones(len(session.nodes), dtype=bool)
         for resource in self._asks(group)[2]:
-            failures.append((f"node(s) rejected the request: a memory share ({MEMORY_OF[resource]}) needs a share "
-                             f"of the chip ({SHARE_OF[resource]})", everywhere))
+            failures.append((Reason.of(ReasonCode.MEMORY_WITHOUT_SHARE, memory=MEMORY_OF[resource],
+                                       share=SHARE_OF[resource]), everywhere))
         for resource, milli, memory in self._shares(group):
             if not 1 <= milli <= 1000:
-                failures.append((f"node(s) rejected the request: a share of one {resource} must be 1–1000 "
-                                 f"thousandths, got {milli}", everywhere))
+                failures.append((Reason.of(ReasonCode.SHARE_OUT_OF_RANGE, resource=resource, milli=milli), everywhere))
             if memory:
                 stated = self.devices[resource].memory
                 rows = self._share_rows(resource)  # nodes with these chips; the rest fail on resource fit
                 unknown = np.zeros(len(session.nodes), dtype=bool)
                 unknown[rows] = True if stated is None else stated[rows].sum(axis=1) == 0
-                failures.append((f"node(s) didn't state the memory of their {resource} chips (needed by "
-                                 f"{MEMORY_OF[resource]})", unknown))
+                failures.append((Reason.of(ReasonCode.CHIP_MEMORY_UNSTATED, resource=resource,
+                                           memory=MEMORY_OF[resource]), unknown))
         if group.models:
             codes, vocab = session.nodes.label_codes(MODEL_LABEL)
             accepted = [vocab[m] for m in group.models if m in vocab]
-            failures.append((f"node(s) didn't have an accepted accelerator model ({'|'.join(group.models)})",
+            failures.append((Reason.of(ReasonCode.ACCELERATOR_MODEL, models=tuple(group.models)),
                              ~np.isin(codes, accepted)))
         for resource, n in self._requests(group):
             for (topology, chips), rows in self.rows_by_topology.get(resource, {}).items():
@@ -197,8 +206,8 @@ class DeviceTopology(Plugin):
                 if not policy.legal(n, self._multi_pod(group)):
                     mask = np.zeros(len(session.nodes), dtype=bool)
                     mask[rows] = True
-                    reason = policy.illegal_reason(n, self._multi_pod(group))
-                    failures.append((f"node(s) rejected the request: {reason}", mask))
+                    rule = policy.illegal_reason(n, self._multi_pod(group))
+                    failures.append((Reason.of(ReasonCode.ILLEGAL_CHIP_COUNT, rule=rule), mask))
         return failures
 
     def node_capacity(self, session: Session, group: TaskGroup) -> IntArray:
@@ -224,6 +233,9 @@ class DeviceTopology(Plugin):
                 per_resource[rows] = pods.sum(axis=1)
             capacity = np.minimum(capacity, per_resource)
         return capacity
+
+    def node_capacity_reasons(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+        return []  # nodes without a legal chip set are explained chip by chip (``scheduler.why``)
 
     def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         score = np.zeros(len(nodes), dtype=np.float64)

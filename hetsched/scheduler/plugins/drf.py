@@ -3,8 +3,8 @@
 Who calls it: the session, for ``job_order_key``; the statement keeps ``job.allocated`` current, so
 shares reflect this cycle's allocations.
 A job's dominant share is ``max over resources of allocated / cluster allocatable``; accelerators count
-per kind (each extended resource is its own dimension). Arguments: none (``enableHierarchy`` arrives with
-hierarchical queues).
+per kind (each extended resource is its own dimension). Arguments: none (Volcano's ``enableHierarchy``,
+hierarchical DRF, is not implemented: hierarchical queues are ``proportion``'s; the key is refused).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import FloatArray, Plugin
+from hetsched.scheduler.framework import FloatArray, JobOrder, Plugin
 from hetsched.scheduler.snapshot import JobInfo
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def dominant_share(allocated: FloatArray, total: FloatArray) -> float:
     return float(np.max(allocated[mask] / total[mask], initial=0.0))
 
 
-class DRF(Plugin):
+class DRF(Plugin, JobOrder):
     NAME = NAME
 
     def on_session_open(self, session: Session) -> None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hetsched.devices.inventory import SHARE_RESOURCES
-from hetsched.scheduler.framework import Arguments, FloatArray, IntArray, Plugin
+from hetsched.scheduler.framework import Arguments, FloatArray, IntArray, NodeScore, Plugin
 from hetsched.scheduler.snapshot import TaskGroup, tightest_chip
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Shape:
     cpu: int
 
 
-class FGD(Plugin):
+class FGD(Plugin, NodeScore):
     NAME = NAME
 
     def __init__(self, arguments: Arguments) -> None:
@@ -65,7 +65,7 @@ class FGD(Plugin):
         self.typical: dict[str, list[tuple[Shape, float]]] = {}
         """Device resource → typical shapes with their shares (summing to 1)."""
 
-    def shape(self, session: Session, group: TaskGroup) -> tuple[Shape | None, int]:
+    def _shape(self, session: Session, group: TaskGroup) -> tuple[Shape | None, int]:
         """The group's device ask (None for a CPU-only pod) and its CPU in milli."""
         names = session.snapshot.resources.names
         cpu = int(group.request[session.snapshot.resources.columns["cpu"]])
@@ -83,7 +83,7 @@ class FGD(Plugin):
         counts: dict[Shape, int] = {}
         for job in session.snapshot.jobs.values():
             for group in job.groups:
-                shape, _ = self.shape(session, group)
+                shape, _ = self._shape(session, group)
                 if shape is not None and 1 <= shape.milli <= FULL and shape.chips >= 1:
                     counts[shape] = counts.get(shape, 0) + max(group.size, len(group.pending))
         totals: dict[str, int] = {}
@@ -93,7 +93,7 @@ class FGD(Plugin):
         for shape, count in sorted(counts.items(), key=lambda kv: (kv[0].resource, kv[0].milli, kv[0].cpu)):
             self.typical.setdefault(shape.resource, []).append((shape, count / totals[shape.resource]))
 
-    def fragmentation(self, resource: str, free: IntArray, cpu: IntArray) -> FloatArray:
+    def _fragmentation(self, resource: str, free: IntArray, cpu: IntArray) -> FloatArray:
         """Per row of ``free`` (rows × chip slots, milli free per chip) with ``cpu`` milli CPU left: the
         expected milli that typical pods of ``resource`` could not use."""
         total = free.sum(axis=1).astype(np.float64)
@@ -106,7 +106,7 @@ class FGD(Plugin):
         return result
 
     @staticmethod
-    def take(free: IntArray, shape: Shape, rows: IntArray) -> None:
+    def _take(free: IntArray, shape: Shape, rows: IntArray) -> None:
         """Take ``shape`` in place from ``free[rows]`` the way devicetopology does: the tightest fitting chip
         for a fractional pod, the first entirely free chips for a whole-chip pod. Rows where it does not fit
         are left as they are."""
@@ -128,7 +128,7 @@ class FGD(Plugin):
         score = np.zeros(len(nodes), dtype=np.float64)
         if not self.weight or not self.typical:
             return score
-        shape, cpu_ask = self.shape(session, group)
+        shape, cpu_ask = self._shape(session, group)
         column = session.snapshot.resources.columns["cpu"]
         cpu = (session.nodes.alloc[column][nodes] - session.nodes.used[column][nodes]
                - placed * cpu_ask).astype(np.int64)
@@ -138,11 +138,11 @@ class FGD(Plugin):
             free = devices.free_milli(nodes, exclude_network=False).copy()
             if shape is not None:
                 for step in range(int(placed.max(initial=0))):
-                    self.take(free, shape, np.flatnonzero(placed > step))
-            before = self.fragmentation(resource, free, cpu)
+                    self._take(free, shape, np.flatnonzero(placed > step))
+            before = self._fragmentation(resource, free, cpu)
             if shape is not None:
-                self.take(free, shape, np.arange(len(nodes)))
-            delta += self.fragmentation(resource, free, cpu - cpu_ask) - before
+                self._take(free, shape, np.arange(len(nodes)))
+            delta += self._fragmentation(resource, free, cpu - cpu_ask) - before
         score = 100.0 / (1.0 + np.exp(np.clip(delta / 1000.0, -50.0, 50.0)))
         result: FloatArray = score * self.weight
         return result

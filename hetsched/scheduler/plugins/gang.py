@@ -21,7 +21,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hetsched.scheduler.decisions import PodGroupUpdate
-from hetsched.scheduler.framework import Code, Plugin, Status
+from hetsched.scheduler.framework import (
+    Code,
+    JobOrder,
+    JobPipelined,
+    JobReady,
+    JobStarving,
+    JobValid,
+    Plugin,
+    Status,
+)
+from hetsched.scheduler.reasons import Reason, ReasonCode, render
 from hetsched.scheduler.snapshot import JobInfo
 
 if TYPE_CHECKING:
@@ -35,14 +45,14 @@ def _tasks_ready(job: JobInfo) -> bool:
                for task, need in job.min_task_member.items())
 
 
-class Gang(Plugin):
+class Gang(Plugin, JobValid, JobReady, JobPipelined, JobStarving, JobOrder):
     NAME = NAME
 
     def job_valid(self, job: JobInfo) -> Status:
         valid = job.total_pods
         if valid < job.min_member:
             return Status(Code.UNSCHEDULABLE,
-                          (f"{valid}/{job.min_member} pods exist; the gang needs minMember={job.min_member}",), NAME)
+                          (Reason.of(ReasonCode.GANG_INCOMPLETE, pods=valid, min_member=job.min_member),), NAME)
         return Status(Code.SUCCESS)
 
     def job_ready(self, job: JobInfo) -> bool:
@@ -68,7 +78,8 @@ class Gang(Plugin):
             status = session.decisions.unschedulable.get(job.key)
             if status is not None and not self.job_ready(job):
                 missing = job.short if job.short is not None else max(job.min_member - job.occupied(), 0)
-                message = f"{missing}/{job.min_member} tasks in gang unschedulable: {status.message}"
+                message = render(Reason.of(ReasonCode.GANG_UNSCHEDULABLE, missing=missing,
+                                           min_member=job.min_member, cause=status.reasons[0]))
                 reason = {Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "Unresolvable", Code.WAIT: "Pipelined"}.get(
                     status.code, "NotEnoughResources")
                 old = current.get("Unschedulable")

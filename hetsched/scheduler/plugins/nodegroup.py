@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, Plugin
+from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, NodeFilter, NodeScore, Plugin
+from hetsched.scheduler.reasons import Reason, ReasonCode
 from hetsched.scheduler.snapshot import TaskGroup
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ NAME = "nodegroup"
 LABEL = "volcano.sh/nodegroup-name"
 
 
-class NodeGroup(Plugin):
+class NodeGroup(Plugin, NodeFilter, NodeScore):
     NAME = NAME
 
     def __init__(self, arguments: Arguments) -> None:
@@ -47,20 +48,20 @@ class NodeGroup(Plugin):
         codes, vocab = session.nodes.label_codes(LABEL)
         return np.isin(codes, [vocab[g] for g in groups if g in vocab])
 
-    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
+    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         queue = session.snapshot.queues[group.job.queue]
         affinity = queue.affinity
-        failures: list[tuple[str, BoolArray]] = []
+        failures: list[tuple[Reason, BoolArray]] = []
         if affinity is None:
             return failures
         if affinity.nodeGroupAffinity and affinity.nodeGroupAffinity.requiredDuringSchedulingIgnoredDuringExecution:
             required = affinity.nodeGroupAffinity.requiredDuringSchedulingIgnoredDuringExecution
-            failures.append((f"node(s) not in queue {queue.name}'s node group(s) ({', '.join(required)})",
+            failures.append((Reason.of(ReasonCode.NODE_GROUP_REQUIRED, queue=queue.name, groups=tuple(required)),
                              ~self._in(session, required)))
         anti = affinity.nodeGroupAntiAffinity
         if anti and anti.requiredDuringSchedulingIgnoredDuringExecution:
             avoided = anti.requiredDuringSchedulingIgnoredDuringExecution
-            failures.append((f"node(s) in a node group queue {queue.name} avoids ({', '.join(avoided)})",
+            failures.append((Reason.of(ReasonCode.NODE_GROUP_AVOIDED, queue=queue.name, groups=tuple(avoided)),
                              self._in(session, avoided)))
         return failures
 

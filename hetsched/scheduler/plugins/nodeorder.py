@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import Arguments, FloatArray, IntArray, Plugin
+from hetsched.scheduler.framework import Arguments, FloatArray, IntArray, NodeScore, Plugin
 from hetsched.scheduler.nodematch import prefer_no_schedule_scores, preferred_affinity_scores
 from hetsched.scheduler.snapshot import TaskGroup
 
@@ -48,7 +48,7 @@ def requested_fraction(session: Session, group: TaskGroup, nodes: IntArray, plac
         return np.where(alloc > 0, total / alloc, 1.0)
 
 
-class NodeOrder(Plugin):
+class NodeOrder(Plugin, NodeScore):
     NAME = NAME
 
     def __init__(self, arguments: Arguments) -> None:

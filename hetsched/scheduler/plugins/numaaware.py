@@ -38,7 +38,8 @@ import numpy as np
 
 from hetsched.devices.inventory import pod_allocation
 from hetsched.scheduler import numa_fit
-from hetsched.scheduler.framework import Arguments, FloatArray, IntArray, Plugin
+from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, NodeCapacity, NodeScore, Plugin
+from hetsched.scheduler.reasons import Reason
 from hetsched.scheduler.snapshot import NUMA_ANNOTATION, TaskGroup
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ NAME = "numaaware"
 STRICT = ("restricted", "single-numa-node")
 
 
-class NumaAware(Plugin):
+class NumaAware(Plugin, NodeCapacity, NodeScore):
     NAME = NAME
 
     def __init__(self, arguments: Arguments) -> None:
@@ -73,6 +74,9 @@ class NumaAware(Plugin):
             return np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
         total: IntArray = numa_fit.per_numa(session.snapshot, group, np.arange(size)).sum(axis=1)
         return total
+
+    def node_capacity_reasons(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+        return []  # nodes without a legal chip set are explained chip by chip (``scheduler.why``)
 
     def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         if not self._applies(group) or not self.weight:

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.api.quantity import format_quantity
-from hetsched.scheduler.framework import Arguments, Code, FloatArray, Plugin, Status
+from hetsched.scheduler.framework import Arguments, Code, FloatArray, JobEnqueue, Plugin, Status
+from hetsched.scheduler.reasons import Reason, ReasonCode
 from hetsched.scheduler.snapshot import JobInfo
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 NAME = "overcommit"
 
 
-class Overcommit(Plugin):
+class Overcommit(Plugin, JobEnqueue):
     NAME = NAME
 
     def __init__(self, arguments: Arguments) -> None:
@@ -103,10 +103,9 @@ class Overcommit(Plugin):
                 (job.min_resources > 0) & (job.min_resources > self.headroom + self._evictable_room(job) + 1e-6)).size:
             return Status(Code.SUCCESS)
         names = self.resources.names
-        detail = ", ".join(f"{names[c]} (needs {format_quantity(int(job.min_resources[c]), names[c])}, headroom "
-                           f"{format_quantity(max(int(self.headroom[c]), 0), names[c])} = allocatable × "
-                           f"overcommit-factor {self.factor:g} − admitted)" for c in short)
-        return Status(Code.UNSCHEDULABLE, (f"minResources exceed the cluster's headroom for {detail}",), NAME)
+        amounts = tuple((names[c], int(job.min_resources[c]), int(self.headroom[c])) for c in short)
+        return Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.CLUSTER_HEADROOM, amounts=amounts,
+                                                     factor=self.factor),), NAME)
 
     def job_enqueued(self, job: JobInfo) -> None:
         self.headroom -= job.min_resources

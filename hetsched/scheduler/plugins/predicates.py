@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import Arguments, BoolArray, IntArray, Plugin
+from hetsched.scheduler.framework import Arguments, BoolArray, IntArray, NodeCapacity, NodeFilter, Plugin
 from hetsched.scheduler.nodematch import required_affinity_matches, selector_matches, taint_text, untolerated
 from hetsched.scheduler.podtopology import (
     AFFINITY_REASON,
@@ -36,6 +36,7 @@ from hetsched.scheduler.podtopology import (
     PORTS_REASON,
     SPREAD_REASON,
 )
+from hetsched.scheduler.reasons import Reason, ReasonCode
 from hetsched.scheduler.snapshot import TaskGroup
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ _ACCEPTED = {
 }
 
 
-class Predicates(Plugin):
+class Predicates(Plugin, NodeCapacity, NodeFilter):
     NAME = NAME
 
     def __init__(self, arguments: Arguments) -> None:
@@ -63,7 +64,7 @@ class Predicates(Plugin):
         self.spread = arguments.flag("predicate.PodTopologySpreadEnable", True)
         self.ports = arguments.flag("predicate.NodePortsEnable", True)
 
-    def _pod_rules(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
+    def _pod_rules(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         topology = session.pod_topology
         if not (group.spec.pod_topology or (self.pod_affinity and topology.repels())):
             return []
@@ -88,26 +89,25 @@ class Predicates(Plugin):
         room = 1 if group.spec.pod_topology else np.iinfo(np.int64).max // 4
         return np.where(failing, 0, room).astype(np.int64)
 
-    def node_capacity_reasons(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
+    def node_capacity_reasons(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         return self._pod_rules(session, group)
 
-    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[str, BoolArray]]:
+    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         nodes = session.nodes
         spec = group.spec
-        failures: list[tuple[str, BoolArray]] = [
-            ("node(s) were not ready", ~nodes.ready),
-            ("node(s) were unschedulable", nodes.cordoned),
+        failures: list[tuple[Reason, BoolArray]] = [
+            (Reason.of(ReasonCode.NODE_NOT_READY), ~nodes.ready),
+            (Reason.of(ReasonCode.NODE_UNSCHEDULABLE), nodes.cordoned),
         ]
         if self.affinity:
-            failures.append(("node(s) didn't match Pod's node selector", ~selector_matches(nodes, spec.nodeSelector)))
+            failures.append((Reason.of(ReasonCode.NODE_SELECTOR), ~selector_matches(nodes, spec.nodeSelector)))
             matched = required_affinity_matches(nodes, spec)
             if matched is not None:
-                failures.append(("node(s) didn't match Pod's node affinity", ~matched))
+                failures.append((Reason.of(ReasonCode.NODE_AFFINITY), ~matched))
         if self.taints:
             for taint, mask in untolerated(nodes, spec.tolerations, ("NoSchedule", "NoExecute")).items():
-                failures.append((f"node(s) had untolerated taint {taint_text(taint)}", mask))
+                failures.append((Reason.of(ReasonCode.UNTOLERATED_TAINT, taint=taint_text(taint)), mask))
         if spec.schedulingGates:  # kube-scheduler's SchedulingGates: not scheduled until the gates are removed
-            gates = ", ".join(gate.name for gate in spec.schedulingGates)
-            failures.append((f"the pod has scheduling gates ({gates}); it is scheduled once they are removed",
-                             np.ones(len(nodes), dtype=bool)))
+            gates = tuple(gate.name for gate in spec.schedulingGates)
+            failures.append((Reason.of(ReasonCode.SCHEDULING_GATED, gates=gates), np.ones(len(nodes), dtype=bool)))
         return failures

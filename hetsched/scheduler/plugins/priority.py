@@ -5,13 +5,13 @@ Who calls it: the session, for ``job_order_key`` and ``task_order_key``. Argumen
 
 from __future__ import annotations
 
-from hetsched.scheduler.framework import Plugin
+from hetsched.scheduler.framework import JobOrder, Plugin, TaskOrder
 from hetsched.scheduler.snapshot import JobInfo, TaskGroup
 
 NAME = "priority"
 
 
-class Priority(Plugin):
+class Priority(Plugin, JobOrder, TaskOrder):
     NAME = NAME
 
     def job_order_key(self, job: JobInfo) -> float:

@@ -38,8 +38,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.api.quantity import format_quantity
-from hetsched.scheduler.framework import Code, FloatArray, Plugin, Status
+from hetsched.scheduler.framework import (
+    Allocatable,
+    Code,
+    FloatArray,
+    JobEnqueue,
+    Overused,
+    Plugin,
+    QueueOrder,
+    Reclaimable,
+    Status,
+)
+from hetsched.scheduler.reasons import Reason, ReasonCode
 from hetsched.scheduler.snapshot import JobInfo, QueueInfo, TaskGroup, deserved_share
 
 if TYPE_CHECKING:
@@ -118,7 +128,7 @@ share = deserved_share
 """Re-exported: the share proportion orders queues by (``scheduler.snapshot.deserved_share``)."""
 
 
-class Proportion(Plugin):
+class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Allocatable, JobEnqueue):
     NAME = NAME
 
     def on_session_open(self, session: Session) -> None:
@@ -169,25 +179,24 @@ class Proportion(Plugin):
         queue = self._session_queues[job.queue]
         names = self._resources.names
         if queue.name in self._parents:
-            return Status(Code.UNSCHEDULABLE, (f"queue {queue.name} has child queues; jobs go to leaf queues",), NAME)
+            return Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_NOT_LEAF, queue=queue.name),), NAME)
         for limit in (queue, *self._ancestors(queue)):
             never = np.flatnonzero((job.min_resources > 0) & (job.min_resources > limit.capability + _EPS))
             if never.size:
-                detail = ", ".join(f"{names[c]} (minResources {format_quantity(int(job.min_resources[c]), names[c])}"
-                                   f" > capability {format_quantity(int(limit.capability[c]), names[c])})"
-                                   for c in never)
+                amounts = tuple((names[c], int(job.min_resources[c]), int(limit.capability[c])) for c in never)
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                              (f"the gang is larger than queue {limit.name}'s capability: {detail}",), NAME)
-        problem = ""
+                              (Reason.of(ReasonCode.LARGER_THAN_QUEUE, queue=limit.name, amounts=amounts),), NAME)
+        problem: Reason | None = None
         for counted in ("admitted", "now"):
             problem = self._over(job, queue, counted)
-            if not problem:
+            if problem is None:
                 return Status(Code.SUCCESS)
+        assert problem is not None
         return Status(Code.UNSCHEDULABLE, (problem,), NAME)
 
-    def _over(self, job: JobInfo, queue: QueueInfo, counted: str) -> str:
-        """"" when the job fits every capability on its way up, counting ``admitted`` (allocated + inqueue)
-        or ``now`` (allocated + admitted this cycle); else why not."""
+    def _over(self, job: JobInfo, queue: QueueInfo, counted: str) -> Reason | None:
+        """None when the job fits every capability on its way up, counting ``admitted`` (allocated +
+        inqueue) or ``now`` (allocated + admitted this cycle); else why not."""
         names = self._resources.names
         for limit in (queue, *self._ancestors(queue)):
             if counted == "admitted":
@@ -198,12 +207,10 @@ class Proportion(Plugin):
             future = used + job.min_resources
             short = np.flatnonzero((job.min_resources > 0) & (future > limit.capability + _EPS))
             if short.size:
-                where = f"queue {limit.name}" + ("" if limit is queue else f" (parent of {queue.name})")
-                detail = ", ".join(f"{names[c]} (allocated + admitted + minResources = "
-                                   f"{format_quantity(int(future[c]), names[c])} > "
-                                   f"{format_quantity(int(limit.capability[c]), names[c])})" for c in short)
-                return f"{where} capability would be exceeded for {detail}"
-        return ""
+                amounts = tuple((names[c], int(future[c]), int(limit.capability[c])) for c in short)
+                return Reason.of(ReasonCode.QUEUE_CAPABILITY_EXCEEDED, queue=limit.name,
+                                 child="" if limit is queue else queue.name, amounts=amounts)
+        return None
 
     def _ancestors(self, queue: QueueInfo) -> list[QueueInfo]:
         chain, seen = [], {queue.name}

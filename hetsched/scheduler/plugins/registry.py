@@ -1,8 +1,20 @@
-"""Plugin name → class. The one place in-tree plugins are registered (Volcano's ``plugins/factory.go``)."""
+"""Plugin name → class: the in-tree plugins and those other distributions register as entry points.
+
+Who calls it: the configuration loader (``scheduler.conf``: is every named plugin known, are its arguments
+valid) and the session (which class to build). In-tree plugins are listed here (Volcano's
+``plugins/factory.go``); an out-of-tree plugin is a class in any installed distribution that declares it in
+the ``hetsched.plugins`` entry-point group under its ``NAME`` (docs/plugins.md, ``examples/plugins/``).
+Every class, in-tree or not, is checked against the contract (``framework.check_plugin``) before it is
+used; an entry point that cannot be imported, names a non-plugin, breaks the contract or takes an in-tree
+plugin's name is an error naming the entry point and its distribution — when a configuration names it,
+never for a plugin nobody asked for.
+"""
 
 from __future__ import annotations
 
-from hetsched.scheduler.framework import Plugin
+from importlib.metadata import EntryPoint, entry_points
+
+from hetsched.scheduler.framework import Plugin, PluginContractError, check_plugin
 from hetsched.scheduler.plugins.binpack import Binpack
 from hetsched.scheduler.plugins.conformance import Conformance
 from hetsched.scheduler.plugins.devicetopology import DeviceTopology
@@ -17,8 +29,62 @@ from hetsched.scheduler.plugins.predicates import Predicates
 from hetsched.scheduler.plugins.priority import Priority
 from hetsched.scheduler.plugins.proportion import Proportion
 
-PLUGINS: dict[str, type[Plugin]] = {
+ENTRY_POINT_GROUP = "hetsched.plugins"
+
+IN_TREE: dict[str, type[Plugin]] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
                 DeviceTopology, FGD, NumaAware, NodeGroup)
 }
+for _cls in IN_TREE.values():
+    check_plugin(_cls, "in-tree")
+
+_loaded: dict[str, type[Plugin]] = {}
+
+
+class PluginLoadError(ValueError):
+    """A plugin entry point that cannot be used; the message names it and its distribution."""
+
+
+def _entry_points() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available() -> list[str]:
+    """Every plugin name a configuration may use: in-tree ones and installed entry points."""
+    return sorted({*IN_TREE, *_entry_points()})
+
+
+def plugin_class(name: str) -> type[Plugin]:
+    """The class registered as ``name`` (the session's lookup, once the configuration was resolved)."""
+    return IN_TREE[name] if name in IN_TREE else _loaded[name] if name in _loaded else resolve(name)
+
+
+def resolve(name: str) -> type[Plugin]:
+    """The class registered as ``name``, loading and checking an entry point of that name; KeyError when
+    there is none, :class:`PluginLoadError` when an entry point of that name cannot be used."""
+    found = _entry_points().get(name)
+    if found is not None:
+        dist = found.dist.name if found.dist is not None else "an unknown distribution"
+        where = f"entry point {found.name} = {found.value} ({ENTRY_POINT_GROUP}, from {dist})"
+        if name in IN_TREE:
+            raise PluginLoadError(f"{where}: {name} is an in-tree plugin's name; the entry point must use another")
+    if name in IN_TREE:
+        return IN_TREE[name]
+    if name in _loaded:
+        return _loaded[name]
+    if found is None:
+        raise KeyError(name)
+    try:
+        cls = found.load()
+    except Exception as exc:  # any import-time failure of someone else's code is reported, not raised
+        raise PluginLoadError(f"{where}: cannot be imported: {type(exc).__name__}: {exc}") from None
+    try:
+        check_plugin(cls, where)
+    except PluginContractError as exc:
+        raise PluginLoadError(str(exc)) from None
+    if name != cls.NAME:
+        raise PluginLoadError(f"{where}: the class's NAME is {cls.NAME!r}; the entry point must carry the same name")
+    checked: type[Plugin] = cls
+    _loaded[name] = checked
+    return checked

@@ -1,0 +1,182 @@
+"""Building a snapshot's jobs, queues and pod lists from the cache's records.
+
+Who calls it: ``SchedulerCache.snapshot`` (``cache.routing``) once per cycle for the jobs and queues, and
+— lazily, only when a session asks — for the placed pods (pod affinity, spread, host ports) and the
+running pods with their disruption budgets (the eviction actions).
+
+Pending pods are grouped into ``TaskGroup``s of interchangeable pods: same task, placement key, priority,
+placement annotations, and same labels only while ``keep_labels`` (some pod in the cluster selects others
+by labels; operators give every pod an index label, and 1,000 workers stay one group otherwise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from hetsched.api.disruption import covers, disruptions_allowed
+from hetsched.api.objects import NUMA_POLICY_ANNOTATION, PodDisruptionBudget, PodGroup, Queue, max_unavailable
+from hetsched.scheduler.cache.pods import Group, PodRecord, preemptable, required_anti
+from hetsched.scheduler.snapshot import (
+    MLU_LINK_ANNOTATION,
+    MODELS_ANNOTATION,
+    JobInfo,
+    PlacedPod,
+    QueueInfo,
+    ResourceIndex,
+    RunningPod,
+    TaskGroup,
+)
+
+GroupKey = tuple[str, object, int, str, str, str, tuple[tuple[str, str], ...]]
+
+
+def _placement(record: PodRecord) -> tuple[str, str, str, bool, tuple[tuple[str, str], ...]]:
+    if record.placement is None:
+        annotations = record.pod.metadata.annotations
+        record.placement = (annotations.get(MODELS_ANNOTATION, ""),
+                            annotations.get(MLU_LINK_ANNOTATION, "").strip(),
+                            annotations.get(NUMA_POLICY_ANNOTATION, "").strip(),
+                            record.pod.spec.preemptionPolicy == "Never",
+                            tuple(sorted(record.pod.metadata.labels.items())))
+    return record.placement
+
+
+def _budget(podgroup: PodGroup, pods: int) -> int | None:
+    """The PodGroup's disruption budget; an unreadable one counts as 0 (nothing may be evicted) — the
+    webhook and ``hetsched validate`` reject it up front."""
+    try:
+        return max_unavailable(podgroup.metadata.annotations, pods, f"PodGroup {podgroup.metadata.name}")
+    except ValueError:
+        return 0
+
+
+def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: ResourceIndex, default_queue: str,
+         keep_labels: bool, class_value: Callable[[str], int],
+         class_preempts: Callable[[PodGroup], bool]) -> tuple[dict[str, JobInfo], dict[str, int]]:
+    """Every PodGroup's :class:`JobInfo` (a Completed one with nothing pending left out), and the pending
+    pods per PodGroup key that does not exist (they wait for it)."""
+    found: dict[str, JobInfo] = {}
+    missing: dict[str, int] = {}
+    for key, group in groups.items():
+        podgroup = group.podgroup
+        if podgroup is None:
+            if group.pending:
+                missing[key] = len(group.pending)
+            continue
+        if podgroup.status.phase == "Completed" and not group.pending:
+            continue
+        by_placement: dict[GroupKey, list[str]] = {}
+        never = False
+        for pod_key in group.pending:
+            record = pods[pod_key]
+            models, mlu_link, numa_policy, refuses, labels = _placement(record)
+            never = never or refuses
+            by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority, models,
+                                     mlu_link, numa_policy, labels if keep_labels else ()), []).append(pod_key)
+        job = JobInfo(
+            key=key, podgroup=podgroup, queue=podgroup.spec.queue or default_queue,
+            priority=class_value(podgroup.spec.priorityClassName) if podgroup.spec.priorityClassName else 0,
+            min_member=podgroup.spec.minMember, min_task_member=dict(podgroup.spec.minTaskMember),
+            phase=podgroup.status.phase,
+            created=podgroup.metadata.creationTimestamp or 0.0, groups=[], ready=group.ready,
+            ready_by_task=dict(group.ready_by_task), pending_count=len(group.pending),
+            total_pods=len(group.pods), allocated=group.allocated.astype(np.float64),
+            min_resources=resources.vector(podgroup.spec.minResources).astype(np.float64),
+            preempts=not never and class_preempts(podgroup),
+            max_unavailable=_budget(podgroup, len(group.pods)),
+        )
+        for (task, placement_key, priority, models, mlu_link, numa_policy, labels), keys in by_placement.items():
+            record = pods[keys[0]]
+            request = record.request
+            job.groups.append(TaskGroup(
+                job=job, task=task, spec=record.pod.spec,
+                placement_key=(placement_key, models, mlu_link, numa_policy), numa_policy=numa_policy,
+                request=request, columns=np.flatnonzero(request), priority=priority, pending=keys,
+                models=tuple(m.strip() for m in models.split("|") if m.strip()), mlu_link=mlu_link,
+                labels=dict(labels), namespace=record.pod.metadata.namespace or "default",
+            ))
+        found[key] = job
+    return found, missing
+
+
+def queues(objects: dict[str, Queue], jobs: dict[str, JobInfo], resources: ResourceIndex) -> dict[str, QueueInfo]:
+    """Every Queue object's and every queue a job names (state NotFound when it does not exist), with what
+    its jobs hold, admitted and request."""
+    width = len(resources)
+    found: dict[str, QueueInfo] = {}
+    for name in sorted(set(objects) | {job.queue for job in jobs.values()}):
+        queue = objects.get(name)
+        capability = np.full(width, np.inf)
+        guarantee = np.zeros(width)
+        fixed = np.full(width, np.nan)
+        if queue is not None:
+            for resource, amount in queue.spec.capability.items():
+                capability[resources.columns[resource]] = amount
+            for resource, amount in queue.spec.guarantee.resource.items():
+                if resource in resources.columns:
+                    guarantee[resources.columns[resource]] = amount
+            for resource, amount in queue.spec.deserved.items():
+                if resource in resources.columns:
+                    fixed[resources.columns[resource]] = amount
+        found[name] = QueueInfo(
+            name=name, weight=float(queue.spec.weight) if queue else 1.0, capability=capability,
+            guarantee=guarantee, state=queue.status.state if queue else "NotFound",
+            reclaimable=queue.spec.reclaimable if queue else True,
+            affinity=queue.spec.affinity if queue else None, parent=queue.spec.parent if queue else "",
+            fixed_deserved=fixed, priority=queue.spec.priority if queue else 0,
+            allocated=np.zeros(width), inqueue=np.zeros(width), request=np.zeros(width),
+        )
+    for job in jobs.values():
+        info = found[job.queue]
+        info.allocated += job.allocated
+        pending = sum((g.request.astype(np.float64) * len(g.pending) for g in job.groups), np.zeros(width))
+        info.request += job.allocated + pending
+        if job.phase == "Pending":  # no pods yet: its minResources are what the queue waits to run
+            info.request += job.min_resources
+        if job.phase == "Inqueue":
+            info.inqueue += np.maximum(job.min_resources - job.allocated, 0)
+    return found
+
+
+def placed(pods: dict[str, PodRecord], keys: Iterable[str] | None = None) -> list[PlacedPod]:
+    """Every pod on a node (bound, or terminating there) — or those of ``keys`` — for pod affinity,
+    topology spread and host ports."""
+    result = []
+    records = pods.values() if keys is None else [pods[k] for k in keys if k in pods]
+    for record in records:
+        if not record.placed:
+            continue
+        pod = record.pod
+        result.append(PlacedPod(pod.metadata.namespace or "default", pod.metadata.labels, record.node,
+                                required_anti(pod), pod.spec.host_ports))
+    return result
+
+
+def running(jobs: dict[str, JobInfo], groups: dict[str, Group], pods: dict[str, PodRecord],
+            budgets: list[PodDisruptionBudget]) -> tuple[list[RunningPod], list[int]]:
+    """Bound pods of ``jobs`` with what they hold, and the disruptions each PodDisruptionBudget allows
+    (``api.disruption``), for the eviction actions."""
+    every = [r.pod for r in pods.values()] if budgets else []
+    replicas = {key: len(group.pods) for key, group in groups.items()} if budgets else {}
+    allowed = [disruptions_allowed(b, every, replicas) for b in budgets]
+    result = []
+    for job_key in jobs:
+        group = groups.get(job_key)
+        if group is None:
+            continue
+        for pod_key in group.pods:
+            record = pods.get(pod_key)
+            if record is None or record.state != "bound" or record.node < 0:
+                continue
+            pod = record.pod
+            result.append(RunningPod(
+                key=pod_key, job=job_key, task=record.task, node=record.node, request=record.request,
+                priority=record.priority, created=pod.metadata.creationTimestamp or 0.0,
+                namespace=pod.metadata.namespace or "default", priority_class=pod.spec.priorityClassName,
+                chips=dict(record.chips or {}), shares=dict(record.shares or {}),
+                numa=record.numa if record.numa is not None else -1,
+                budgets=tuple(i for i, b in enumerate(budgets) if pod.status.phase == "Running" and covers(b, pod)),
+                job_priority=jobs[job_key].priority, preemptable=preemptable(pod)))
+    return result, allowed

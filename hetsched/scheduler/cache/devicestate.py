@@ -1,0 +1,257 @@
+"""Chip and NUMA state per node: which chips each node has, their health, which are held (whole or shared),
+and the CPU pinned per NUMA node.
+
+Who calls it: the cache's event routing (``cache.routing``) — on Node events (:meth:`DeviceLedger.on_node`:
+the node's inventory, from the ``hetsched.io/devices`` annotation or else Ascend's device-info ConfigMap),
+on those ConfigMaps, and for every pod accounted on a node (:meth:`DeviceLedger.account`); the snapshot
+builder copies it with :meth:`DeviceLedger.arrays`.
+
+Invariants: per resource and node row, ``used`` is the union of the chip masks held whole by placed pods
+and ``shared[row, chip]`` the thousandths of a chip held by sharing pods; a pod's chips are fixed when it
+is first accounted on a node (from its hand-off annotation, else the lowest free healthy chips) so its
+un-accounting frees exactly what it took. Chips in use survive inventory updates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetsched.api.objects import ConfigMap, Node
+from hetsched.devices.catalog import default_topology
+from hetsched.devices.inventory import (
+    ASCEND_INFO_PREFIX,
+    ASCEND_NAMESPACE,
+    MEMORY_OF,
+    NODE_ANNOTATION,
+    SHARE_OF,
+    DeviceSet,
+    InventoryError,
+    from_ascend_device_info,
+    parse_node_devices,
+    pod_allocation,
+)
+from hetsched.devices.policy import lowest
+from hetsched.scheduler.cache.pods import PodRecord
+from hetsched.scheduler.framework import IntArray
+from hetsched.scheduler.snapshot import NUMA_ANNOTATION, DeviceArrays, NumaArrays
+
+CHIP_SLOTS = 16
+MAX_NUMA = 8
+
+
+class ChipState:
+    """Chip state of one accelerator resource across node rows (bitmasks; row = node index)."""
+
+    def __init__(self, rows: int) -> None:
+        self.topology: list[str] = [""] * rows
+        self.chips = np.zeros(rows, dtype=np.int64)
+        self.used = np.zeros(rows, dtype=np.int64)
+        self.unhealthy = np.zeros(rows, dtype=np.int64)
+        self.network = np.zeros(rows, dtype=np.int64)
+        self.shared = np.zeros((rows, CHIP_SLOTS), dtype=np.int64)
+        self.memory = np.zeros((rows, CHIP_SLOTS), dtype=np.int64)
+        """MiB of device memory per chip (0 = not stated)."""
+        self.shared_memory = np.zeros((rows, CHIP_SLOTS), dtype=np.int64)
+        self.numa = np.zeros((rows, CHIP_SLOTS), dtype=np.int64)
+        """NUMA node of each chip."""
+        self.models: list[str] = [""] * rows
+
+    def grow(self, rows: int) -> None:
+        extra = rows - len(self.topology)
+        if extra > 0:
+            self.topology += [""] * extra
+            self.models += [""] * extra
+            zeros = np.zeros(extra, dtype=np.int64)
+            self.chips = np.concatenate([self.chips, zeros])
+            self.used = np.concatenate([self.used, zeros])
+            self.unhealthy = np.concatenate([self.unhealthy, zeros])
+            self.network = np.concatenate([self.network, zeros])
+            self.shared = np.vstack([self.shared, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
+            self.memory = np.vstack([self.memory, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
+            self.numa = np.vstack([self.numa, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
+            self.shared_memory = np.vstack([self.shared_memory, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
+
+    def copy(self, rows: int) -> DeviceArrays:
+        return DeviceArrays(
+            topology=list(self.topology[:rows]), models=list(self.models[:rows]),
+            chips=self.chips[:rows].copy(), used=self.used[:rows].copy(),
+            unhealthy=self.unhealthy[:rows].copy(), network=self.network[:rows].copy(),
+            shared=self.shared[:rows].copy(),
+            memory=self.memory[:rows].copy() if self.memory[:rows].any() else None,
+            shared_memory=self.shared_memory[:rows].copy(), numa=self.numa[:rows].copy())
+
+
+class DeviceLedger:
+    """Every accelerator resource's :class:`ChipState`, the NUMA usage, and what could not be read."""
+
+    def __init__(self) -> None:
+        self.devices: dict[str, ChipState] = {}
+        self.numa_count = np.ones(0, dtype=np.int64)
+        """Per node row: NUMA nodes (the highest chip ``numa`` in its inventory + 1; 1 without chips)."""
+        self.numa_used = np.zeros((0, MAX_NUMA), dtype=np.int64)
+        """node row × NUMA node: milli CPU pinned there by bound pods."""
+        self.ascend_info: dict[str, dict[str, str]] = {}
+        """Node name → the data of its Ascend device-info ConfigMap."""
+        self.errors: dict[str, str] = {}
+        """Node → why its device inventory could not be read (its chips are then untracked)."""
+
+    def grow(self, capacity: int) -> None:
+        """The node table grew to ``capacity`` rows."""
+        extra = capacity - len(self.numa_count)
+        if extra > 0:
+            self.numa_count = np.concatenate([self.numa_count, np.ones(extra, dtype=np.int64)])
+            self.numa_used = np.vstack([self.numa_used, np.zeros((extra, MAX_NUMA), dtype=np.int64)])
+
+    # ----------------------------------------------------------------------------- inventories
+
+    def on_config_map(self, type_: str, config_map: ConfigMap) -> str | None:
+        """Track Ascend's device-info ConfigMaps; the node whose inventory may have changed, if any."""
+        name = config_map.metadata.name
+        if config_map.metadata.namespace != ASCEND_NAMESPACE or not name.startswith(ASCEND_INFO_PREFIX):
+            return None
+        node = name[len(ASCEND_INFO_PREFIX):]
+        if type_ == "DELETED":
+            self.ascend_info.pop(node, None)
+        else:
+            self.ascend_info[node] = dict(config_map.data)
+        return node
+
+    def _ascend_sets(self, node: Node) -> list[DeviceSet]:
+        """The node's chips from Ascend's device-info ConfigMap (CheckCode verified), topology from its
+        model label and chip count."""
+        name = node.metadata.name
+        data = self.ascend_info[name]
+        sets = from_ascend_device_info(data, name, topology="generic")
+        model = node.metadata.labels.get("node.kubernetes.io/npu.chip.name", "")
+        return [s.model_copy(update={"model": model, "topology": default_topology(
+            "ascend", f"Ascend{model}" if model else s.resource.rsplit("/", 1)[-1], len(s.chips))}) for s in sets]
+
+    def on_node(self, row: int, rows: int, node: Node) -> None:
+        """Read node ``row``'s chip inventory (``hetsched.io/devices``, else Ascend's device-info ConfigMap);
+        ``rows`` nodes are known. Chips in use stay in use."""
+        name = node.metadata.name
+        raw = node.metadata.annotations.get(NODE_ANNOTATION)
+        self.errors.pop(name, None)
+        sets = []
+        if raw is not None:
+            try:
+                sets = parse_node_devices(raw, name).devices
+            except InventoryError as exc:
+                self.errors[name] = str(exc)
+        elif name in self.ascend_info:
+            try:
+                sets = self._ascend_sets(node)
+            except InventoryError as exc:
+                self.errors[name] = str(exc)
+        for devices in self.devices.values():
+            devices.grow(rows)
+            devices.topology[row] = ""
+            devices.chips[row] = devices.unhealthy[row] = devices.network[row] = 0
+            devices.memory[row] = devices.numa[row] = 0
+        self.numa_count[row] = min(MAX_NUMA, 1 + max((c.numa for d in sets for c in d.chips), default=0))
+        for device_set in sets:
+            state = self.devices.get(device_set.resource)
+            if state is None:
+                state = self.devices[device_set.resource] = ChipState(rows)
+            state.topology[row] = device_set.topology
+            state.models[row] = device_set.model
+            state.chips[row] = device_set.mask()
+            state.unhealthy[row] = device_set.mask("Unhealthy")
+            state.network[row] = device_set.mask("NetworkUnhealthy")
+            for chip in device_set.chips:
+                if chip.id < CHIP_SLOTS:
+                    state.memory[row, chip.id] = chip.memoryMiB
+                    state.numa[row, chip.id] = min(chip.numa, MAX_NUMA - 1)
+
+    # ----------------------------------------------------------------------------- pods
+
+    def account(self, record: PodRecord, sign: int, cpu: int) -> None:
+        """Charge (``sign`` 1) or free (-1) a placed pod's chips and its pinned ``cpu`` (milli)."""
+        if self.devices:
+            self._account_chips(record, sign)
+        if record.numa is None:
+            raw = record.pod.metadata.annotations.get(NUMA_ANNOTATION)
+            record.numa = int(raw) if raw is not None and raw.isdigit() and int(raw) < MAX_NUMA else -1
+        if record.numa >= 0 and record.node < len(self.numa_used):
+            self.numa_used[record.node, record.numa] += sign * cpu
+
+    def _account_chips(self, record: PodRecord, sign: int) -> None:
+        """Mark the pod's chips used (or free). The chips come from its hand-off annotation; a pod bound
+        without one (another scheduler, a plain device plugin) is charged the lowest free healthy chips."""
+        row = record.node
+        if record.chips is None:
+            record.chips, record.shares = self._holdings(record, row)
+        for resource, (chip, share, memory) in (record.shares or {}).items():
+            state = self.devices.get(resource)
+            if state is not None:
+                state.shared[row, chip] += sign * share
+                state.shared_memory[row, chip] += sign * memory
+        for resource, mask in record.chips.items():
+            state = self.devices.get(resource)
+            if state is None:
+                continue
+            if sign > 0:
+                state.used[row] |= mask
+            else:
+                state.used[row] &= ~mask
+
+    def _holdings(self, record: PodRecord, row: int) -> tuple[dict[str, int], dict[str, tuple[int, int, int]]]:
+        """What the pod holds on node ``row``, fixed once: whole chips per resource, and a share of one."""
+        chips: dict[str, int] = {}
+        shares: dict[str, tuple[int, int, int]] = {}
+        named = pod_allocation(record.pod.metadata.annotations)
+        requests = record.pod.spec.requests
+        for resource, devices in self.devices.items():
+            if not devices.topology[row]:
+                continue
+            share = requests.get(SHARE_OF.get(resource, ""), 0) // 1000
+            memory = requests.get(MEMORY_OF.get(resource, ""), 0) // 1000
+            if share > 0:
+                taken = [c for c in named.get(resource, []) if c < CHIP_SLOTS] or self._room(
+                    devices, row, share, memory)[:1]  # bound without a hand-off: the first chip with room
+                if taken:
+                    shares[resource] = (taken[0], share, memory)
+            amount = requests.get(resource, 0)
+            if amount <= 0:
+                continue
+            if resource in named:
+                mask = sum(1 << c for c in named[resource] if c < CHIP_SLOTS)
+            else:
+                free = int(devices.chips[row] & ~devices.used[row] & ~devices.unhealthy[row])
+                mask = lowest(free, -(-amount // 1000)) or free
+            chips[resource] = mask
+        return chips, shares
+
+    @staticmethod
+    def _room(devices: ChipState, row: int, share: int, memory: int) -> list[int]:
+        return [c for c in range(CHIP_SLOTS) if devices.chips[row] >> c & 1 and not devices.used[row] >> c & 1
+                and devices.shared[row, c] + share <= 1000
+                and (not memory or devices.shared_memory[row, c] + memory <= devices.memory[row, c])]
+
+    # ----------------------------------------------------------------------------- reads
+
+    def mismatches(self, alloc: IntArray, columns: dict[str, int], names: list[str],
+                   exists: list[bool]) -> dict[str, str]:
+        """Nodes whose allocatable disagrees with their healthy chip count (the seed's "fake resources")."""
+        found: dict[str, str] = {}
+        for resource, devices in self.devices.items():
+            column = columns.get(resource)
+            if column is None:
+                continue
+            for row in np.flatnonzero(devices.chips[: len(names)]).tolist():
+                if not exists[row]:
+                    continue
+                healthy = (int(devices.chips[row]) & ~int(devices.unhealthy[row])).bit_count()
+                advertised = int(alloc[column, row]) // 1000
+                if advertised != healthy:
+                    found[names[row]] = (f"{resource}: allocatable {advertised} but {healthy} healthy "
+                                         f"chip(s) of {int(devices.chips[row]).bit_count()}")
+        return found
+
+    def arrays(self, rows: int, cpu: IntArray) -> tuple[dict[str, DeviceArrays], NumaArrays]:
+        """Copies for a snapshot of ``rows`` nodes whose allocatable CPU is ``cpu`` (split evenly over each
+        node's NUMA nodes)."""
+        devices = {resource: state.copy(rows) for resource, state in self.devices.items()}
+        count = self.numa_count[:rows]
+        numa_cpu = np.where(np.arange(MAX_NUMA)[None, :] < count[:, None], (cpu // count)[:, None], 0)
+        return devices, NumaArrays(cpu=numa_cpu.astype(np.int64), used=self.numa_used[:rows].copy())

@@ -1,0 +1,279 @@
+"""The scheduler cache: what the scheduler knows of the cluster, kept up to date from watch events.
+
+Who calls it: the scheduler runner subscribes :meth:`SchedulerCache.handle` to the object store's watch
+(the embedded cluster or the Kubernetes adapter's informers) and calls :meth:`SchedulerCache.snapshot` once
+per cycle. This module routes events to the parts that keep state — node rows and usage
+(``cache.nodes``), pod records and PodGroup counts (``cache.pods``), chips and NUMA (``cache.devicestate``)
+— and builds the snapshot from them (``cache.build``).
+
+Usage is maintained incrementally: every pod event un-accounts the pod's previous record and accounts the
+new one (one symmetric pair, so the two can never drift apart). Binds the scheduler has decided but the
+store has not yet confirmed are *assumed* (:meth:`SchedulerCache.assume`) so the next cycle never
+double-books a node; the confirming event replaces the assumed record at no net change.
+
+Single-thread contract: the cache is not thread-safe, and a snapshot is a value — arrays, node facts, jobs
+and queues are copies — except the pod lists a session may ask for lazily (placed pods, running pods),
+which are read from the cache on first use. The cache counts its changes (:attr:`SchedulerCache.generation`)
+and a snapshot refuses to build those lists once the cache changed after it was taken
+(``StaleSnapshot``), so a change after ``snapshot()`` can never silently alter a decision
+(``tests/test_cache_snapshot.py``).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from hetsched.api import membership
+from hetsched.api.objects import ConfigMap, Node, Pod, PodDisruptionBudget, PodGroup, PriorityClass, Queue
+from hetsched.devices.inventory import ASCEND_NAMESPACE, NODE_ANNOTATION
+from hetsched.ports import WatchEvent
+from hetsched.scheduler.cache import build
+from hetsched.scheduler.cache.devicestate import DeviceLedger
+from hetsched.scheduler.cache.nodes import NodeTable
+from hetsched.scheduler.cache.pods import (
+    TASK_ANNOTATION,
+    Groups,
+    PodRecord,
+    pod_state,
+    required_anti,
+    selects_by_labels,
+)
+from hetsched.scheduler.framework import IntArray
+from hetsched.scheduler.snapshot import ResourceIndex, Snapshot
+
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget", "ConfigMap")
+SCOPES = {"ConfigMap": ASCEND_NAMESPACE}
+"""Kinds the scheduler watches in one namespace only: Ascend's device-info ConfigMaps (the chip health of a
+node whose inventory annotation is absent — a cluster running Huawei's device plugin, not hetsched's
+agent). Its role may read no other ConfigMaps."""
+
+
+class SchedulerCache:
+    def __init__(self, scheduler_names: tuple[str, ...] = ("hetsched", "volcano"), default_queue: str = "default"):
+        self.scheduler_names = frozenset(scheduler_names)
+        self.default_queue = default_queue
+        self.resources = ResourceIndex()
+        self.nodes = NodeTable(self.resources)
+        self.devices = DeviceLedger()
+        self.groups = Groups()
+        self.generation = 0
+        """Counts every change (events, assumed and forgotten binds): a snapshot is stale once it moved."""
+        self._pods: dict[str, PodRecord] = {}
+        self._anti_pods: set[str] = set()
+        """Placed pods with required pod anti-affinity (which every pod placed after them must respect)."""
+        self._label_readers = 0
+        """Pods (any state, any scheduler's) with pod affinity, anti-affinity or spread rules. While there are
+        none, no placement depends on other pods' labels, so pending pods are grouped without them (an
+        operator's pods differ in an index label each: 1,000 workers are one group, not 1,000)."""
+        self._queues: dict[str, Queue] = {}
+        self._priority_classes: dict[str, PriorityClass] = {}
+        self._budgets: dict[str, PodDisruptionBudget] = {}
+        self._vectors: dict[object, IntArray] = {}
+
+    @property
+    def inventory_errors(self) -> dict[str, str]:
+        """Node → why its device inventory could not be read (its chips are then untracked)."""
+        return self.devices.errors
+
+    # ----------------------------------------------------------------------------- events
+
+    def handle(self, event: WatchEvent) -> None:
+        """Apply one watch event. Safe to call for kinds it does not track (ignored)."""
+        self.generation += 1
+        obj = event.object
+        if isinstance(obj, Pod):
+            self._on_pod(event.type, obj)
+        elif isinstance(obj, Node):
+            self._on_node(event.type, obj)
+        elif isinstance(obj, PodGroup):
+            if event.type != "DELETED":
+                self._register(obj.spec.minResources)
+            self.groups.on_podgroup(event.type, obj, len(self.resources))
+        elif isinstance(obj, Queue):
+            if event.type == "DELETED":
+                self._queues.pop(obj.metadata.name, None)
+            else:
+                self._register(obj.spec.capability)
+                self._queues[obj.metadata.name] = obj
+        elif isinstance(obj, PriorityClass):
+            if event.type == "DELETED":
+                self._priority_classes.pop(obj.metadata.name, None)
+            else:
+                self._priority_classes[obj.metadata.name] = obj
+        elif isinstance(obj, ConfigMap):
+            node = self.devices.on_config_map(event.type, obj)
+            known = self.nodes.objects.get(node) if node is not None else None
+            if known is not None and NODE_ANNOTATION not in known.metadata.annotations:
+                self._on_node("MODIFIED", known)
+        elif isinstance(obj, PodDisruptionBudget):
+            key = f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
+            if event.type == "DELETED":
+                self._budgets.pop(key, None)
+            else:
+                self._budgets[key] = obj
+
+    def assume(self, pod_key: str, node: str, annotations: dict[str, str] | None = None) -> None:
+        """Account a bind the scheduler decided before the store confirms it (with its chosen chips)."""
+        record = self._pods.get(pod_key)
+        if record is None or record.state != "pending":
+            return
+        self.generation += 1
+        self._unaccount(pod_key, record)
+        pod = record.pod
+        if annotations:
+            pod = pod.model_copy(update={"metadata": pod.metadata.model_copy(
+                update={"annotations": {**pod.metadata.annotations, **annotations}})})
+        assumed = PodRecord(pod, record.group, record.task, self.nodes.index[node], "bound", record.request,
+                            record.priority)
+        self._pods[pod_key] = assumed
+        self._account(pod_key, assumed)
+
+    def forget(self, pod_key: str) -> None:
+        """Undo :meth:`assume` after a failed bind: the pod is pending again."""
+        record = self._pods.get(pod_key)
+        if record is None or record.state != "bound" or record.pod.spec.nodeName:
+            return
+        self.generation += 1
+        self._unaccount(pod_key, record)
+        pending = PodRecord(record.pod, record.group, record.task, -1, "pending", record.request, record.priority)
+        self._pods[pod_key] = pending
+        self._account(pod_key, pending)
+
+    # ----------------------------------------------------------------------------- pods
+
+    def _vector(self, spec_key: object, requests: dict[str, int]) -> IntArray:
+        vec = self._vectors.get(spec_key)
+        if vec is None:
+            if self._register(requests):
+                return self._vector(spec_key, requests)
+            vec = self.resources.vector(requests)
+            self._vectors[spec_key] = vec
+        return vec
+
+    def _on_pod(self, type_: str, pod: Pod) -> None:
+        key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        old = self._pods.pop(key, None)
+        if old is not None:
+            self._unaccount(key, old)
+            self._label_readers -= selects_by_labels(old.pod)
+        if type_ == "DELETED":
+            return
+        self._label_readers += selects_by_labels(pod)
+        group_name = membership.group_name(pod.metadata.annotations, pod.metadata.labels)
+        group = f"{pod.metadata.namespace}/{group_name}" if group_name else ""
+        state = pod_state(pod)
+        if state == "pending" and pod.spec.schedulerName not in self.scheduler_names:
+            state = "foreign-pending"
+        node = self.nodes.index.get(pod.spec.nodeName, -1) if pod.spec.nodeName else -1
+        request = self._vector(pod.spec.placement_key, pod.spec.requests)
+        priority = pod.spec.priority if pod.spec.priority is not None else self._class_value(pod.spec.priorityClassName)
+        record = PodRecord(pod, group, pod.metadata.annotations.get(TASK_ANNOTATION, ""), node, state, request,
+                           priority)
+        self._pods[key] = record
+        self._account(key, record)
+
+    def _account(self, key: str, record: PodRecord, sign: int = 1) -> None:
+        if record.placed:
+            if record.pod.spec.pod_topology and required_anti(record.pod):  # cached: most pods have none
+                if sign > 0:
+                    self._anti_pods.add(key)
+                else:
+                    self._anti_pods.discard(key)
+            self.nodes.charge(record.node, record.request, sign, record.state == "releasing")
+            self.devices.account(record, sign, int(record.request[self.resources.columns["cpu"]]))
+        self.groups.account(key, record, sign, len(self.resources))
+
+    def _unaccount(self, key: str, record: PodRecord) -> None:
+        self._account(key, record, -1)
+
+    # ----------------------------------------------------------------------------- nodes
+
+    def _register(self, amounts: dict[str, int]) -> bool:
+        """Add unknown resource names; when any is new, widen every vector. Returns True if widened."""
+        new = [name for name in amounts if name not in self.resources.columns]
+        if not new:
+            return False
+        for name in new:
+            self.resources.add(name)
+        pad = len(self.resources) - self.nodes.alloc.shape[0]
+        self.nodes.pad(pad)
+        self._vectors = {k: np.pad(v, (0, pad)) for k, v in self._vectors.items()}
+        for record in self._pods.values():
+            record.request = self._vectors.get(record.pod.spec.placement_key, np.pad(record.request, (0, pad)))
+        self.groups.pad(pad)
+        return True
+
+    def _on_node(self, type_: str, node: Node) -> None:
+        if type_ == "DELETED":
+            self.nodes.delete(node.metadata.name)
+            return
+        self._register(node.status.allocatable)
+        row, grew = self.nodes.upsert(node)
+        if grew:
+            self.devices.grow(self.nodes.capacity)
+        self.devices.on_node(row, len(self.nodes.names), node)
+
+    def mismatches(self) -> dict[str, str]:
+        """Nodes whose allocatable disagrees with their healthy chip count (the seed's "fake resources")."""
+        nodes = self.nodes
+        return self.devices.mismatches(nodes.alloc, self.resources.columns, nodes.names, nodes.exists)
+
+    # ----------------------------------------------------------------------------- classes
+
+    def _class_preempts(self, podgroup: PodGroup) -> bool:
+        """False when the job's PriorityClass says ``preemptionPolicy: Never`` (its pods are checked where
+        the snapshot walks them)."""
+        priority_class = self._priority_classes.get(podgroup.spec.priorityClassName)
+        return priority_class is None or priority_class.preemptionPolicy != "Never"
+
+    def _class_value(self, name: str) -> int:
+        if name and name in self._priority_classes:
+            return self._priority_classes[name].value
+        for priority_class in self._priority_classes.values():
+            if priority_class.globalDefault:
+                return priority_class.value
+        return 0
+
+    # ----------------------------------------------------------------------------- reads
+
+    @property
+    def node_version(self) -> int:
+        """Changes whenever any node changes."""
+        return self.nodes.version
+
+    def node(self, name: str) -> Node | None:
+        return self.nodes.objects.get(name)
+
+    def podgroup(self, key: str) -> PodGroup | None:
+        group = self.groups.by_key.get(key)
+        return group.podgroup if group else None
+
+    def pod(self, key: str) -> Pod | None:
+        record = self._pods.get(key)
+        return record.pod if record else None
+
+    def used(self) -> dict[str, dict[str, float]]:
+        """Node → resources in use by bound pods (for checks and tests)."""
+        return self.nodes.used_by_node()
+
+    def snapshot(self) -> Snapshot:
+        """Copy what a cycle needs. O(nodes × resources) array copies plus O(pending pods + groups); the
+        placed and running pod lists are built on first use, while the cache has not changed."""
+        jobs, missing = build.jobs(self.groups.by_key, self._pods, self.resources, self.default_queue,
+                                   self._label_readers > 0, self._class_value, self._class_preempts)
+        rows = self.nodes.rows
+        devices, numa = self.devices.arrays(rows, self.nodes.alloc[self.resources.columns["cpu"], :rows])
+        generation = self.generation
+        budgets = list(self._budgets.values())
+        return Snapshot(
+            resources=self.resources, nodes=self.nodes.arrays(), jobs=jobs,
+            queues=build.queues(self._queues, jobs, self.resources), devices=devices, numa=numa,
+            running_source=lambda: build.running(jobs, self.groups.by_key, self._pods, budgets),
+            placed_source=partial(build.placed, self._pods),
+            anti_source=partial(build.placed, self._pods, tuple(self._anti_pods)) if self._anti_pods else None,
+            priority_classes={n: c.value for n, c in self._priority_classes.items()},
+            default_queue=self.default_queue, missing_groups=missing,
+            fresh=lambda: self.generation == generation,
+        )
