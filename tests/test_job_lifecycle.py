@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from hetsched.api.manifest import load_text
-from hetsched.api.objects import Job, Pod
+from hetsched.api.objects import AnyObject, Job, Pod
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.controllers.job import JobController
 from hetsched.sim.kernel import SimClock
@@ -214,6 +214,22 @@ def test_depends_on_waits_for_the_named_task_and_svc_hands_out_host_lists() -> N
     assert sorted(p.metadata.name for p in cluster.list("Pod")) == ["mpi-master-0", "mpi-worker-0", "mpi-worker-1"]
 
 
+def _admitted(text: str, *existing: AnyObject) -> tuple[MemoryCluster, JobController]:
+    """An embedded cluster holding ``existing`` and the one Job in ``text``, its PodGroup admitted (Inqueue)
+    and the controller run after each step."""
+    clock = SimClock()
+    cluster = MemoryCluster(clock)
+    controller = JobController(cluster, clock, events=cluster)
+    for obj in existing:
+        cluster.create(obj)
+    (job,) = load_text(text)
+    cluster.create(job)
+    controller.process()
+    cluster.update_podgroup_status("default/mpi", "Inqueue", None)
+    controller.process()
+    return cluster, controller
+
+
 def test_the_ssh_plugin_hands_every_pod_the_same_key_pair_and_host_list() -> None:
     import base64
 
@@ -221,15 +237,8 @@ def test_the_ssh_plugin_hands_every_pod_the_same_key_pair_and_host_list() -> Non
 
     from hetsched.api.objects import Secret
 
-    clock = SimClock()
-    cluster = MemoryCluster(clock)
-    controller = JobController(cluster, clock, events=cluster)
-    (job,) = load_text(DEPENDS.replace("plugins: {svc: [], ssh: []}",
-                                       'plugins: {svc: [], ssh: ["--ssh-key-file-path=/home/mpi/.ssh"]}'))
-    cluster.create(job)
-    controller.process()
-    cluster.update_podgroup_status("default/mpi", "Inqueue", None)
-    controller.process()
+    cluster, controller = _admitted(DEPENDS.replace("plugins: {svc: [], ssh: []}",
+                                                    'plugins: {svc: [], ssh: ["--ssh-key-file-path=/home/mpi/.ssh"]}'))
     secret = cluster.get("Secret", "default/mpi-ssh")
     assert isinstance(secret, Secret)
     files = {name: base64.b64decode(value) for name, value in secret.data.items()}
@@ -260,17 +269,9 @@ def test_the_ssh_plugin_neither_uses_nor_deletes_a_secret_it_does_not_own() -> N
     Job's pods: the Job waits, saying why; and deleting the Job leaves that Secret alone."""
     from hetsched.api.objects import Secret
 
-    clock = SimClock()
-    cluster = MemoryCluster(clock)
-    controller = JobController(cluster, clock, events=cluster)
     planted = Secret.model_validate({"metadata": {"name": "mpi-ssh", "namespace": "default"},
                                      "data": {"id_rsa": "YXR0YWNrZXI="}})
-    cluster.create(planted)
-    (job,) = load_text(DEPENDS)
-    cluster.create(job)
-    controller.process()
-    cluster.update_podgroup_status("default/mpi", "Inqueue", None)
-    controller.process()
+    cluster, controller = _admitted(DEPENDS, planted)
     stored = cluster.get("Job", "default/mpi")
     assert isinstance(stored, Job)
     assert stored.status.state.reason == "PodCreationFailed"

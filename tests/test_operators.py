@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -32,6 +33,15 @@ def gpu_cluster(tmp_path: Path, count: int) -> Path:
     return path
 
 
+def simulate_json(cluster: str, fixture: str, code: int = 0) -> tuple[list[dict[str, Any]], str]:
+    """``hetsched simulate --json`` of one fixture: the jobs it reports and the whole output, after checking
+    the exit code (3: some job still waits)."""
+    result = CliRunner().invoke(app, ["simulate", "--cluster", cluster, fixture, "--json"])
+    assert result.exit_code == code, result.output
+    jobs: list[dict[str, Any]] = json.loads(result.output[result.output.index("{"):])["jobs"]
+    return jobs, result.output
+
+
 @pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("*.yaml")))
 def test_every_operator_fixture_is_valid(fixture: str) -> None:
     result = CliRunner().invoke(app, ["validate", str(FIXTURES / fixture)])
@@ -42,13 +52,9 @@ def test_a_kubeflow_pytorchjob_runs_all_or_nothing(tmp_path: Path) -> None:
     """Master + 2 workers of 8 GPUs: on 2 servers none of them runs (the PodGroup says why); on 3 all
     three start at once and complete, as one job in the PodGroup's queue."""
     fixture = str(FIXTURES / "kubeflow-pytorchjob.yaml")
-    runner = CliRunner()
-    short = runner.invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 2)), fixture, "--json"])
-    assert short.exit_code == 3, short.output
-    assert "default/bert" in short.output and "nvidia.com/gpu" in short.output
-    ran = runner.invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 3)), fixture, "--json"])
-    assert ran.exit_code == 0, ran.output
-    (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
+    _, short = simulate_json(str(gpu_cluster(tmp_path, 2)), fixture, 3)
+    assert "default/bert" in short and "nvidia.com/gpu" in short
+    (job,), _ = simulate_json(str(gpu_cluster(tmp_path, 3)), fixture)
     assert (job["kind"], job["name"], job["queue"], job["phase"]) == ("PyTorchJob", "bert", "default", "Completed")
     assert len(job["pods"]) == 3 and len({p["start"] for p in job["pods"]}) == 1
     assert len({p["node"] for p in job["pods"]}) == 3
@@ -58,9 +64,7 @@ def test_an_mpijob_with_a_launcher_that_requests_nothing_runs_whole_in_its_queue
     """The MPI operator's launcher asks for no resources (a best-effort pod) beside 2 workers of 8 GPUs:
     it counts toward the gang (minMember 3) and the three start together, in the queue the MPIJob named."""
     fixture = str(FIXTURES / "mpi-operator-mpijob.yaml")
-    ran = CliRunner().invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 2)), fixture, "--json"])
-    assert ran.exit_code == 0, ran.output
-    (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
+    (job,), _ = simulate_json(str(gpu_cluster(tmp_path, 2)), fixture)
     assert (job["kind"], job["name"], job["queue"], job["phase"]) == ("MPIJob", "allreduce", "research", "Completed")
     assert len(job["pods"]) == 3 and len({p["start"] for p in job["pods"]}) == 1
 
@@ -78,31 +82,23 @@ def test_a_spark_driver_runs_first_and_its_executors_join_its_podgroup(tmp_path:
     the driver runs alone, and the executors it creates 20 s later join its group and run. On a server too
     small for the whole application, nothing starts: the PodGroup is not admitted (its minResources)."""
     fixture = str(FIXTURES / "spark-volcano.yaml")
-    runner = CliRunner()
     cluster = tmp_path / "cpu.yaml"
     cluster.write_text(CPU_CLUSTER.format(cpu=8))
-    ran = runner.invoke(app, ["simulate", "--cluster", str(cluster), fixture, "--json"])
-    assert ran.exit_code == 0, ran.output
-    (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
+    (job,), _ = simulate_json(str(cluster), fixture)
     starts = {p["name"].rsplit("-", 1)[-1]: p["start"] for p in job["pods"]}
     assert starts["driver"] < 20 <= starts["1"] and starts["1"] == starts["2"] and job["phase"] == "Completed"
     cluster.write_text(CPU_CLUSTER.format(cpu=4))
-    small = runner.invoke(app, ["simulate", "--cluster", str(cluster), fixture, "--json"])
-    assert small.exit_code == 3, small.output
-    assert "the gang is larger than the whole cluster: cpu 5 > 4" in small.output
+    _, small = simulate_json(str(cluster), fixture, 3)
+    assert "the gang is larger than the whole cluster: cpu 5 > 4" in small
 
 
 def test_a_ray_cluster_head_and_workers_start_together_in_their_queue(tmp_path: Path) -> None:
     """KubeRay's head and two 8-GPU workers are one gang (minMember 3) in the queue the RayCluster's label
     names: too big for one server, nothing starts; on two, all three start at once."""
     fixture = str(FIXTURES / "kuberay-raycluster.yaml")
-    runner = CliRunner()
-    short = runner.invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 1)), fixture, "--json"])
-    assert short.exit_code == 3, short.output  # 16 GPUs on one server of 8: none of them starts
-    assert "default/rc: the gang is larger than the whole cluster" in short.output  # named after its owner
-    ran = runner.invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 2)), fixture, "--json"])
-    assert ran.exit_code == 0, ran.output
-    (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
+    _, short = simulate_json(str(gpu_cluster(tmp_path, 1)), fixture, 3)  # 16 GPUs on one server of 8: none starts
+    assert "default/rc: the gang is larger than the whole cluster" in short  # named after its owner
+    (job,), _ = simulate_json(str(gpu_cluster(tmp_path, 2)), fixture)
     assert (job["kind"], job["name"], job["queue"]) == ("RayCluster", "rc", "research")
     assert len(job["pods"]) == 3 and len({p["start"] for p in job["pods"]}) == 1
 
@@ -112,14 +108,9 @@ def test_a_trainer_v2_trainjob_whose_pods_name_their_group_by_label_is_one_gang(
     nodes still form one gang — on one server neither runs, nor is a group of their own made for them; on
     two they start together, in the TrainJob's queue."""
     fixture = str(FIXTURES / "kubeflow-trainer-v2-trainjob.yaml")
-    runner = CliRunner()
-    short = runner.invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 1)), fixture, "--json"])
-    assert short.exit_code == 3, short.output
-    (waiting,) = json.loads(short.output[short.output.index("{"):])["jobs"]
+    (waiting,), _ = simulate_json(str(gpu_cluster(tmp_path, 1)), fixture, 3)
     assert waiting["name"] == "llama-ft" and not any(p["start"] is not None for p in waiting["pods"])
-    ran = runner.invoke(app, ["simulate", "--cluster", str(gpu_cluster(tmp_path, 2)), fixture, "--json"])
-    assert ran.exit_code == 0, ran.output
-    (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
+    (job,), _ = simulate_json(str(gpu_cluster(tmp_path, 2)), fixture)
     assert (job["kind"], job["name"], job["queue"]) == ("TrainJob", "llama-ft", "research")
     assert len(job["pods"]) == 2 and len({p["start"] for p in job["pods"]}) == 1
 
@@ -130,9 +121,7 @@ def test_an_argo_step_creates_a_volcano_job_that_completes(tmp_path: Path) -> No
     fixture = str(FIXTURES / "argo-workflow-volcano-job.yaml")
     cluster = tmp_path / "cpu.yaml"
     cluster.write_text(CPU_CLUSTER.format(cpu=8))
-    ran = CliRunner().invoke(app, ["simulate", "--cluster", str(cluster), fixture, "--json"])
-    assert ran.exit_code == 0, ran.output
-    (job,) = json.loads(ran.output[ran.output.index("{"):])["jobs"]
+    (job,), _ = simulate_json(str(cluster), fixture)
     assert job["kind"] == "Job" and job["name"].startswith("step-job-hello1-") and job["phase"] == "Completed"
     assert len(job["pods"]) == 2
 
