@@ -26,3 +26,4 @@ def test_config_values_reach_the_command(tmp_path: Path) -> None:
     config.write_text("server: https://127.0.0.1:1\n")  # --server without --token-file: the error names it
     result = CliRunner().invoke(app, ["scheduler", "--config", str(config), "--metrics-address", "off"])
     assert result.exit_code == 2 and "--server needs --token-file" in result.output, result.output
+
