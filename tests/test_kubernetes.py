@@ -19,13 +19,13 @@ import pytest
 import yaml
 
 from hetsched.api.manifest import load_files
-from hetsched.api.objects import Job, Node, Pod, Queue
+from hetsched.api.objects import HyperNode, Job, Node, Pod, Queue
 from hetsched.benchmark.apiserver import ApiServer, missing, real_apiserver
 from hetsched.cluster.kubernetes import ApiError, KubeClient, KubeCluster, WallClock, from_api
 from hetsched.controllers.job import JobController
 from hetsched.controllers.podgroup import PodGroupController
 from hetsched.devices.inventory import pod_allocation
-from hetsched.ports import Conflict
+from hetsched.ports import Conflict, Invalid
 from hetsched.scheduler.cache import KINDS
 from hetsched.scheduler.runner import Scheduler
 from tests.builders import accel_node, node
@@ -52,7 +52,8 @@ def install_crds(client: KubeClient) -> None:
     while True:  # the CRDs are served once established
         try:
             for path in ("/apis/batch.volcano.sh/v1alpha1/jobs", "/apis/scheduling.volcano.sh/v1beta1/queues",
-                         "/apis/scheduling.volcano.sh/v1beta1/podgroups", "/apis/bus.volcano.sh/v1alpha1/commands"):
+                         "/apis/scheduling.volcano.sh/v1beta1/podgroups", "/apis/bus.volcano.sh/v1alpha1/commands",
+                         "/apis/topology.volcano.sh/v1alpha1/hypernodes"):
                 client.request("GET", path)
             return
         except Exception:
@@ -86,6 +87,25 @@ def test_optimistic_concurrency_is_a_conflict_not_an_overwrite(api: ApiServer) -
     with pytest.raises(Conflict):  # the same old version again: refused
         cluster.update(queue.model_copy(update={"spec": queue.spec.model_copy(update={"weight": 4})}))
     assert isinstance(first, Queue) and first.spec.weight == 3
+
+
+def test_hypernodes_round_trip_through_the_crd(api: ApiServer) -> None:
+    """Volcano's HyperNode manifests apply to our CRD unchanged and read back as they were; the CRD's schema
+    refuses a tier below 1 (the API server's 422 Invalid)."""
+    cluster = cluster_for(api)
+    spine = HyperNode.model_validate({"metadata": {"name": "spine-x"}, "spec": {"tier": 2, "tierName": "spine",
+        "members": [{"type": "HyperNode", "selector": {"exactMatch": {"name": "leaf-x"}}}]}})
+    leaf = HyperNode.model_validate({"metadata": {"name": "leaf-x"}, "spec": {"tier": 1, "members": [
+        {"type": "Node", "selector": {"regexMatch": {"pattern": "rack-x-.*"}}},
+        {"type": "Node", "selector": {"labelMatch": {"matchLabels": {"rack": "x"}}}}]}})
+    for obj in (spine, leaf):
+        cluster.create(obj)
+    stored = cluster.get("HyperNode", "leaf-x")
+    assert isinstance(stored, HyperNode) and stored.spec == leaf.spec
+    with pytest.raises(Invalid, match=r"spec\.tier in body should be greater than or equal to 1"):
+        cluster.client.request("POST", "/apis/topology.volcano.sh/v1alpha1/hypernodes", body={
+            "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "zero"},
+            "spec": {"tier": 0, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "n"}}}]}})
 
 
 def test_the_seed_job_runs_on_a_real_apiserver(api: ApiServer) -> None:

@@ -20,8 +20,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from hetsched.api import hypernodes as hypernodes_tree
 from hetsched.api import workload_annotations
-from hetsched.api.objects import CLUSTER_SCOPED, KINDS, AnyObject, Job, object_key
+from hetsched.api.objects import CLUSTER_SCOPED, KINDS, AnyObject, HyperNode, Job, Node, object_key
 from hetsched.api.validation import problems
 from hetsched.api.yamlsafe import YamlLimitError, safe_load_all
 
@@ -150,6 +151,26 @@ def duplicate_problems(entries: list[tuple[str, int, AnyObject]]) -> list[Proble
     return problems
 
 
+def topology_problems(entries: list[tuple[str, int, AnyObject]], *, with_nodes: bool) -> list[Problem]:
+    """The HyperNodes among ``entries`` checked as one tree (``api.hypernodes``), against the Nodes among
+    them when ``with_nodes`` (a whole cluster is given), else against each other only."""
+    hypernodes = [(source, index, obj) for source, index, obj in entries if isinstance(obj, HyperNode)]
+    if not hypernodes:
+        return []
+    nodes = [obj for _, _, obj in entries if isinstance(obj, Node)] if with_nodes else None
+    _, found = hypernodes_tree.build([obj for _, _, obj in hypernodes], nodes)
+    where = {obj.metadata.name: (source, index) for source, index, obj in hypernodes}
+    return [Problem(*where[p.hypernode], "HyperNode", p.hypernode, p.path, p.message) for p in found]
+
+
+def check_cluster(objects: list[AnyObject]) -> None:
+    """Cross-object checks of a whole cluster (its nodes and the workload): the HyperNode tree against the
+    nodes. Raises :class:`ManifestError`."""
+    problems = topology_problems([("the cluster", 0, obj) for obj in objects], with_nodes=True)
+    if problems:
+        raise ManifestError(problems)
+
+
 def load_files(paths: Iterable[str | Path]) -> list[AnyObject]:
     """Load several files; problems of all files are collected before raising."""
     entries: list[tuple[str, int, AnyObject]] = []
@@ -167,6 +188,8 @@ def load_files(paths: Iterable[str | Path]) -> list[AnyObject]:
         except ManifestError as exc:
             problems.extend(exc.problems)
     problems += duplicate_problems(entries)
+    if not problems:
+        problems += topology_problems(entries, with_nodes=any(isinstance(obj, Node) for _, _, obj in entries))
     if problems:
         raise ManifestError(problems)
     return [obj for _, _, obj in entries]

@@ -14,12 +14,22 @@ Invariants:
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
 
 from hetsched.api import fault_labels
 from hetsched.api.quantity import QuantityError, format_quantity, parse_quantity
@@ -640,8 +650,49 @@ class DependsOn(_Strict):
     iteration: Literal["any", "all"] = "all"
 
 
+MAX_TIER = 16
+"""HyperNode tiers: a data-centre network has a handful (ToR, spine, core); beyond this is a typo."""
+
+
+class NetworkTopology(_Strict):
+    """Volcano's ``networkTopology`` on a Job, a PodGroup or a task's partition: keep the pods inside one
+    HyperNode of tier ≤ ``highestTierAllowed`` (``hard``: or not at all; ``soft``: the lowest tier that fits
+    is preferred). ``highestTierName`` names the tier by its HyperNodes' ``tierName`` instead."""
+
+    mode: Literal["hard", "soft"] = "hard"
+    highestTierAllowed: int | None = Field(default=None, ge=1, le=MAX_TIER)
+    highestTierName: str | None = Field(default=None, min_length=1, max_length=253)
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> NetworkTopology:
+        if self.highestTierAllowed is not None and self.highestTierName is not None:
+            raise ValueError("give highestTierAllowed or highestTierName, not both")
+        if self.mode == "hard" and self.highestTierAllowed is None and self.highestTierName is None:
+            raise ValueError("mode hard needs highestTierAllowed (or highestTierName): the tier the pods must "
+                             "stay within")
+        return self
+
+
 MAX_JOB_PODS = 100_000
 """Pods of one Job (all tasks): more than a 10,000-server cluster runs at once; beyond it is a typo."""
+
+
+class PartitionPolicy(_Strict):
+    """Volcano's ``partitionPolicy`` on a task: its replicas in ``totalPartitions`` partitions of
+    ``partitionSize`` pods, each partition kept inside one HyperNode as its ``networkTopology`` says (a
+    model-parallel shard per domain while the job spans several)."""
+
+    totalPartitions: int = Field(ge=1, le=100_000)
+    partitionSize: int = Field(ge=1, le=100_000)
+    minPartitions: int | None = Field(default=None, ge=0)
+    networkTopology: NetworkTopology | None = None
+
+    @model_validator(mode="after")
+    def _min_within_total(self) -> PartitionPolicy:
+        if self.minPartitions is not None and self.minPartitions > self.totalPartitions:
+            raise ValueError(f"minPartitions ({self.minPartitions}) is greater than totalPartitions "
+                             f"({self.totalPartitions})")
+        return self
 
 
 class TaskSpec(_Strict):
@@ -653,12 +704,16 @@ class TaskSpec(_Strict):
     topologyPolicy: Literal["none", "best-effort", "restricted", "single-numa-node"] | None = None
     maxRetry: int | None = Field(default=None, ge=0)
     dependsOn: DependsOn | None = None
-    partitionPolicy: dict[str, Any] | None = None
+    partitionPolicy: PartitionPolicy | None = None
 
     @model_validator(mode="after")
     def _min_within_replicas(self) -> TaskSpec:
         if self.minAvailable is not None and self.minAvailable > self.replicas:
             raise ValueError(f"minAvailable ({self.minAvailable}) is greater than replicas ({self.replicas})")
+        partition = self.partitionPolicy
+        if partition is not None and partition.totalPartitions * partition.partitionSize != self.replicas:
+            raise ValueError(f"partitionPolicy: totalPartitions × partitionSize ({partition.totalPartitions} × "
+                             f"{partition.partitionSize}) must equal replicas ({self.replicas})")
         check_policies(self.policies)
         return self
 
@@ -677,7 +732,7 @@ class JobSpec(_Strict):
     minSuccess: int | None = Field(default=None, ge=1)
     volumes: list[dict[str, Any]] = Field(default_factory=list)
     runningEstimate: str | None = None
-    networkTopology: dict[str, Any] | None = None
+    networkTopology: NetworkTopology | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSpec:
@@ -761,7 +816,7 @@ class PodGroupSpec(_Strict):
     queue: str = "default"
     priorityClassName: str = ""
     minResources: ResourceList = Field(default_factory=dict)
-    networkTopology: dict[str, Any] | None = None
+    networkTopology: NetworkTopology | None = None
     subGroupPolicy: list[dict[str, Any]] | None = None
 
 
@@ -827,6 +882,103 @@ class Queue(_Model):
     metadata: ObjectMeta
     spec: QueueSpec = Field(default_factory=QueueSpec)
     status: QueueStatus = Field(default_factory=QueueStatus)
+
+
+class ExactMatch(_Strict):
+    name: Annotated[str, AfterValidator(lambda v: dns1123_subdomain(v, "member name"))]
+
+
+MAX_PATTERN = 256
+"""Characters of a member's ``regexMatch.pattern``."""
+
+
+def _nested_repeat(items: Any, inside: bool = False) -> bool:
+    """Does a parsed pattern repeat something that itself repeats (``(a+)+``, ``(a|aa)*``)? Python's regular
+    expressions backtrack: such a pattern can take exponential time on one node name."""
+    for op, arg in items:
+        name = str(op)
+        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            if inside or _nested_repeat(arg[2], inside=True):
+                return True
+        elif name == "SUBPATTERN":
+            if _nested_repeat(arg[3], inside):
+                return True
+        elif name == "BRANCH":
+            if inside or any(_nested_repeat(branch, inside) for branch in arg[1]):
+                return True
+        elif name in ("ASSERT", "ASSERT_NOT") and _nested_repeat(arg[1], inside):
+            return True
+    return False
+
+
+class RegexMatch(_Strict):
+    pattern: str = Field(min_length=1, max_length=MAX_PATTERN)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        parser = importlib.import_module("re._parser")  # the standard library's own parser of patterns
+
+        try:
+            re.compile(value)
+            parsed = parser.parse(value)
+        except (re.error, RecursionError, OverflowError) as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        if _nested_repeat(parsed.data):
+            raise ValueError("a repetition inside a repetition or alternation ((a+)+, (a|b)*) is refused: it can "
+                             "take exponential time")
+        return value
+
+
+class MemberSelector(_Strict):
+    exactMatch: ExactMatch | None = None
+    regexMatch: RegexMatch | None = None
+    labelMatch: LabelSelector | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> MemberSelector:
+        given = [n for n in ("exactMatch", "regexMatch", "labelMatch") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of exactMatch, regexMatch, labelMatch (got "
+                             f"{', '.join(given) or 'none'})")
+        return self
+
+
+class HyperNodeMember(_Strict):
+    type: Literal["Node", "HyperNode"]
+    selector: MemberSelector
+
+    @model_validator(mode="after")
+    def _hypernodes_by_name(self) -> HyperNodeMember:
+        if self.type == "HyperNode" and self.selector.exactMatch is None:
+            raise ValueError("a HyperNode member is named with exactMatch (regexMatch and labelMatch select Nodes)")
+        return self
+
+
+MAX_MEMBERS = 10_000
+
+
+class HyperNodeSpec(_Strict):
+    tier: int = Field(ge=1, le=MAX_TIER)
+    tierName: str = Field(default="", max_length=253)
+    members: list[HyperNodeMember] = Field(min_length=1, max_length=MAX_MEMBERS)
+
+
+class HyperNodeStatus(_Model):
+    nodeCount: int = Field(default=0, ge=0)
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class HyperNode(_Model):
+    """Volcano's ``topology.volcano.sh/v1alpha1`` HyperNode: one network performance domain (tier 1: the
+    servers under a ToR switch, or an Ascend supernode; higher tiers: the spine layers above), whose members
+    are Nodes or lower-tier HyperNodes. The tree is checked as a whole in ``api.hypernodes``."""
+
+    apiVersion: Literal["topology.volcano.sh/v1alpha1"] = "topology.volcano.sh/v1alpha1"
+    kind: Literal["HyperNode"] = "HyperNode"
+    metadata: ObjectMeta
+    spec: HyperNodeSpec
+    status: HyperNodeStatus = Field(default_factory=HyperNodeStatus)
 
 
 class TargetReference(_Strict):
@@ -913,7 +1065,8 @@ class ConfigMap(_Model):
     data: StringMap = Field(default_factory=dict)
 
 
-AnyObject = Pod | Node | PriorityClass | Job | PodGroup | Queue | Command | PodDisruptionBudget | Secret | ConfigMap
+AnyObject = (Pod | Node | PriorityClass | Job | PodGroup | Queue | Command | PodDisruptionBudget | Secret | ConfigMap
+             | HyperNode)
 
 KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("v1", "Pod"): Pod,
@@ -926,8 +1079,9 @@ KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("policy/v1", "PodDisruptionBudget"): PodDisruptionBudget,
     ("v1", "Secret"): Secret,
     ("v1", "ConfigMap"): ConfigMap,
+    ("topology.volcano.sh/v1alpha1", "HyperNode"): HyperNode,
 }
-CLUSTER_SCOPED = frozenset({"Node", "PriorityClass", "Queue"})
+CLUSTER_SCOPED = frozenset({"Node", "PriorityClass", "Queue", "HyperNode"})
 TIME_KEYS = frozenset({"creationTimestamp", "deletionTimestamp", "lastTransitionTime", "startTime", "finishedAt",
                        "startedAt", "lastProbeTime", "lastHeartbeatTime", "lastUpdateTime"})
 """Fields the API server writes as RFC 3339 times (hetsched's models hold seconds)."""

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from hetsched.api.manifest import ManifestError, load_files
+from hetsched.api.manifest import ManifestError, check_cluster, load_files
 from hetsched.api.objects import AnyObject, Node
 from hetsched.cli import agents, doctor, install, serve
 from hetsched.cli.devices import devices_app
@@ -259,6 +259,7 @@ def simulate(
     with user_errors():
         start = load_cluster(cluster)
         objects = [*start.state, *load_files(workloads)]
+        check_cluster([*start.nodes, *objects])
         conf = _conf(scheduler_conf)
         names = tuple(scheduler_name) if scheduler_name else ("hetsched", "volcano")
         title = f"simulating {', '.join(path.name for path in cluster)}"

@@ -93,6 +93,7 @@ RESOURCES: dict[str, Resource] = {
     "Job": Resource("batch.volcano.sh", "v1alpha1", "jobs", True),
     "PodGroup": Resource("scheduling.volcano.sh", "v1beta1", "podgroups", True),
     "Queue": Resource("scheduling.volcano.sh", "v1beta1", "queues", False),
+    "HyperNode": Resource("topology.volcano.sh", "v1alpha1", "hypernodes", False),
     "Command": Resource("bus.volcano.sh", "v1alpha1", "commands", True),
 }
 FALLBACK_VERSIONS = {"PodDisruptionBudget": "v1beta1"}

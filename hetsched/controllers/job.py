@@ -370,6 +370,8 @@ class JobController:
                 "minTaskMember": {t.name: t.minAvailable for t in spec.tasks if t.minAvailable is not None},
                 "queue": spec.queue, "priorityClassName": spec.priorityClassName,
                 "minResources": quantity_strings(min_resources(spec))}
+        if spec.networkTopology is not None:  # Volcano's controller hands the Job's bound to its PodGroup
+            gang["networkTopology"] = spec.networkTopology.model_dump(exclude_none=True)
         try:
             podgroup = self.store.get("PodGroup", key)
             assert isinstance(podgroup, PodGroup)

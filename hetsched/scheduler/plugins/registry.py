@@ -12,6 +12,7 @@ never for a plugin nobody asked for.
 
 from __future__ import annotations
 
+import functools
 from importlib.metadata import EntryPoint, entry_points
 
 from hetsched.scheduler.framework import Plugin, PluginContractError, check_plugin
@@ -46,7 +47,10 @@ class PluginLoadError(ValueError):
     """A plugin entry point that cannot be used; the message names it and its distribution."""
 
 
+@functools.cache
 def _entry_points() -> dict[str, EntryPoint]:
+    """The installed distributions' plugins, read once per process (a distribution installed later is seen
+    after a restart, as with any import)."""
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
