@@ -182,3 +182,61 @@ def test_validate_and_simulate_check_the_tree_against_the_cluster(tmp_path: Path
     tree.write_text(HYPERNODE.format(name="leaf-0", tier=1, type="Node", selector="{regexMatch: {pattern: 's-0[01]'}}"))
     fine = runner.invoke(app, ["simulate", "--cluster", str(tmp_path / "c.yaml"), str(tree), "--until", "1"])
     assert fine.exit_code == 0, fine.output
+
+
+TOPOLOGY_SPEC = """apiVersion: hetsched.io/v1alpha1
+kind: ClusterSpec
+metadata: {name: fabric}
+pools:
+- name: a3
+  count: 8
+  cpu: "192"
+  memory: 1Ti
+  accelerators: [{kind: ascend, model: Ascend910, count: 8}]
+  topology:
+  - {tier: 1, size: 2, prefix: supernode}
+  - {tier: 2, size: 2, prefix: spine}
+"""
+
+
+def _queue(tmp_path: Path) -> str:
+    path = tmp_path / "queue.yaml"
+    path.write_text("apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: research}\n")
+    return str(path)
+
+
+def test_a_pool_declares_its_place_in_the_network_and_the_hypernodes_are_discovered(tmp_path: Path) -> None:
+    """8 servers, 2 per tier-1 domain, 2 tier-1 domains per spine: 4 + 2 HyperNodes, every server in one of
+    each tier — the tree a simulation starts with."""
+    from hetsched.cluster.dump import load_cluster
+
+    path = tmp_path / "fabric.yaml"
+    path.write_text(TOPOLOGY_SPEC)
+    start = load_cluster([path])
+    made = [obj for obj in start.state if isinstance(obj, HyperNode)]
+    assert sorted((h.spec.tier, h.metadata.name) for h in made) == [
+        (1, "tier1-supernode-0"), (1, "tier1-supernode-1"), (1, "tier1-supernode-2"), (1, "tier1-supernode-3"),
+        (2, "tier2-spine-0"), (2, "tier2-spine-1")]
+    topology, problems = hypernodes.build(made, start.nodes)
+    assert problems == []
+    assert topology.domain[1]["a3-05"] == "tier1-supernode-2" and topology.domain[2]["a3-05"] == "tier2-spine-1"
+    assert topology.servers["tier2-spine-0"] == ["a3-00", "a3-01", "a3-02", "a3-03"]
+    ran = CliRunner().invoke(app, ["simulate", "--cluster", str(path), "--until", "1", _queue(tmp_path)])
+    assert ran.exit_code == 0, ran.output
+
+
+def test_discovery_names_are_valid_and_distinct_for_any_label_value() -> None:
+    odd = [node("n0", labels={"t1": "Rack_A", "t2": "row 1"}), node("n1", labels={"t1": "rack-a", "t2": "row 1"}),
+           node("n2", labels={"t2": "row 1"})]  # n2: no tier-1 label, a member of its row by name
+    made = hypernodes.discover(odd, {1: "t1", 2: "t2"})
+    names = [h.metadata.name for h in made]
+    assert len(set(names)) == 3 and "tier1-rack-a" in names
+    topology, problems = hypernodes.build(made, odd)
+    assert problems == [] and topology.servers[names[-1]] == ["n0", "n1", "n2"]
+
+
+def test_a_pools_topology_tiers_must_rise(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(TOPOLOGY_SPEC.replace("{tier: 2, size: 2, prefix: spine}", "{tier: 1, size: 2, prefix: spine}"))
+    ran = CliRunner().invoke(app, ["simulate", "--cluster", str(path), "--until", "1", _queue(tmp_path)])
+    assert ran.exit_code == 2 and "topology: tiers must rise from level to level, got [1, 1]" in ran.output

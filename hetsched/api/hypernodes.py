@@ -1,7 +1,8 @@
 """The HyperNode tree: which servers share a network domain at each tier, checked as a whole.
 
 Who calls it: manifest loading (``hetsched validate`` and ``simulate`` check the HyperNodes they are given,
-and against the nodes when there are any) and the scheduler's cache (the tree it places gangs in).
+and against the nodes when there are any) and cluster specs (``cluster.spec``: a pool's ``topology`` becomes
+node labels, and HyperNodes are discovered from them with :func:`discover`).
 
 Volcano's rules, made checks: a HyperNode's members are Nodes (by exact name, a regular expression over
 names, or a label selector) or lower-tier HyperNodes (by exact name); a HyperNode has at most one parent;
@@ -11,6 +12,7 @@ tier. Each problem names the HyperNode and the field, like every other validatio
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -53,16 +55,38 @@ class Topology:
         return min(tiers) if tiers else None
 
 
-def _selected(member_index: int, hypernode: HyperNode, nodes: dict[str, Node]) -> list[str]:
-    selector = hypernode.spec.members[member_index].selector
-    if selector.exactMatch is not None:
-        return [selector.exactMatch.name] if selector.exactMatch.name in nodes else []
-    if selector.regexMatch is not None:
-        pattern = re.compile(selector.regexMatch.pattern)
-        return [name for name in nodes if pattern.fullmatch(name)]
-    assert selector.labelMatch is not None
-    label_match = selector.labelMatch
-    return [name for name, node in nodes.items() if label_match.matches(node.metadata.labels)]
+class _Nodes:
+    """The known nodes, with an index per label key built on first use (10,000 nodes × hundreds of
+    HyperNodes selecting by one label must not be a scan each)."""
+
+    def __init__(self, nodes: Iterable[Node]) -> None:
+        self.by_name = {n.metadata.name: n for n in nodes}
+        self._by_label: dict[str, dict[str, list[str]]] = {}
+
+    def labelled(self, key: str, value: str) -> list[str]:
+        index = self._by_label.get(key)
+        if index is None:
+            index = self._by_label[key] = {}
+            for name, node in self.by_name.items():
+                found = node.metadata.labels.get(key)
+                if found is not None:
+                    index.setdefault(found, []).append(name)
+        return index.get(value, [])
+
+    def selected(self, hypernode: HyperNode, member_index: int) -> list[str]:
+        selector = hypernode.spec.members[member_index].selector
+        if selector.exactMatch is not None:
+            return [selector.exactMatch.name] if selector.exactMatch.name in self.by_name else []
+        if selector.regexMatch is not None:
+            pattern = re.compile(selector.regexMatch.pattern)
+            return [name for name in self.by_name if pattern.fullmatch(name)]
+        assert selector.labelMatch is not None
+        label_match = selector.labelMatch
+        candidates: Iterable[str] = self.by_name
+        if label_match.matchLabels:
+            key, value = next(iter(label_match.matchLabels.items()))
+            candidates = self.labelled(key, value)
+        return [name for name in candidates if label_match.matches(self.by_name[name].metadata.labels)]
 
 
 def build(hypernodes: Iterable[HyperNode],
@@ -71,7 +95,7 @@ def build(hypernodes: Iterable[HyperNode],
     against each other (a file of HyperNodes alone); with them, Node members are resolved too and a Node
     member naming no node is a problem."""
     by_name = {h.metadata.name: h for h in hypernodes}
-    known = {n.metadata.name: n for n in nodes} if nodes is not None else None
+    known = _Nodes(nodes) if nodes is not None else None
     topology = Topology()
     problems: list[TopologyProblem] = []
     own: dict[str, list[str]] = {}
@@ -100,7 +124,7 @@ def build(hypernodes: Iterable[HyperNode],
                     topology.parent[child] = name
                     topology.children[name].append(child)
             elif known is not None:
-                chosen = _selected(index, hypernode, known)
+                chosen = known.selected(hypernode, index)
                 if not chosen and member.selector.exactMatch is not None:
                     problems.append(TopologyProblem(name, f"{where}.selector.exactMatch.name",
                                                     f"no node named {member.selector.exactMatch.name}"))
@@ -126,3 +150,47 @@ def build(hypernodes: Iterable[HyperNode],
                                                                   f"node is in one HyperNode per tier (tier "
                                                                   f"{topology.tier[name]})"))
     return topology, problems
+
+
+TIER_LABEL = "topology.hetsched.io/tier-{tier}"
+"""Node label naming a node's HyperNode at one tier, as cluster specs write it (``topology:`` of a pool)."""
+
+
+def _name(tier: int, value: str) -> str:
+    """A HyperNode name for a label value: ``tier<N>-<value>``, made a DNS subdomain (lower case, other
+    characters as ``-``; a changed value gets a short hash, so two values never share a name)."""
+    clean = re.sub(r"[^a-z0-9.-]", "-", value.lower()).strip("-.")[:200] or "x"
+    if clean != value:
+        clean += "-" + hashlib.sha256(value.encode()).hexdigest()[:8]
+    return f"tier{tier}-{clean}"
+
+
+def discover(nodes: Iterable[Node], labels: dict[int, str]) -> list[HyperNode]:
+    """HyperNodes from node labels, as Volcano's label discovery builds them: for each tier, one HyperNode per
+    value of that tier's label; the lowest tier's members are the Nodes carrying the value (a label
+    selector), a higher tier's are the lower-tier HyperNodes of its nodes (and, by name, any of its nodes
+    without the lower tier's label)."""
+    servers = list(nodes)
+    made: list[HyperNode] = []
+    tiers = sorted(labels)
+    for position, tier in enumerate(tiers):
+        key = labels[tier]
+        lower = labels[tiers[position - 1]] if position else None
+        by_value: dict[str, list[Node]] = {}
+        for server in servers:
+            value = server.metadata.labels.get(key)
+            if value is not None:
+                by_value.setdefault(value, []).append(server)
+        for value, members in sorted(by_value.items()):
+            if lower is None:
+                selected: list[dict[str, object]] = [
+                    {"type": "Node", "selector": {"labelMatch": {"matchLabels": {key: value}}}}]
+            else:
+                below = sorted({m.metadata.labels[lower] for m in members if lower in m.metadata.labels})
+                selected = [{"type": "HyperNode", "selector": {"exactMatch": {"name": _name(tiers[position - 1], v)}}}
+                            for v in below]
+                selected += [{"type": "Node", "selector": {"exactMatch": {"name": m.metadata.name}}}
+                             for m in members if lower not in m.metadata.labels]
+            made.append(HyperNode.model_validate({"metadata": {"name": _name(tier, value)},
+                                                  "spec": {"tier": tier, "members": selected}}))
+    return made

@@ -119,7 +119,12 @@ def load_cluster(paths: Sequence[Path]) -> ClusterFiles:
     problems: list[Problem] = []
     for path in paths:
         try:
-            part = ClusterFiles(load_cluster_spec(path).nodes()) if is_cluster_spec(path) else load_dump(path)
+            if is_cluster_spec(path):
+                spec = load_cluster_spec(path)
+                nodes = spec.nodes()
+                part = ClusterFiles(nodes, list(spec.hypernodes(nodes)))
+            else:
+                part = load_dump(path)
         except ManifestError as exc:
             problems += exc.problems
             continue

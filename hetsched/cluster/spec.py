@@ -14,6 +14,13 @@ Who calls it: ``hetsched simulate --cluster``, ``hetsched demo``, the benchmark 
       cpu: "192"
       memory: 1536Gi
       accelerators: [{kind: ascend, model: Ascend910, count: 8}]
+      topology:                      # optional: where the servers sit in the network
+      - {tier: 1, size: 2}           # every 2 servers share a tier-1 HyperNode (a ToR, a supernode)
+      - {tier: 2, size: 2}           # every 2 of those a tier-2 one (a spine)
+
+A pool's ``topology`` labels its nodes ``topology.hetsched.io/tier-<N>=<prefix>-<index>`` (``prefix``
+defaults to ``<pool>-t<N>``; pools giving the same prefix share domains) and the HyperNodes are discovered
+from those labels (``api.hypernodes.discover``), as Volcano's label discovery does on a real cluster.
 
 Errors name the file, the pool and the field, like manifest errors.
 """
@@ -28,8 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from hetsched.api import validation
 from hetsched.api.accelerators import AcceleratorKind, resource_for
+from hetsched.api.hypernodes import TIER_LABEL, discover
 from hetsched.api.manifest import ManifestError, Problem
-from hetsched.api.objects import Node, ResourceList, StringMap, Taint, quantity_strings
+from hetsched.api.objects import MAX_TIER, HyperNode, Node, ResourceList, StringMap, Taint, quantity_strings
 from hetsched.api.quantity import parse_quantity
 from hetsched.api.validation import format_location
 from hetsched.api.yamlsafe import YamlLimitError, safe_load_all
@@ -88,6 +96,16 @@ class AcceleratorSpec(BaseModel):
         return DeviceSet(resource=self.resource_name, model=self.model, topology=self.topology_name, chips=chips)
 
 
+class TopologyLevel(BaseModel):
+    """One tier of a pool's position in the network: ``size`` units of the level below (servers, for the
+    first level) form one HyperNode of ``tier``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    tier: int = Field(ge=1, le=MAX_TIER)
+    size: int = Field(ge=1, le=100_000)
+    prefix: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]{0,60}[a-z0-9])?$")
+
+
 class PoolSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -104,13 +122,27 @@ class PoolSpec(BaseModel):
     pods: int = Field(default=110, ge=1)
     accelerators: list[AcceleratorSpec] = Field(default_factory=list)
     extraResources: ResourceList = Field(default_factory=dict)
+    topology: list[TopologyLevel] = Field(default_factory=list, max_length=MAX_TIER)
 
     @model_validator(mode="after")
     def _quantities(self) -> PoolSpec:
         parse_quantity(self.cpu)
         parse_quantity(self.memory)
         parse_quantity(self.ephemeralStorage)
+        tiers = [level.tier for level in self.topology]
+        if tiers != sorted(set(tiers)):
+            raise ValueError(f"topology: tiers must rise from level to level, got {tiers}")
         return self
+
+    def topology_labels(self, index: int) -> dict[str, str]:
+        """The network labels of the pool's server ``index``: its HyperNode per tier."""
+        labels = {}
+        unit = index
+        for level in self.topology:
+            unit //= level.size
+            prefix = level.prefix or f"{self.name}-t{level.tier}"
+            labels[TIER_LABEL.format(tier=level.tier)] = f"{prefix}-{unit}"
+        return labels
 
 
 class ClusterSpec(BaseModel):
@@ -126,6 +158,11 @@ class ClusterSpec(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError("pool names must be unique")
         return self
+
+    def hypernodes(self, nodes: list[Node]) -> list[HyperNode]:
+        """The HyperNodes the pools' ``topology`` implies, discovered from ``nodes``' labels."""
+        tiers = sorted({level.tier for pool in self.pools for level in pool.topology})
+        return discover(nodes, {tier: TIER_LABEL.format(tier=tier) for tier in tiers})
 
     def nodes(self) -> list[Node]:
         """Expand every pool into ``count`` nodes named ``<prefix><index>``, allocatable = capacity."""
@@ -164,7 +201,7 @@ class ClusterSpec(BaseModel):
                 # for a real cluster work here unchanged
                 labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": pool.arch,
                           "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": pool.arch,
-                          "hetsched.io/pool": pool.name, **model_labels, **pool.labels}
+                          "hetsched.io/pool": pool.name, **model_labels, **pool.topology_labels(index), **pool.labels}
                 nodes.append(Node.model_validate({
                     "metadata": {"name": name, "labels": labels, "annotations": annotations},
                     "spec": {"taints": [t.model_dump() for t in pool.taints]},
