@@ -3,7 +3,8 @@
 Who calls it: the API server (``ValidatingWebhookConfiguration`` → ``/validate``,
 ``MutatingWebhookConfiguration`` → ``/mutate``, over HTTPS with the chart's certificate), and the tests.
 
-- **Validate** (Jobs, Queues, PodGroups, Commands, PodDisruptionBudgets): the checks ``hetsched validate``
+- **Validate** (Jobs, Queues, PodGroups, Commands, PodDisruptionBudgets, HyperNodes — each on its own; the
+  HyperNode tree as a whole is checked where it is built): the checks ``hetsched validate``
   runs, with the same messages (``admission: document 1 (Job/train): spec.policies[0].event: …``); an
   update of a Job may change only what Volcano's webhook lets change (``spec.minAvailable`` and task
   replicas). A refused object gets HTTP-style code 400 and the message; the API server shows it to the user.
@@ -42,7 +43,8 @@ from hetsched.metrics.agents import WebhookMetrics
 log = logging.getLogger("hetsched.webhook")
 SOURCE = "admission"
 PATHS = ("/validate", "/mutate", "/restrict")
-KINDS = frozenset({"Job", "Queue", "PodGroup", "Command", "PodDisruptionBudget", "Node", "ConfigMap", "Secret"})
+KINDS = frozenset({"Job", "Queue", "PodGroup", "Command", "PodDisruptionBudget", "Node", "ConfigMap", "Secret",
+                   "HyperNode"})
 MAX_BODY = 8 * 2**20
 """Bytes of one review: an object and its old version, each within etcd's 1.5 MiB, with room to spare."""
 

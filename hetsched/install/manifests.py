@@ -297,6 +297,8 @@ def webhook(v: Reader) -> list[Doc]:
                            "operations": ["CREATE", "UPDATE"], "resources": ["queues", "podgroups"]},
                           {"apiGroups": ["bus.volcano.sh"], "apiVersions": ["v1alpha1"], "operations": ["CREATE"],
                            "resources": ["commands"]},
+                          {"apiGroups": ["topology.volcano.sh"], "apiVersions": ["v1alpha1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["hypernodes"]},
                           {"apiGroups": ["policy"], "apiVersions": ["v1", "v1beta1"],
                            "operations": ["CREATE", "UPDATE"], "resources": ["poddisruptionbudgets"]}]
             client: dict[str, Any] = (
