@@ -25,14 +25,18 @@ from pathlib import Path
 from typing import Any
 
 
-def bench(nodes: int, pods_per_node: int, naive_seconds: float, topology: bool, env: dict[str, str],
+def _flags(args: argparse.Namespace) -> list[str]:
+    return [*(["--topology"] if args.topology else []), *(["--network"] if args.network else [])]
+
+
+def bench(nodes: int, pods_per_node: int, naive_seconds: float, flags: list[str], env: dict[str, str],
           root: Path | None = None) -> dict[str, float]:
     """One ``hetsched bench engine`` run, in its own process (of the code under ``root`` when given)."""
     run_env = {**env, "PYTHONPATH": str(root)} if root is not None else env
     with tempfile.NamedTemporaryFile(suffix=".json") as handle:
         subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "engine", "--nodes", str(nodes),
                         "--pods", str(nodes * pods_per_node), "--naive-seconds", str(naive_seconds),
-                        "--json", handle.name, *(["--topology"] if topology else [])],
+                        "--json", handle.name, *flags],
                        check=True, env=run_env, stdout=subprocess.DEVNULL, cwd=root)
         result: dict[str, float] = json.loads(Path(handle.name).read_text())
         return result
@@ -63,7 +67,7 @@ def against(args: argparse.Namespace, env: dict[str, str]) -> int:
             best: dict[str, dict[str, float]] = {}
             for _ in range(args.rounds):
                 for name, root in (("this", None), ("baseline", baseline)):
-                    result = bench(nodes, args.pods_per_node, 1.0, args.topology, env, root)
+                    result = bench(nodes, args.pods_per_node, 1.0, _flags(args), env, root)
                     if name not in best or result["pods_per_second"] > best[name]["pods_per_second"]:
                         best[name] = result
             rows.append({"nodes": nodes, "pods": nodes * args.pods_per_node, "against": args.against,
@@ -89,13 +93,14 @@ def main() -> int:
     parser.add_argument("--naive-seconds", type=float, default=20.0)
     parser.add_argument("--out", type=Path, default=Path("bench/out/engine.json"))
     parser.add_argument("--topology", action="store_true", help="chip inventories with server topology")
+    parser.add_argument("--network", action="store_true", help="a 3-tier HyperNode tree and bounded gangs")
     parser.add_argument("--against", help="git revision to compare with, in the same run (see the docstring)")
     parser.add_argument("--rounds", type=int, default=3, help="with --against: alternating runs of each")
     args = parser.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     if args.against:
         return against(args, env)
-    rows = [bench(nodes, args.pods_per_node, args.naive_seconds, args.topology, env) for nodes in args.sizes]
+    rows = [bench(nodes, args.pods_per_node, args.naive_seconds, _flags(args), env) for nodes in args.sizes]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2) + "\n")
     base = rows[0]

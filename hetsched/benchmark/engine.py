@@ -32,17 +32,18 @@ class _WallClock:
 
 
 def run_engine_benchmark(nodes: int, pods: int, *, naive_seconds: float = 20.0, seed: int = 1,
-                         topology: bool = False) -> dict[str, Any]:
+                         topology: bool = False, network: bool = False) -> dict[str, Any]:
     if nodes < 10 or pods < 1:
         raise ValueError("bench engine: need at least 10 nodes and 1 pod")
     started = time.perf_counter()
-    workload = synthetic_workload(nodes, pods, seed, topology)
+    workload = synthetic_workload(nodes, pods, seed, topology, network)
     generated = time.perf_counter()
 
     clock = _WallClock()
     cluster = MemoryCluster(clock, max_events=1000)
     scheduler = Scheduler(cluster, cluster, cluster, clock)
-    objects: list[AnyObject] = [*workload.nodes, *workload.queues, *workload.podgroups, *workload.pods]
+    objects: list[AnyObject] = [*workload.nodes, *workload.hypernodes, *workload.queues, *workload.podgroups,
+                                *workload.pods]
     for obj in objects:
         cluster.create(obj)
     # Like a long-running scheduler after its initial sync: move the synced objects out of the cyclic
@@ -82,6 +83,9 @@ def run_engine_benchmark(nodes: int, pods: int, *, naive_seconds: float = 20.0, 
     naive_rate = attempted / naive_elapsed if naive_elapsed else 0.0
     return {
         "topology": topology,
+        "network": network,
+        "hypernodes": len(workload.hypernodes),
+        "bounded_jobs": sum(1 for g in workload.podgroups if g.spec.networkTopology is not None),
         "nodes": nodes,
         "pods": len(workload.pods),
         "jobs": len(workload.podgroups),

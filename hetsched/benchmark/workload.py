@@ -4,15 +4,19 @@ Who calls it: ``benchmark.engine``. Deterministic for a seed. Shape (scaled with
 - nodes: 30 % Ascend 910 (8 chips), 20 % Cambricon MLU370 (8), 20 % NVIDIA A100 (8), 30 % CPU-only;
 - jobs: gang sizes 1–128 (mean ≈ 17 pods), until ``pods`` pods exist; 20 % of jobs ask for 1/2/4/8 chips
   per pod of one accelerator kind (selected by the ``accelerator`` label), the rest are CPU-only; four
-  queues of different weights; minAvailable = replicas (every job a gang).
+  queues of different weights; minAvailable = replicas (every job a gang);
+- with ``network``: every pool in a 3-tier switch tree (16 servers per tier-1 HyperNode, 4 of those per
+  tier-2, 8 per tier-3), and of the multi-pod accelerator jobs one in five each asks for ``hard`` tier 1,
+  ``hard`` tier 2 or ``soft`` tier 1 (the rest unbounded).
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from hetsched.api.objects import Node, Pod, PodGroup, Queue
+from hetsched.api.hypernodes import TIER_LABEL, discover
+from hetsched.api.objects import HyperNode, Node, Pod, PodGroup, Queue
 from hetsched.cluster.spec import parse_cluster_spec
 
 ACCELERATORS = (
@@ -27,15 +31,22 @@ GANG_WEIGHTS = (20, 15, 15, 15, 15, 10, 6, 4)
 QUEUES = (("prod", 4), ("train", 3), ("dev", 2), ("batch", 1))
 
 
+NETWORK_TIERS = ((1, 16), (2, 4), (3, 8))
+"""(tier, units of the level below per HyperNode) of the benchmark's switch tree."""
+NETWORK_BOUNDS = ({"mode": "hard", "highestTierAllowed": 1}, {"mode": "hard", "highestTierAllowed": 2},
+                  {"mode": "soft", "highestTierAllowed": 1}, None, None)
+
+
 @dataclass
 class BenchWorkload:
     nodes: list[Node]
     queues: list[Queue]
     podgroups: list[PodGroup]
     pods: list[Pod]
+    hypernodes: list[HyperNode] = field(default_factory=list)
 
 
-def synthetic_cluster(nodes: int, topology: bool = False) -> list[Node]:
+def synthetic_cluster(nodes: int, topology: bool = False, network: bool = False) -> list[Node]:
     """Without ``topology`` nodes advertise chip counts only (no inventory); with it every accelerator node
     carries a chip inventory with its server shape, and one pool in ten has a dead chip (allocatable
     reflects it)."""
@@ -53,15 +64,20 @@ def synthetic_cluster(nodes: int, topology: bool = False) -> list[Node]:
                                                 "unhealthy": unhealthy}]})
     pools.append({"name": "cpu", "count": nodes - assigned, "labels": {"accelerator": "none"}, "cpu": "96",
                   "memory": "384Gi", "pods": 110})
+    if network:
+        for pool in pools:
+            pool["topology"] = [{"tier": tier, "size": size} for tier, size in NETWORK_TIERS]
     expanded = parse_cluster_spec({"pools": pools}, "<bench>").nodes()
     if topology:
         return expanded
     return [n.model_copy(update={"metadata": n.metadata.model_copy(update={"annotations": {}})}) for n in expanded]
 
 
-def synthetic_workload(nodes: int, pods: int, seed: int = 1, topology: bool = False) -> BenchWorkload:
+def synthetic_workload(nodes: int, pods: int, seed: int = 1, topology: bool = False,
+                       network: bool = False) -> BenchWorkload:
     rng = random.Random(seed)
-    cluster = synthetic_cluster(nodes, topology)
+    cluster = synthetic_cluster(nodes, topology, network)
+    bounds = random.Random(seed + 1)  # its own stream: without ``network`` the workload is what it always was
     queues = [Queue.model_validate({"metadata": {"name": n}, "spec": {"weight": w}}) for n, w in QUEUES]
     podgroups: list[PodGroup] = []
     all_pods: list[Pod] = []
@@ -88,12 +104,18 @@ def synthetic_workload(nodes: int, pods: int, seed: int = 1, topology: bool = Fa
                      "containers": [{"name": "main", "resources": {"requests": requests, "limits": limits}}]},
         })
         total = {k: v * size for k, v in template.spec.requests.items() if k != "pods"}
-        podgroups.append(PodGroup.model_validate({
-            "metadata": {"name": name, "namespace": "bench"},
-            "spec": {"minMember": size, "queue": queue,
-                     "minResources": {k: f"{v}m" for k, v in total.items()}},
-        }))
+        spec: dict[str, object] = {"minMember": size, "queue": queue,
+                                   "minResources": {k: f"{v}m" for k, v in total.items()}}
+        if network and limits and size > 1:
+            bound = bounds.choice(NETWORK_BOUNDS)
+            if bound is not None:
+                spec["networkTopology"] = bound
+        podgroups.append(PodGroup.model_validate({"metadata": {"name": name, "namespace": "bench"}, "spec": spec}))
         for i in range(size):
             meta = template.metadata.model_copy(update={"name": f"{name}-{i}"})
             all_pods.append(template.model_copy(update={"metadata": meta}))
-    return BenchWorkload(cluster, queues, podgroups, all_pods)
+    made: list[HyperNode] = []
+    if network:
+        tiers = [tier for tier, _ in NETWORK_TIERS]
+        made = discover(cluster, {tier: TIER_LABEL.format(tier=tier) for tier in tiers})
+    return BenchWorkload(cluster, queues, podgroups, all_pods, made)

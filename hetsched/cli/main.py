@@ -333,12 +333,16 @@ def bench_engine(
     seed: Annotated[int, typer.Option()] = 1,
     topology: Annotated[bool, typer.Option(
         help="chip inventories with server topology on every accelerator node (HCCS, MLU-Link, NVLink)")] = False,
+    network: Annotated[bool, typer.Option(
+        help="a 3-tier HyperNode tree (16/4/8) and networkTopology bounds on 3 in 5 multi-pod accelerator jobs")]
+    = False,
 ) -> None:
     """Drain a synthetic pending backlog with the scheduler engine and with a per-pod, per-node loop."""
     from hetsched.benchmark.engine import run_engine_benchmark
 
     with user_errors():
-        figures = run_engine_benchmark(nodes, pods, naive_seconds=naive_seconds, seed=seed, topology=topology)
+        figures = run_engine_benchmark(nodes, pods, naive_seconds=naive_seconds, seed=seed, topology=topology,
+                                       network=network)
     _print_figures(figures, json_out)
 
 

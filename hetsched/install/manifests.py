@@ -88,6 +88,7 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
         _rule([""], ["events"], ["create", "patch"]),
         _rule(["scheduling.volcano.sh"], ["podgroups", "queues"], READ),
         _rule(["scheduling.volcano.sh"], ["podgroups", "podgroups/status"], ["update"]),
+        _rule(["topology.volcano.sh"], ["hypernodes"], READ),
         _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
         _rule(["policy"], ["poddisruptionbudgets"], READ),
     ],

@@ -24,10 +24,11 @@ from collections import Counter
 
 import numpy as np
 
-from hetsched.scheduler.framework import BoolArray, Code, IntArray, Status
+from hetsched.api.objects import NetworkTopology
+from hetsched.scheduler.framework import BoolArray, Code, FloatArray, IntArray, Status
 from hetsched.scheduler.reasons import Reason, ReasonCode, nodes_unavailable
 from hetsched.scheduler.session import Session
-from hetsched.scheduler.snapshot import JobInfo, TaskGroup
+from hetsched.scheduler.snapshot import JobInfo, NetworkArrays, TaskGroup
 from hetsched.scheduler.statement import Statement
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -57,6 +58,8 @@ def capacity(session: Session, group: TaskGroup, *, future: bool = False) -> Int
     limit = session.capacity_limit(group)
     if limit is not None:
         fits = np.minimum(fits, limit, out=fits)
+    if session.node_mask is not None:
+        ok = ok & session.node_mask
     return np.where(ok, np.maximum(fits, 0), 0)
 
 
@@ -169,6 +172,112 @@ def _fail(job: JobInfo, status: Status) -> None:
 
 def place_job(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: bool = True,
               dry_run: bool = False) -> bool:
+    """Allocate ``job``'s pods from ``groups`` (see :func:`_place`); a job with a ``networkTopology`` is
+    placed inside one HyperNode (:func:`_place_in_network`)."""
+    bound = job.podgroup.spec.networkTopology
+    if bound is None or session.node_mask is not None:
+        return _place(session, job, groups, gang=gang, dry_run=dry_run)
+    return _place_in_network(session, job, groups, bound, gang=gang, dry_run=dry_run)
+
+
+MAX_DOMAIN_TRIES = 8
+"""HyperNodes of one tier tried with a dry run per job and cycle, best first, among those whose free room
+could take the gang (the rest are ruled out by one vectorised count)."""
+
+
+def _tier_bound(network: NetworkArrays | None, bound: NetworkTopology) -> int | None:
+    """The highest tier the pods may span (None: the tier name is unknown, or no bound is given)."""
+    if bound.highestTierAllowed is not None:
+        return bound.highestTierAllowed
+    if bound.highestTierName is not None and network is not None:
+        return network.tier_names.get(bound.highestTierName)
+    return None
+
+
+def _held_rows(session: Session, job: JobInfo) -> IntArray:
+    """Node rows the job's pods already hold (bound in earlier cycles, or placed in this session)."""
+    rows = [pod.node for pod in session.snapshot.running if pod.job == job.key] if job.ready else []
+    placed = np.concatenate(job.session_placed) if job.session_placed else np.zeros(0, dtype=np.int64)
+    return np.unique(np.concatenate([np.asarray(rows, dtype=np.int64), placed]))
+
+
+def _room(session: Session, groups: list[TaskGroup], domain: IntArray, count: int) -> tuple[FloatArray, FloatArray]:
+    """Per domain id, how many of the groups' pending pods its nodes could take now, each group counted up
+    to its pending pods (an upper bound: placing one pod may take room another group counted) — and the
+    same uncounted, how much room the domain has for such pods at all (fuller domains have less)."""
+    room = np.zeros(count, dtype=np.float64)
+    free = np.zeros(count, dtype=np.float64)
+    inside = domain >= 0
+    for group in groups:
+        if not group.pending or group.best_effort:
+            continue
+        per_node = capacity(session, group)
+        per_domain = np.bincount(domain[inside], weights=per_node[inside], minlength=count)
+        room += np.minimum(per_domain, len(group.pending))
+        free += per_domain
+    return room, free
+
+
+def _place_in_network(session: Session, job: JobInfo, groups: list[TaskGroup], bound: NetworkTopology, *,
+                      gang: bool, dry_run: bool) -> bool:
+    """Place the job inside one HyperNode of tier ≤ its bound: the lowest tier first, and within a tier the
+    fullest HyperNode that can take the gang (so whole domains stay free for the next big job); with mode
+    ``hard`` nowhere else (Unschedulable, with how close the best came), with ``soft`` anywhere if no
+    HyperNode can. Pods already placed keep the job in the HyperNode that holds them."""
+    network = session.snapshot.network
+    highest = _tier_bound(network, bound)
+    soft = bound.mode == "soft"
+    if network is None or (highest is None and not soft):
+        if soft:
+            return _place(session, job, groups, gang=gang, dry_run=dry_run)
+        what = (f"tier {bound.highestTierName!r}" if bound.highestTierAllowed is None else
+                f"tier ≤ {bound.highestTierAllowed}")
+        reason = Reason.of(ReasonCode.NO_HYPERNODE, bound=what)
+        if job.failure is None and not dry_run:
+            job.failure, job.unresolvable = reason, True
+        return False
+    tiers = [t for t in network.tiers if highest is None or t <= highest]
+    held = _held_rows(session, job)
+    needed = max(job.min_member - job.occupied(), 1) if gang else 1
+    best_room = 0.0
+    for tier in tiers:
+        domain = network.domain[tier]
+        count = len(network.names[tier])
+        allowed = np.ones(count, dtype=bool)
+        if held.size:
+            holding = np.unique(domain[held])
+            if holding.size != 1 or holding[0] < 0:
+                continue  # its pods span more than one HyperNode of this tier: a higher tier must hold them
+            allowed[:] = False
+            allowed[holding[0]] = True
+        room, free = _room(session, groups, domain, count)
+        room[~allowed] = -1
+        best_room = max(best_room, float(room.max(initial=0)))
+        candidates = np.flatnonzero(room >= needed)
+        for chosen in candidates[np.argsort(free[candidates], kind="stable")][:MAX_DOMAIN_TRIES].tolist():
+            session.node_mask = domain == chosen
+            try:
+                if not gang or _place(session, job, groups, gang=gang, dry_run=True):
+                    if dry_run:
+                        return True
+                    placed = _place(session, job, groups, gang=gang, dry_run=False)
+                    if placed:
+                        job.failure = None
+                    return placed
+            finally:
+                session.node_mask = None
+    if soft and not held.size:
+        return _place(session, job, groups, gang=gang, dry_run=dry_run)
+    if not dry_run and gang:
+        top = highest if highest is not None else max(network.tiers, default=1)
+        job.failure = Reason.of(ReasonCode.NO_HYPERNODE_ROOM, tier=top, needed=needed, best=int(best_room))
+        job.unresolvable = False
+        job.short = needed
+    return False
+
+
+def _place(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: bool = True,
+           dry_run: bool = False) -> bool:
     """Allocate ``job``'s pods from ``groups`` in one statement.
 
     With ``gang``: first each task's ``minTaskMember``, then up to ``minMember``; commit when the job is

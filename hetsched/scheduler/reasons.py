@@ -69,6 +69,8 @@ class ReasonCode(enum.Enum):
     QUEUE_CAPABILITY_EXCEEDED = "QueueCapabilityExceeded"
     CLUSTER_HEADROOM = "ClusterHeadroom"
     PIPELINED = "Pipelined"
+    NO_HYPERNODE = "NoHyperNode"
+    NO_HYPERNODE_ROOM = "NoHyperNodeRoom"
 
 
 Amounts = tuple[tuple[str, int, int], ...]
@@ -223,6 +225,12 @@ SPECS: dict[ReasonCode, Spec] = {
             r, "amounts", "{resource} (needs {amount}, headroom {limit} = allocatable × overcommit-factor "
             + f"{r['factor']:g} − admitted)"),
         "cluster headroom"),
+    ReasonCode.NO_HYPERNODE: Spec(
+        ("bound",), "the job must stay within one HyperNode of {bound}, and the cluster has none",
+        "network topology"),
+    ReasonCode.NO_HYPERNODE_ROOM: Spec(
+        ("tier", "needed", "best"), "no HyperNode of tier ≤ {tier} has room for the gang's {needed} pod(s): the best "
+        "takes {best}", "network topology"),
     ReasonCode.PIPELINED: Spec(
         ("pods",), "pipelined: {pods} pod(s) wait for resources being released; the gang binds once they are free",
         "pipelined"),

@@ -59,6 +59,9 @@ class Session:
         self.decisions = Decisions()
         self.pod_topology = PodTopology(snapshot, snapshot.nodes)
         """Placed pods per topology domain, for pod (anti-)affinity and spread (``predicates``, ``nodeorder``)."""
+        self.node_mask: BoolArray | None = None
+        """While a gang with a network-topology bound is placed: the nodes of the HyperNode it is tried in
+        (``scheduler.placement``); None: every node."""
         self.bind_annotations: dict[str, dict[str, str]] = {}
         """Pod key → annotations to write at bind (device hand-off), filled by plugins on allocation."""
         self.plugins: list[Plugin] = []

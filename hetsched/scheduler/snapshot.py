@@ -162,6 +162,23 @@ class TaskGroup:
 
 
 @dataclass
+class NetworkArrays:
+    """The HyperNode tree over the snapshot's node rows (``api.hypernodes``): per tier, the HyperNodes of that
+    tier and, per node row, which one it is in."""
+
+    names: dict[int, list[str]]
+    """Tier → its HyperNodes' names (a domain id indexes this list)."""
+    domain: dict[int, IntArray]
+    """Tier → per node row, its domain id at that tier (-1: in none)."""
+    tier_names: dict[str, int]
+    """A HyperNode ``tierName`` → its tier."""
+
+    @property
+    def tiers(self) -> list[int]:
+        return sorted(self.domain)
+
+
+@dataclass
 class JobInfo:
     """A PodGroup and its pods, as the scheduler sees them in one cycle."""
 
@@ -183,6 +200,8 @@ class JobInfo:
     min_resources: FloatArray
     # session state, changed by statements:
     session_allocated: int = 0
+    session_placed: list[IntArray] = field(default_factory=list)
+    """Node rows of the pods placed this session, one array per placement (the HyperNode they hold)."""
     session_by_task: dict[str, int] = field(default_factory=dict)
     session_pipelined: int = 0
     failure: Reason | None = None
@@ -389,6 +408,8 @@ class Snapshot:
     them; at 100,000 bound pods they are not free)."""
     _running: list[RunningPod] | None = None
     _allowed: list[int] | None = None
+    network: NetworkArrays | None = None
+    """The HyperNode tree (None: the cluster has no HyperNodes)."""
     fresh: Callable[[], bool] | None = None
     """False once the cache this snapshot was taken from has changed: the lazy pod lists above are read from
     the cache, so they may be built only while it has not (see ``scheduler.cache``); None: a hand-built

@@ -53,6 +53,7 @@ class Statement:
             job.session_pipelined += count
         else:
             job.session_allocated += count
+            job.session_placed.append(nodes)
             job.session_by_task[group.task] = job.session_by_task.get(group.task, 0) + count
             self._account(group, count)
         self._operations.append(_Operation(group, pods, nodes, pipelined))
@@ -77,6 +78,7 @@ class Statement:
                 job.session_pipelined -= count
             else:
                 job.session_allocated -= count
+                job.session_placed.pop()
                 job.session_by_task[op.group.task] -= count
                 self._account(op.group, -count)
                 self.session.on_deallocate(op.group, op.pods, op.nodes)

@@ -3,8 +3,8 @@
 Who calls it: the scheduler runner subscribes :meth:`SchedulerCache.handle` to the object store's watch
 (the embedded cluster or the Kubernetes adapter's informers) and calls :meth:`SchedulerCache.snapshot` once
 per cycle. This module routes events to the parts that keep state — node rows and usage
-(``cache.nodes``), pod records and PodGroup counts (``cache.pods``), chips and NUMA (``cache.devicestate``)
-— and builds the snapshot from them (``cache.build``).
+(``cache.nodes``), pod records and PodGroup counts (``cache.pods``), chips and NUMA (``cache.devicestate``),
+the HyperNode tree (``cache.network``) — and builds the snapshot from them (``cache.build``).
 
 Usage is maintained incrementally: every pod event un-accounts the pod's previous record and accounts the
 new one (one symmetric pair, so the two can never drift apart). Binds the scheduler has decided but the
@@ -26,11 +26,21 @@ from functools import partial
 import numpy as np
 
 from hetsched.api import membership
-from hetsched.api.objects import ConfigMap, Node, Pod, PodDisruptionBudget, PodGroup, PriorityClass, Queue
+from hetsched.api.objects import (
+    ConfigMap,
+    HyperNode,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    PriorityClass,
+    Queue,
+)
 from hetsched.devices.inventory import ASCEND_NAMESPACE, NODE_ANNOTATION
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.cache import build
 from hetsched.scheduler.cache.devicestate import DeviceLedger
+from hetsched.scheduler.cache.network import NetworkState
 from hetsched.scheduler.cache.nodes import NodeTable
 from hetsched.scheduler.cache.pods import (
     TASK_ANNOTATION,
@@ -43,7 +53,7 @@ from hetsched.scheduler.cache.pods import (
 from hetsched.scheduler.framework import IntArray
 from hetsched.scheduler.snapshot import ResourceIndex, Snapshot
 
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget", "ConfigMap")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget", "ConfigMap", "HyperNode")
 SCOPES = {"ConfigMap": ASCEND_NAMESPACE}
 """Kinds the scheduler watches in one namespace only: Ascend's device-info ConfigMaps (the chip health of a
 node whose inventory annotation is absent — a cluster running Huawei's device plugin, not hetsched's
@@ -58,6 +68,7 @@ class SchedulerCache:
         self.nodes = NodeTable(self.resources)
         self.devices = DeviceLedger()
         self.groups = Groups()
+        self.network = NetworkState()
         self.generation = 0
         """Counts every change (events, assumed and forgotten binds): a snapshot is stale once it moved."""
         self._pods: dict[str, PodRecord] = {}
@@ -107,6 +118,8 @@ class SchedulerCache:
             known = self.nodes.objects.get(node) if node is not None else None
             if known is not None and NODE_ANNOTATION not in known.metadata.annotations:
                 self._on_node("MODIFIED", known)
+        elif isinstance(obj, HyperNode):
+            self.network.on_hypernode(event.type, obj)
         elif isinstance(obj, PodDisruptionBudget):
             key = f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
             if event.type == "DELETED":
@@ -274,6 +287,6 @@ class SchedulerCache:
             placed_source=partial(build.placed, self._pods),
             anti_source=partial(build.placed, self._pods, tuple(self._anti_pods)) if self._anti_pods else None,
             priority_classes={n: c.value for n, c in self._priority_classes.items()},
-            default_queue=self.default_queue, missing_groups=missing,
+            default_queue=self.default_queue, missing_groups=missing, network=self.network.arrays(self.nodes),
             fresh=lambda: self.generation == generation,
         )
