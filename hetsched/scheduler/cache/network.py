@@ -3,8 +3,9 @@
 Who calls it: the cache's event routing (``cache.routing``) on HyperNode events and for every snapshot.
 The tree is built with ``api.hypernodes.build`` — the same checks ``hetsched validate`` runs — and rebuilt
 only when a HyperNode or a node changed (node labels decide ``labelMatch`` members). Parts of a tree with
-problems are kept as far as they are consistent (a node in two HyperNodes of one tier stays in the first);
-the problems are kept for ``hetsched doctor`` (:attr:`NetworkState.problems`).
+problems are kept as far as they are consistent (a node in two HyperNodes of one tier stays in the first,
+a member that does not exist is left out); the problems of the last build are in
+:attr:`NetworkState.problems`. The arrays are never changed once built: snapshots share them.
 """
 
 from __future__ import annotations
