@@ -51,6 +51,12 @@ def pod(name: str, group: str | None = None, *, cpu: str = "1", memory: str = "1
                                "spec": spec})
 
 
+def running_on(made: Pod, node_name: str) -> Pod:
+    """``made`` as a pod bound to ``node_name`` and Running (what the kubelet would report)."""
+    return made.model_copy(update={"spec": made.spec.model_copy(update={"nodeName": node_name}),
+                                   "status": made.status.model_copy(update={"phase": "Running"})})
+
+
 def podgroup(name: str, min_member: int, *, queue: str = "default", phase: str = "Inqueue",
              min_task_member: dict[str, int] | None = None, priority_class: str = "",
              min_resources: dict[str, str] | None = None, namespace: str = "default") -> PodGroup:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hetsched.api.objects import AnyObject, Node, Pod
+from hetsched.api.objects import AnyObject, Node
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.actions.registry import ACTIONS
 from hetsched.scheduler.cache import SchedulerCache
@@ -14,7 +14,7 @@ from hetsched.scheduler.conf import default_conf, parse_conf
 from hetsched.scheduler.decisions import Decisions
 from hetsched.scheduler.session import Session
 from hetsched.scheduler.snapshot import Snapshot, StaleSnapshot
-from tests.builders import accel_node, gang, node, pod, queue
+from tests.builders import accel_node, gang, node, pod, queue, running_on
 
 PREEMPT = parse_conf("""actions: "enqueue, allocate, preempt, backfill"
 tiers:
@@ -43,11 +43,6 @@ def world() -> list[AnyObject]:
             *gang("web", 2, selector={"zone": "x"}, cpu="4"), *gang("train", 1, limits={"huawei.com/Ascend910": 4})]
 
 
-def on_node(obj: Pod, name: str) -> Pod:
-    return obj.model_copy(update={"spec": obj.spec.model_copy(update={"nodeName": name}),
-                                  "status": obj.status.model_copy(update={"phase": "Running"})})
-
-
 def relabelled(name: str) -> Node:
     moved = node(name, labels={"zone": "y"}, taints=[{"key": "gone", "effect": "NoSchedule"}])
     return moved
@@ -61,7 +56,7 @@ def test_changes_after_the_snapshot_do_not_change_its_decision() -> None:
     for name in ("a", "b"):
         mutated.handle(WatchEvent("MODIFIED", relabelled(name)))
     mutated.handle(WatchEvent("DELETED", accel_node("n0")))
-    mutated.handle(WatchEvent("ADDED", on_node(pod("other", cpu="8"), "a")))
+    mutated.handle(WatchEvent("ADDED", running_on(pod("other", cpu="8"), "a")))
     for obj in gang("late", 1, cpu="1"):
         mutated.handle(WatchEvent("ADDED", obj))
     mutated.assume("default/web-0", "b")
@@ -81,7 +76,7 @@ def test_changes_after_the_snapshot_do_not_change_its_decision() -> None:
 def test_lazy_pod_lists_refuse_a_changed_cache() -> None:
     running = [queue("default"), node("a", cpu="4"), *gang("low", 1, cpu="4")]
     cache = cache_of(running)
-    low = on_node(pod("low-0", "low", cpu="4"), "a")
+    low = running_on(pod("low-0", "low", cpu="4"), "a")
     cache.handle(WatchEvent("MODIFIED", low))
     snapshot = cache.snapshot()
     assert [p.key for p in snapshot.running] == ["default/low-0"]  # built while fresh: kept

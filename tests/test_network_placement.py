@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hetsched.api.objects import AnyObject, HyperNode, Pod, PodGroup
-from tests.builders import Harness, accel_node, gang, harness
+from hetsched.api.objects import AnyObject, HyperNode, NetworkTopology, Pod, PodGroup
+from tests.builders import Harness, accel_node, gang, harness, running_on
 
 CHIPS = "huawei.com/Ascend910"
 
@@ -27,16 +27,9 @@ def bounded(name: str, size: int, topology: dict[str, Any] | None, chips: int = 
     group = objects[0]
     assert isinstance(group, PodGroup)
     if topology is not None:
-        objects[0] = group.model_copy(update={"spec": group.spec.model_copy(update={
-            "networkTopology": group.spec.networkTopology.model_validate(topology)
-            if group.spec.networkTopology else _topology(topology)})})
+        bound = NetworkTopology.model_validate(topology)
+        objects[0] = group.model_copy(update={"spec": group.spec.model_copy(update={"networkTopology": bound})})
     return objects
-
-
-def _topology(values: dict[str, Any]) -> Any:
-    from hetsched.api.objects import NetworkTopology
-
-    return NetworkTopology.model_validate(values)
 
 
 def busy(name: str, node: str) -> list[AnyObject]:
@@ -44,8 +37,7 @@ def busy(name: str, node: str) -> list[AnyObject]:
     objects = gang(name, 1, limits={CHIPS: 8})
     pod = objects[1]
     assert isinstance(pod, Pod)
-    objects[1] = pod.model_copy(update={"spec": pod.spec.model_copy(update={"nodeName": node}),
-                                        "status": pod.status.model_copy(update={"phase": "Running"})})
+    objects[1] = running_on(pod, node)
     return objects
 
 
@@ -116,8 +108,7 @@ def test_a_job_with_a_pod_running_stays_in_that_pods_domain() -> None:
     objects = bounded("half", 2, {"mode": "hard", "highestTierAllowed": 1})
     running = objects[1]
     assert isinstance(running, Pod)
-    objects[1] = running.model_copy(update={"spec": running.spec.model_copy(update={"nodeName": "s0"}),
-                                            "status": running.status.model_copy(update={"phase": "Running"})})
+    objects[1] = running_on(running, "s0")
     h = fabric(*objects)
     h.cycle()
     assert nodes_of(h, "half") == ["s0", "s2"]
