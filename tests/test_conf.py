@@ -9,12 +9,13 @@ import pytest
 from hetsched.scheduler.conf import DEFAULT_CONF_YAML, VOLCANO_DEFAULT_CONF_YAML, ConfError, default_conf, parse_conf
 
 
-def test_default_is_volcanos_plus_node_groups_and_device_topology() -> None:
+def test_default_is_volcanos_plus_node_groups_device_and_network_topology() -> None:
     conf = default_conf()
     assert conf.action_names == ["enqueue", "allocate", "backfill"]
     assert [[p.name for p in t.plugins] for t in conf.tiers] == [
         ["priority", "gang", "conformance"],
-        ["overcommit", "drf", "predicates", "proportion", "nodeorder", "nodegroup", "devicetopology"]]
+        ["overcommit", "drf", "predicates", "proportion", "nodeorder", "nodegroup", "devicetopology",
+         "network-topology-aware"]]
     volcano = parse_conf(VOLCANO_DEFAULT_CONF_YAML)
     assert [[p.name for p in t.plugins] for t in volcano.tiers][1][-1] == "nodeorder"
 

@@ -1,12 +1,16 @@
 """Gangs with a ``networkTopology`` are placed inside one HyperNode (issue 20, placement): the lowest tier
-that fits, the fullest HyperNode first; ``hard`` never crosses its bound (and says how close it came),
-``soft`` prefers one domain and falls back to any; pods already running keep the job in their domain."""
+that fits, the fullest HyperNode first (``network-topology-aware``, with its ``fading`` over the tiers above);
+``hard`` never crosses its bound (and says how close it came), ``soft`` prefers one domain and falls back
+to any; pods already running keep the job in their domain."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from hetsched.api.objects import AnyObject, HyperNode, NetworkTopology, Pod, PodGroup
+from hetsched.scheduler.conf import DEFAULT_CONF_YAML, parse_conf
 from tests.builders import Harness, accel_node, gang, harness, running_on
 
 CHIPS = "huawei.com/Ascend910"
@@ -150,3 +154,113 @@ def test_every_hard_bounded_gang_of_a_busy_cluster_stays_inside_its_bound() -> N
         tier = group.spec.networkTopology.highestTierAllowed  # type: ignore[union-attr]
         assert len({topology.domain[tier][n] for n in nodes}) == 1, (group.metadata.name, tier, sorted(nodes))
     assert ran >= len(hard) // 2, (ran, len(hard))
+
+
+WITHOUT_NETWORK_BINPACK = DEFAULT_CONF_YAML.replace("  - name: network-topology-aware\n", "")
+
+
+def test_without_the_network_binpack_plugin_the_first_hypernode_that_fits_is_taken() -> None:
+    """The same cluster as above without ``network-topology-aware``: leaf-a is first by name and fits, so the
+    gang breaks the only whole ToR although leaf-b has room."""
+    objects = [*busy("b1", "s1"), *bounded("one", 1, {"mode": "hard", "highestTierAllowed": 1})]
+    h = harness([accel_node(f"s{i}") for i in range(4)] + objects, WITHOUT_NETWORK_BINPACK)
+    for hypernode in (leaf("leaf-a", "s0", "s2"), leaf("leaf-b", "s1", "s3"), spine("spine", "leaf-a", "leaf-b")):
+        h.cluster.create(hypernode)
+    h.cycle()
+    assert nodes_of(h, "one") == ["s0"]
+
+
+def two_spines(*objects: AnyObject, conf: str | None = None) -> Harness:
+    """8 servers, 4 ToRs of 2, 2 spines: spine-x = {tor-0: s0 s1, tor-1: s2 s3}, spine-y = {tor-2, tor-3}."""
+    h = harness([accel_node(f"s{i}") for i in range(8)] + list(objects), conf)
+    for t in range(4):
+        h.cluster.create(leaf(f"tor-{t}", f"s{2 * t}", f"s{2 * t + 1}"))
+    h.cluster.create(spine("spine-x", "tor-0", "tor-1"))
+    h.cluster.create(spine("spine-y", "tor-2", "tor-3"))
+    return h
+
+
+def test_between_equally_full_tors_the_one_under_the_busier_spine_is_taken() -> None:
+    """tor-0 and tor-2 hold one busy server each (equally full at tier 1); spine-y also holds a busy tor-3, so
+    the gang goes under spine-y (its parent's fullness counts, ``fading`` times less) and spine-x keeps a
+    whole ToR and a whole spine-half free."""
+    h = two_spines(*busy("b0", "s0"), *busy("b4", "s4"), *busy("b6", "s6"),
+                   *bounded("one", 1, {"mode": "hard", "highestTierAllowed": 1}))
+    h.cycle()
+    assert nodes_of(h, "one") in (["s5"], ["s7"])
+
+
+def test_pods_without_a_bound_fill_the_busier_domains() -> None:
+    """An unbounded one-pod job goes next to running work (the busier ToR) instead of opening an empty one;
+    without the plugin the lowest index would win."""
+    h = two_spines(*busy("b2", "s2"), *gang("free", 1, limits={CHIPS: 8}))
+    h.cycle()
+    assert nodes_of(h, "free") == ["s3"]
+    off = "  - name: network-topology-aware\n    arguments: {hypernode.binpack.normal-pod.enable: false}\n"
+    h = two_spines(*busy("b2", "s2"), *gang("free", 1, limits={CHIPS: 8}),
+                   conf=WITHOUT_NETWORK_BINPACK + off)
+    h.cycle()
+    assert nodes_of(h, "free") == ["s0"]
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"hypernode.binpack.normal-pod.fading": 1.5}, "fading must be ≤ 1"),
+    ({"hypernode.binpack.normal-pod.fading": "x"}, "fading must be a number"),
+    ({"hypernode.binpack.resources.nvidia.com/gpu": 2}, "nvidia.com/gpu is not listed"),
+    ({"hypernode.binpack.gpu": 1}, "unknown argument 'hypernode.binpack.gpu'"),
+])
+def test_bad_arguments_name_the_plugin_and_the_key(arguments: dict[str, Any], message: str) -> None:
+    import json
+    text = WITHOUT_NETWORK_BINPACK + f"  - name: network-topology-aware\n    arguments: {json.dumps(arguments)}\n"
+    with pytest.raises(ValueError, match="network-topology-aware") as error:
+        parse_conf(text)
+    assert message in str(error.value)
+
+
+def three_tors(*objects: AnyObject) -> Harness:
+    """12 servers, three ToRs of 4 (tor-0: s0–s3, …), one busy server in each."""
+    h = harness([accel_node(f"s{i}") for i in range(12)] + [o for t in range(3) for o in busy(f"b{t}", f"s{4 * t}")]
+                + list(objects))
+    for t in range(3):
+        h.cluster.create(leaf(f"tor-{t}", *(f"s{4 * t + i}" for i in range(4))))
+    return h
+
+
+def test_explain_and_metrics_say_how_the_free_servers_are_split_over_the_tree() -> None:
+    """9 free servers, 3+3+3 over three ToRs, and a hard tier-1 gang of 4 whole-server pods: explain says
+    so and what would help; the metrics count the stranded servers per tier."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from hetsched.metrics.scheduler import SchedulerMetrics
+    from hetsched.scheduler.why import explain_job
+
+    h = three_tors(*bounded("wide", 4, {"mode": "hard", "highestTierAllowed": 1}))
+    metrics = SchedulerMetrics()
+    h.scheduler.observers.append(metrics)
+    h.cycle()
+    assert nodes_of(h, "wide") == []
+    explanation = explain_job(h.scheduler.cache.snapshot(), h.scheduler.conf, "default/wide", h.clock.now())
+    said = " | ".join(explanation.scheduler_says)
+    assert "9 free server(s), split 3+3+3 over 3 tier-1 HyperNode(s): the gang needs 4 in one" in said, said
+    assert any("no tier-1 HyperNode has 4 free servers" in hint for hint in explanation.unblock), explanation.unblock
+    samples = {(s.name, s.labels.get("tier")): s.value
+               for f in text_string_to_metric_families(generate_latest(metrics.registry).decode()) for s in f.samples}
+    assert samples[("hetsched_hypernode_free_servers", "1")] == 9
+    assert samples[("hetsched_hypernode_fragmented_servers", "1")] == 9
+    assert samples[("hetsched_hypernode_whole_free", "1")] == 0
+    assert samples[("hetsched_hypernode_largest_waiting_servers", None)] == 4
+
+
+def test_a_gang_that_fits_one_hypernode_strands_nothing() -> None:
+    """The same cluster with a gang of 3: it fits a ToR, nothing is stranded, explain adds no blocker."""
+    from hetsched.scheduler import network_fragmentation
+
+    h = three_tors(*bounded("small", 3, {"mode": "hard", "highestTierAllowed": 1}))
+    snapshot = h.scheduler.cache.snapshot()
+    tiers = network_fragmentation.by_tier(snapshot)
+    assert [(t.tier, t.free, t.fragmented, t.needed, t.split()) for t in tiers] == [(1, 9, 0, 3, "3+3+3")]
+    h.cycle()
+    assert len(nodes_of(h, "small")) == 3
+    after = network_fragmentation.by_tier(h.scheduler.cache.snapshot())
+    assert (after[0].free, after[0].needed, after[0].split()) == (6, 0, "3+3")

@@ -324,6 +324,8 @@ def explain(
                        "nodes": [{"count": n, "reason": str(r), "code": r.code.value} for n, r in g.nodes]}
                       for g in explanation.groups],
             "queueStatus": explanation.queue_status, "unblock": explanation.unblock,
+            "network": [{"tier": t.tier, "freeServers": t.free, "wholeFreeHyperNodes": t.whole, "split": t.split(),
+                         "serversNeeded": t.needed, "strandedServers": t.fragmented} for t in explanation.network],
             "chipMaps": {name: [{"resource": r, "chips": c, "summary": s} for r, c, s in rows]
                          for name, rows in maps.items()},
         }, indent=2))
@@ -339,6 +341,10 @@ def explain(
         for count, reason in group.nodes:
             shown = "can take a pod now" if reason.code is ReasonCode.FITS else str(reason)
             console.print(f"    {count:>6} node(s): {shown}", highlight=False, markup=False, soft_wrap=True)
+    for tier in explanation.network:
+        console.print(f"  network tier {tier.tier}: {tier.free} free server(s) in {tier.domains_with_free} "
+                      f"HyperNode(s) ({tier.split() or 'none'}), {tier.whole} wholly free; the gang needs "
+                      f"{tier.needed} in one", highlight=False, markup=False, soft_wrap=True)
     status = explanation.queue_status
 
     def amounts(key: str, empty: str) -> str:

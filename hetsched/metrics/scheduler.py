@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.devices.catalog import PolicySettings
+from hetsched.scheduler import network_fragmentation
 from hetsched.scheduler.cache import SchedulerCache
 from hetsched.scheduler.chips import ChipAccounts, ChipTable
 from hetsched.scheduler.reasons import label as reason_label
@@ -203,7 +204,32 @@ class _StateCollector(Collector):
             return
         snapshot, phases = last
         yield from _queue_families(snapshot, phases)
+        yield from _network_families(snapshot)
         yield from _chip_families(self.metrics.chip_tables())
+
+
+def _network_families(snapshot: Snapshot) -> Iterator[Metric]:
+    """Per tier of the HyperNode tree: free servers, wholly free HyperNodes, and free servers stranded in
+    HyperNodes too small for the largest hard-bounded gang waiting (``scheduler.network_fragmentation``)."""
+    tiers = network_fragmentation.by_tier(snapshot)
+    if not tiers:
+        return
+    free = GaugeMetricFamily("hetsched_hypernode_free_servers", "Free servers inside HyperNodes of the tier",
+                             labels=["tier"])
+    whole = GaugeMetricFamily("hetsched_hypernode_whole_free", "HyperNodes of the tier all of whose servers are free",
+                              labels=["tier"])
+    stranded = GaugeMetricFamily(
+        "hetsched_hypernode_fragmented_servers",
+        "Free servers in HyperNodes of the tier too small for the largest hard-bounded gang waiting",
+        labels=["tier"])
+    for entry in tiers:
+        free.add_metric([str(entry.tier)], entry.free)
+        whole.add_metric([str(entry.tier)], entry.whole)
+        stranded.add_metric([str(entry.tier)], entry.fragmented)
+    needed = GaugeMetricFamily("hetsched_hypernode_largest_waiting_servers",
+                               "Servers the largest hard-bounded gang waiting needs in one HyperNode (0: none waits)")
+    needed.add_metric([], tiers[0].needed)
+    yield from (free, whole, stranded, needed)
 
 
 def _queue_families(snapshot: Snapshot, phases: dict[str, str]) -> Iterator[Metric]:

@@ -51,10 +51,12 @@ tiers:
 """
 """Volcano's built-in default (``pkg/scheduler/util.go`` ``DefaultSchedulerConf``), verbatim."""
 
-DEFAULT_CONF_YAML = VOLCANO_DEFAULT_CONF_YAML + "  - name: nodegroup\n  - name: devicetopology\n"
+DEFAULT_CONF_YAML = (VOLCANO_DEFAULT_CONF_YAML + "  - name: nodegroup\n  - name: devicetopology\n"
+                     "  - name: network-topology-aware\n")
 """hetsched's default: Volcano's plus ``devicetopology``, without which no chips would be chosen (the device
-plugin would pick them after the node, the very problem hetsched exists to fix), and ``nodegroup``, so a
-queue's node-group affinity is honoured (a no-op for queues without one)."""
+plugin would pick them after the node, the very problem hetsched exists to fix), ``nodegroup``, so a
+queue's node-group affinity is honoured, and ``network-topology-aware``, so gangs bounded to a HyperNode
+leave whole domains free (both no-ops where there are no node groups or HyperNodes)."""
 
 
 class ConfError(ValueError):

@@ -13,7 +13,7 @@ lists them from there; a test compares the two):
 - ``JobEnqueue``: any non-ok status rejects, and its reason is reported;
 - ``Allocatable`` and ``NodeCapacity``: the smallest allowance wins; ``Overused``: any plugin may declare a
   queue overused;
-- ``NodeScore``: sum (each plugin applies its own weight).
+- ``NodeScore`` and ``HyperNodeOrder``: sum (each plugin applies its own weight).
 
 Reasons are data (``scheduler.reasons``): a :class:`Status` carries :class:`~hetsched.scheduler.reasons.Reason`
 values, and node filters return them with their masks; text is rendered in one place.
@@ -265,6 +265,13 @@ class NodeScore(Protocol):
         ...
 
 
+class HyperNodeOrder(Protocol):
+    def hypernode_score(self, session: Session, job: JobInfo, tier: int, domains: IntArray) -> FloatArray:
+        """Weighted score of each HyperNode ``domains[i]`` (ids at ``tier``: ``snapshot.NetworkArrays``) as
+        the one to hold ``job``'s gang; placement tries the highest first, ties to the lowest id."""
+        ...
+
+
 @dataclass(frozen=True)
 class ExtensionPoint:
     """One extension point: its protocol, the configuration switch that turns it off for one plugin, who
@@ -307,6 +314,8 @@ EXTENSION_POINTS: dict[str, ExtensionPoint] = {point.name: point for point in (
     ExtensionPoint(NodeCapacity, "enablePredicate", "placement",
                    "per node, the fewest pods any plugin allows; asked again after each placement"),
     ExtensionPoint(NodeScore, "enableNodeOrder", "placement", "weighted sum (each plugin applies its weight)"),
+    ExtensionPoint(HyperNodeOrder, "enableHyperNodeOrder", "placement",
+                   "weighted sum; the highest HyperNode is tried first, ties to the lowest id"),
 )}
 """Extension point name → its definition, in the order the session documents them."""
 

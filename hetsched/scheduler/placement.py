@@ -185,7 +185,7 @@ MAX_DOMAIN_TRIES = 8
 could take the gang (the rest are ruled out by one vectorised count)."""
 
 
-def _tier_bound(network: NetworkArrays | None, bound: NetworkTopology) -> int | None:
+def tier_bound(network: NetworkArrays | None, bound: NetworkTopology) -> int | None:
     """The highest tier the pods may span (None: the tier name is unknown, or no bound is given)."""
     if bound.highestTierAllowed is not None:
         return bound.highestTierAllowed
@@ -201,12 +201,10 @@ def _held_rows(session: Session, job: JobInfo) -> IntArray:
     return np.unique(np.concatenate([np.asarray(rows, dtype=np.int64), placed]))
 
 
-def _room(session: Session, groups: list[TaskGroup], domain: IntArray, count: int) -> tuple[FloatArray, FloatArray]:
+def _room(session: Session, groups: list[TaskGroup], domain: IntArray, count: int) -> FloatArray:
     """Per domain id, how many of the groups' pending pods its nodes could take now, each group counted up
-    to its pending pods (an upper bound: placing one pod may take room another group counted) — and the
-    same uncounted, how much room the domain has for such pods at all (fuller domains have less)."""
+    to its pending pods (an upper bound: placing one pod may take room another group counted)."""
     room = np.zeros(count, dtype=np.float64)
-    free = np.zeros(count, dtype=np.float64)
     inside = domain >= 0
     for group in groups:
         if not group.pending or group.best_effort:
@@ -214,18 +212,18 @@ def _room(session: Session, groups: list[TaskGroup], domain: IntArray, count: in
         per_node = capacity(session, group)
         per_domain = np.bincount(domain[inside], weights=per_node[inside], minlength=count)
         room += np.minimum(per_domain, len(group.pending))
-        free += per_domain
-    return room, free
+    return room
 
 
 def _place_in_network(session: Session, job: JobInfo, groups: list[TaskGroup], bound: NetworkTopology, *,
                       gang: bool, dry_run: bool) -> bool:
     """Place the job inside one HyperNode of tier ≤ its bound: the lowest tier first, and within a tier the
-    fullest HyperNode that can take the gang (so whole domains stay free for the next big job); with mode
+    HyperNodes that can take the gang in the order the ``HyperNodeOrder`` plugins give
+    (``network-topology-aware``: the fullest, so whole domains stay free for the next big job); with mode
     ``hard`` nowhere else (Unschedulable, with how close the best came), with ``soft`` anywhere if no
     HyperNode can. Pods already placed keep the job in the HyperNode that holds them."""
     network = session.snapshot.network
-    highest = _tier_bound(network, bound)
+    highest = tier_bound(network, bound)
     soft = bound.mode == "soft"
     if network is None or (highest is None and not soft):
         if soft:
@@ -250,11 +248,12 @@ def _place_in_network(session: Session, job: JobInfo, groups: list[TaskGroup], b
                 continue  # its pods span more than one HyperNode of this tier: a higher tier must hold them
             allowed[:] = False
             allowed[holding[0]] = True
-        room, free = _room(session, groups, domain, count)
+        room = _room(session, groups, domain, count)
         room[~allowed] = -1
         best_room = max(best_room, float(room.max(initial=0)))
         candidates = np.flatnonzero(room >= needed)
-        for chosen in candidates[np.argsort(free[candidates], kind="stable")][:MAX_DOMAIN_TRIES].tolist():
+        order = np.argsort(-session.hypernode_scores(job, tier, candidates), kind="stable")
+        for chosen in candidates[order][:MAX_DOMAIN_TRIES].tolist():
             session.node_mask = domain == chosen
             try:
                 if not gang or _place(session, job, groups, gang=gang, dry_run=True):

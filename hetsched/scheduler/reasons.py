@@ -71,6 +71,7 @@ class ReasonCode(enum.Enum):
     PIPELINED = "Pipelined"
     NO_HYPERNODE = "NoHyperNode"
     NO_HYPERNODE_ROOM = "NoHyperNodeRoom"
+    HYPERNODE_SPLIT = "HyperNodeSplit"
 
 
 Amounts = tuple[tuple[str, int, int], ...]
@@ -231,6 +232,10 @@ SPECS: dict[ReasonCode, Spec] = {
     ReasonCode.NO_HYPERNODE_ROOM: Spec(
         ("tier", "needed", "best"), "no HyperNode of tier ≤ {tier} has room for the gang's {needed} pod(s): the best "
         "takes {best}", "network topology"),
+    ReasonCode.HYPERNODE_SPLIT: Spec(
+        ("free", "split", "domains", "tier", "needed"),
+        "{free} free server(s), split {split} over {domains} tier-{tier} HyperNode(s): the gang needs {needed} in one",
+        "network topology"),
     ReasonCode.PIPELINED: Spec(
         ("pods",), "pipelined: {pods} pod(s) wait for resources being released; the gang binds once they are free",
         "pipelined"),

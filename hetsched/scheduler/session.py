@@ -25,6 +25,7 @@ from hetsched.scheduler.framework import (
     Code,
     Evictable,
     FloatArray,
+    HyperNodeOrder,
     IntArray,
     JobEnqueue,
     JobOrder,
@@ -93,6 +94,7 @@ class Session:
         self._node_filter: list[NodeFilter] = asked(NodeFilter)
         self._node_capacity: list[NodeCapacity] = asked(NodeCapacity)
         self._node_score: list[NodeScore] = asked(NodeScore)
+        self._hypernode_order: list[HyperNodeOrder] = asked(HyperNodeOrder)
         self._static: dict[tuple[int, object, bool, str], tuple[BoolArray, list[tuple[Reason, BoolArray]]]] = {}
         self.stopwatch = stopwatch
         self.plugin_seconds: dict[tuple[str, str], float] = {}
@@ -221,6 +223,14 @@ class Session:
     @property
     def scoring(self) -> bool:
         return bool(self._node_score)
+
+    def hypernode_scores(self, job: JobInfo, tier: int, domains: IntArray) -> FloatArray:
+        """The plugins' summed score of each HyperNode ``domains[i]`` of ``tier`` for ``job`` (zeros when
+        no plugin orders HyperNodes: the lowest id is tried first)."""
+        total = np.zeros(len(domains), dtype=np.float64)
+        for plugin in self._hypernode_order:
+            total += plugin.hypernode_score(self, job, tier, domains)
+        return total
 
     # ------------------------------------------------------------------------------ events
 

@@ -23,7 +23,8 @@ from hetsched.devices.catalog import PolicySettings
 from hetsched.scheduler.chips import ChipAccounts
 from hetsched.scheduler.conf import SchedulerConf
 from hetsched.scheduler.framework import Arguments, FloatArray
-from hetsched.scheduler.placement import capacity, shortages, static_failures
+from hetsched.scheduler.network_fragmentation import TierFree, by_tier, servers_needed
+from hetsched.scheduler.placement import capacity, shortages, static_failures, tier_bound
 from hetsched.scheduler.plugins import devicetopology
 from hetsched.scheduler.reasons import Reason, ReasonCode, queue_state_reason, render, without_gang_prefix
 from hetsched.scheduler.session import Session
@@ -59,6 +60,8 @@ class Explanation:
     queue_status: dict[str, object] = field(default_factory=dict)
     unblock: list[str] = field(default_factory=list)
     """What would let the job run, derived from the reasons."""
+    network: list[TierFree] = field(default_factory=list)
+    """For a job with a ``networkTopology``: free servers at each tier it may span."""
 
 
 def settings_of(conf: SchedulerConf) -> PolicySettings:
@@ -177,6 +180,7 @@ def explain_job(snapshot: Snapshot, conf: SchedulerConf, job_key: str, now: floa
             if wanted and session.allocatable(queue, group, wanted) < wanted:
                 blockers.append(Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name))
                 break
+        blockers.extend(_network_blockers(explanation, snapshot, job))
     explanation.scheduler_says.extend(render(reason) for reason in blockers)
     said = [without_gang_prefix(s) for s in explanation.scheduler_says]
     explanation.scheduler_says = [s for i, s in enumerate(explanation.scheduler_says) if said[i] not in said[:i]]
@@ -189,6 +193,24 @@ def explain_job(snapshot: Snapshot, conf: SchedulerConf, job_key: str, now: floa
                                                    _node_reasons(session, group, accounts), room))
     explanation.unblock = _unblock(explanation, job, overused)
     return explanation
+
+
+def _network_blockers(explanation: Explanation, snapshot: Snapshot, job: JobInfo) -> list[Reason]:
+    """For a bounded job still short of its gang: free servers at each tier it may span, and, when no
+    HyperNode of its highest tier has enough of them, how they are split."""
+    bound = job.podgroup.spec.networkTopology
+    if bound is None or snapshot.network is None or job.ready >= job.min_member:
+        return []
+    needed = servers_needed(snapshot, job)
+    highest = tier_bound(snapshot.network, bound)
+    explanation.network = [t for t in by_tier(snapshot, needed) if highest is None or t.tier <= highest]
+    if not explanation.network:
+        return []
+    top = explanation.network[-1]
+    if needed and int(top.per_domain.max(initial=0)) < needed:
+        return [Reason.of(ReasonCode.HYPERNODE_SPLIT, free=top.free, split=top.split() or "0",
+                          domains=top.domains_with_free, tier=top.tier, needed=needed)]
+    return []
 
 
 NODE_HINTS: dict[ReasonCode, str] = {
@@ -227,6 +249,11 @@ def _unblock(explanation: Explanation, job: JobInfo, overused: bool) -> list[str
         hints.append(f"raise queue {job.queue}'s capability, or wait for its running jobs to finish")
     if ReasonCode.CLUSTER_HEADROOM in codes:
         hints.append("free or add the resources named above, or lower the job's minAvailable/minResources")
+    if ReasonCode.HYPERNODE_SPLIT in codes:
+        top = explanation.network[-1]
+        hints.append(f"no tier-{top.tier} HyperNode has {top.needed} free servers: wait for work in the fullest ones "
+                     "to finish, let preempt/reclaim free one HyperNode, or relax the job's networkTopology (mode: "
+                     "soft, or a higher highestTierAllowed)")
     if ReasonCode.GANG_INCOMPLETE in codes:
         hints.append("the job has fewer pods than minAvailable: check the job controller and the pod template")
     if overused:

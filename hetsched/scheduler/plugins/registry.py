@@ -22,6 +22,7 @@ from hetsched.scheduler.plugins.devicetopology import DeviceTopology
 from hetsched.scheduler.plugins.drf import DRF
 from hetsched.scheduler.plugins.fgd import FGD
 from hetsched.scheduler.plugins.gang import Gang
+from hetsched.scheduler.plugins.networktopologyaware import NetworkTopologyAware
 from hetsched.scheduler.plugins.nodegroup import NodeGroup
 from hetsched.scheduler.plugins.nodeorder import NodeOrder
 from hetsched.scheduler.plugins.numaaware import NumaAware
@@ -35,7 +36,7 @@ ENTRY_POINT_GROUP = "hetsched.plugins"
 IN_TREE: dict[str, type[Plugin]] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
-                DeviceTopology, FGD, NumaAware, NodeGroup)
+                DeviceTopology, FGD, NumaAware, NodeGroup, NetworkTopologyAware)
 }
 for _cls in IN_TREE.values():
     check_plugin(_cls, "in-tree")
