@@ -213,3 +213,50 @@ def test_a_bad_fake_vendor_file_is_a_clear_error_never_an_empty_list(tmp_path: P
     path.unlink()
     with pytest.raises(ToolError, match="cannot read"):
         backend.chips()
+
+
+A3_TABLE = """
++---------------------------+---------------+----------------------------------------------------+
+| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
+| Chip  Phy-ID              | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
++===========================+===============+====================================================+
+| 0     Ascend910           | OK            | 170.0       38                0    / 0             |
+| 0     0                   | 0000:9D:00.0  | 0           0    / 0          3395 / 65536         |
+| 1     1                   | 0000:9F:00.0  | 0           0    / 0          3395 / 65536         |
++===========================+===============+====================================================+
+| 1     Ascend910           | OK            | 168.0       37                0    / 0             |
+| 0     2                   | 0000:99:00.0  | 0           0    / 0          3394 / 65536         |
+| 1     3                   | 0000:9B:00.0  | 0           0    / 0          3394 / 65536         |
++===========================+===============+====================================================+
+"""
+"""Synthetic: an Atlas A3 layout (two chips per NPU card, a Phy-ID column), as public A3 output prints it."""
+SPOD = "SDID : 16777216\nSuper Pod Size : 384\nSuper Pod ID : 7\nServer Index : 4\n"
+"""``npu-smi info -t spod-info -i 0 -c 0`` on an A3 server (the layout public A3 guides print)."""
+
+
+def test_an_a3_server_reports_its_supernode_and_other_servers_cannot_tell(path_dir: Path, tmp_path: Path) -> None:
+    table = tmp_path / "a3.txt"
+    table.write_text(A3_TABLE)
+    spod = tmp_path / "spod.txt"
+    spod.write_text(SPOD)
+    fake_tool(path_dir, "npu-smi", f'if [ "$2" = "-t" ] && [ "$3" = spod-info ] && [ "$5" = 0 ] && [ "$7" = 0 ]; '
+                                   f'then exec cat {shlex.quote(str(spod))}; fi\n'
+                                   f'[ $# -eq 1 ] && exec cat {shlex.quote(str(table))}\nexit 3')
+    backend = AscendBackend()
+    assert [(c.id, c.card) for c in backend.chips()] == [(0, 0), (1, 0), (2, 1), (3, 1)]
+    assert backend.supernode() == "7"
+    spod.write_text(SPOD.replace("Super Pod ID : 7", "Super Pod ID : -1"))
+    assert backend.supernode() == ""  # the driver says: in no supernode
+    spod.write_text("Super Pod ID : ٧\n")
+    with pytest.raises(ToolOutputError, match=r"spod-info: line 1: Super Pod ID should be an integer"):
+        backend.supernode()
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="vendor-tool fixtures not found at ../shared/fixtures")
+def test_one_chip_per_card_servers_are_not_asked_for_a_supernode(path_dir: Path) -> None:
+    """A 910B3 server (one chip per NPU): no spod-info query at all (the fake tool fails it)."""
+    fixture = FIXTURES / "npu-smi" / "ascend-910b3-8chip.txt"
+    fake_tool(path_dir, "npu-smi", f'[ $# -eq 1 ] && exec cat {shlex.quote(str(fixture))}\nexit 3')
+    backend = AscendBackend()
+    backend.chips()
+    assert backend.supernode() is None

@@ -108,6 +108,58 @@ def test_hypernodes_round_trip_through_the_crd(api: ApiServer) -> None:
             "spec": {"tier": 0, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "n"}}}]}})
 
 
+def test_hypernodes_are_discovered_from_node_labels_on_a_real_apiserver(api: ApiServer) -> None:
+    """The controller's label discovery against the real API server: one HyperNode per label value and tier,
+    kept in step as labels change (made, rewritten, deleted), owned by a label — and a hand-written HyperNode
+    that holds a discovered name is left exactly as it was."""
+    from hetsched.controllers.hypernode_discovery import OWNER_LABEL, HyperNodeDiscovery
+
+    cluster = cluster_for(api)
+    t1, t2 = "disc.example.com/pod", "disc.example.com/spine"
+    for i, pod_id in enumerate(("sp-0", "sp-0", "sp-1", "sp-1")):
+        add_node(cluster, node(f"disc-{i}", labels={t1: pod_id, t2: "a"}))
+    theirs = HyperNode.model_validate({"metadata": {"name": "tier1-sp-1"}, "spec": {"tier": 1, "members": [
+        {"type": "Node", "selector": {"exactMatch": {"name": "disc-3"}}}]}})
+    cluster.create(theirs)
+    cluster.start(["Node", "HyperNode"])
+    assert cluster.wait_synced(30)
+    cluster.pump()
+    discovery = HyperNodeDiscovery(cluster, {1: t1, 2: t2})
+
+    def settle() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            cluster.pump()
+            if not discovery.process():
+                time.sleep(0.2)
+                cluster.pump()
+                if not discovery.dirty:
+                    return
+        raise AssertionError("discovery kept finding changes")
+
+    settle()
+
+    def mine() -> dict[str, HyperNode]:
+        return {h.metadata.name: h for h in cluster.list("HyperNode")
+                if isinstance(h, HyperNode) and h.metadata.labels.get(OWNER_LABEL)}
+
+    assert sorted(mine()) == ["tier1-sp-0", "tier2-a"]
+    assert [m.selector.exactMatch.name for m in mine()["tier2-a"].spec.members
+            if m.selector.exactMatch is not None] == ["tier1-sp-0", "tier1-sp-1"]
+    stored = cluster.get("HyperNode", "tier1-sp-1")
+    assert isinstance(stored, HyperNode) and stored.spec == theirs.spec and not stored.metadata.labels
+    for name in ("disc-0", "disc-1"):  # both servers of sp-0 move to sp-2: sp-0 goes, sp-2 comes
+        found = cluster.get("Node", name)
+        assert isinstance(found, Node)
+        cluster.update(found.model_copy(update={"metadata": found.metadata.model_copy(
+            update={"labels": {**found.metadata.labels, t1: "sp-2"}})}))
+    deadline = time.monotonic() + 30
+    while "tier1-sp-2" not in mine() or "tier1-sp-0" in mine():
+        assert time.monotonic() < deadline, sorted(mine())
+        settle()
+    assert sorted(mine()) == ["tier1-sp-2", "tier2-a"]
+
+
 def test_the_seed_job_runs_on_a_real_apiserver(api: ApiServer) -> None:
     cluster = cluster_for(api)
     cluster.create(Queue.model_validate({"metadata": {"name": "training"}}))

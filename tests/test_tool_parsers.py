@@ -163,3 +163,18 @@ def test_devices_parse_cli(vendor: str, kind: str, name: str, tmp_path: Path) ->
     run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "devices", "parse", "--vendor", vendor,
                           str(bad), "--json"], capture_output=True, text=True, check=False)
     assert run.returncode == 2 and "garbage.txt" in run.stderr and "header" in run.stderr
+
+
+def test_spod_info_reads_the_supernode_and_refuses_garbage() -> None:
+    """``npu-smi info -t spod-info`` (A3): pod id 0 is a real supernode, a negative one is none."""
+    text = "        SDID                           : 16777216\n        Super Pod Size                 : 384\n" \
+           "        Super Pod ID                   : 0\n        Server Index                   : 4\n"
+    assert npu_smi.parse_spod_info(text) == npu_smi.SuperPod(0, 4, 384)
+    assert npu_smi.parse_spod_info("Super Pod ID : -2\n") is None
+    for bad, message in (("SDID : 1\n", "no 'Super Pod ID' line"),
+                         ("Super Pod ID : 1e3\n", "line 1: Super Pod ID should be an integer, got '1e3'"),
+                         ("Super Pod ID : 1\nSuper Pod ID : 2\n", "line 2: Super Pod ID given twice (1 and 2)"),
+                         ("Super Pod ID : " + "9" * 5000 + "\n", "should be an integer"),
+                         ("x\n" * 300 + "Super Pod ID : 1\n", "no 'Super Pod ID' line")):
+        with pytest.raises(ToolOutputError, match=re.escape(message)):
+            npu_smi.parse_spod_info(bad)

@@ -18,6 +18,10 @@ Each sync:
   the scheduler just never picks those chips;
 - labels the node ``accelerator=huawei-ascend|cambricon-mlu|nvidia-gpu`` (seed 004 §3) and
   ``hetsched.io/accelerator-model=<model>``;
+- where the hardware reports the server's supernode (an Ascend A3 SuperPoD), labels it
+  ``topology.hetsched.io/tier-1=superpod-<id>`` (``--supernode-label``), so HyperNode discovery puts the
+  supernode's servers in one tier-1 HyperNode without hand work; a server that left its supernode loses the
+  label (only a value this agent wrote is ever removed), and a failed query leaves it as it is;
 - with a kubelet configuration file, annotates ``hetsched.io/topology-manager-policy=<topology>/<cpu>`` so
   ``hetsched doctor`` can tell where the ``numaaware`` plugin is a silent no-op.
 Writes are optimistic: on a conflict the node is read again and the change re-applied.
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -37,6 +42,7 @@ from hetsched.agents.chips import InventoryGuard, ToolChip
 from hetsched.agents.kubelet_config import read_policies
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
+from hetsched.api.hypernodes import TIER_LABEL
 from hetsched.api.objects import Condition, ConfigMap, Node, Taint
 from hetsched.devices.catalog import MODEL_LABEL
 from hetsched.devices.inventory import (
@@ -53,6 +59,10 @@ from hetsched.devices.inventory import (
 )
 from hetsched.ports import Conflict, NotFound, ObjectStore
 
+SUPERNODE_LABEL = TIER_LABEL.format(tier=1)
+"""Where the supernode goes by default: the tier-1 label HyperNode discovery reads (``api.hypernodes``)."""
+SUPERNODE_PREFIX = "superpod-"
+log = logging.getLogger("hetsched.node-agent")
 CONDITION = "AcceleratorHealthy"
 TAINT = Taint(key="hetsched.io/accelerator-unhealthy", effect="NoSchedule")
 ACCELERATOR_LABEL = "accelerator"
@@ -70,8 +80,13 @@ def label_value(text: str) -> str:
 
 class NodeAgent:
     def __init__(self, store: ObjectStore, node: str, backend: Backend,
-                 now: Callable[[], float] = time.time, kubelet_config: Path | None = None) -> None:
+                 now: Callable[[], float] = time.time, kubelet_config: Path | None = None,
+                 supernode_label: str = SUPERNODE_LABEL) -> None:
         self.store = store
+        self.supernode_label = supernode_label
+        """The node label for the server's supernode ("" = never write one)."""
+        self.supernode: str | None = None
+        """The supernode the hardware reported at the last sync ("" = none; None = it cannot tell)."""
         self.kubelet_config = kubelet_config
         self.node = node
         self.backend = backend
@@ -91,6 +106,7 @@ class NodeAgent:
             self.last_chips = chips
             self.last_error = ""
             device_set = self._device_set(chips)
+            self.supernode = self._supernode()
             unhealthy = [c for c in chips if not c.healthy]
             usable = len(unhealthy) < len(chips)
             if not unhealthy:
@@ -113,6 +129,14 @@ class NodeAgent:
         if device_set is not None and self.backend.vendor == "ascend":
             self._publish_ascend(device_set)
         return node
+
+    def _supernode(self) -> str | None:
+        """The backend's answer; a failed or garbled query is "cannot tell" (the label stays as it is)."""
+        try:
+            return self.backend.supernode()
+        except (ToolError, ToolOutputError) as exc:
+            log.warning("node %s: supernode query failed, label left as it is: %s", self.node, exc)
+            return None
 
     def _device_set(self, chips: list[ToolChip]) -> DeviceSet:
         return DeviceSet(resource=self.backend.resource, model=chips[0].model, topology=self.backend.topology,
@@ -149,6 +173,11 @@ class NodeAgent:
     def _apply(self, node: Node, device_set: DeviceSet | None, condition: Condition, usable: bool) -> Node:
         annotations = dict(node.metadata.annotations)
         labels = {**node.metadata.labels, ACCELERATOR_LABEL: self.backend.label}
+        if self.supernode is not None and self.supernode_label:
+            if self.supernode:
+                labels[self.supernode_label] = SUPERNODE_PREFIX + label_value(self.supernode)
+            elif labels.get(self.supernode_label, "").startswith(SUPERNODE_PREFIX):
+                del labels[self.supernode_label]  # ours, and the server left its supernode; others' stay
         if self.kubelet_config is not None:
             with contextlib.suppress(ValueError):  # an unreadable file: leave the last published value
                 policies = read_policies(self.kubelet_config)

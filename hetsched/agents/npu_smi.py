@@ -10,6 +10,9 @@ the tool prints one, else the NPU id when every NPU has one chip, else the chips
 the HBM total when there is an HBM column, else the Memory-Usage total. Health levels: OK, Warning,
 Alarm, Critical, UNKNOWN (anything else reads as UNKNOWN). The process table after the chips is ignored.
 
+On an Atlas A3 server (two chips per NPU card), ``npu-smi info -t spod-info`` says which supernode the
+server is in (:func:`parse_spod_info`), so the node agent can label it for HyperNode discovery.
+
 Bad output is a :class:`~hetsched.agents.tables.ToolOutputError` naming the line: no header, an NPU row
 without its chip row (truncated output), a row with neither a Health nor a Bus-Id, a cell that should be a
 number (ASCII digits: a '٣' is garbage), repeated NPU or device ids, a bus id under two NPUs (a duplicated
@@ -20,6 +23,7 @@ chip's health comes from its own NPU row, never from a neighbour's.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from hetsched.agents.chips import LEVELS, Level, ToolChip
 from hetsched.agents.tables import Row, ToolOutputError, columns, rows, used_total
@@ -127,3 +131,47 @@ def parse_health(text: str) -> tuple[Level, str]:
     if level is None:
         raise ToolOutputError(f"{TOOL} -t health: line 1: no 'Health Status' line")
     return level, codes
+
+
+@dataclass(frozen=True)
+class SuperPod:
+    """Where an Atlas A3 server sits in its supernode (``npu-smi info -t spod-info -i <npu> -c <chip>``)."""
+
+    superpod_id: int
+    server_index: int | None
+    size: int | None
+
+
+_SIGNED = re.compile(r"-?[0-9]{1,10}")
+SPOD_KEYS = {"super pod id": "superpod_id", "server index": "server_index", "super pod size": "size", "sdid": "sdid"}
+
+
+def parse_spod_info(text: str) -> SuperPod | None:
+    """``SDID : 16777216``, ``Super Pod Size : 384``, ``Super Pod ID : 0``, ``Server Index : 4`` lines → the
+    server's supernode; None when the driver says it is in none (a negative id: the device-info ConfigMap's
+    ``SuperPodID: -2``). Pod id 0 is a real supernode. A ToolOutputError names the line for a value that is
+    not an ASCII integer, a key given twice with two values, or no ``Super Pod ID`` line."""
+    seen: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines()[:200], start=1):
+        key, sep, value = line.partition(":")
+        field = SPOD_KEYS.get(" ".join(key.split()).lower()) if sep else None
+        if field is None:
+            continue
+        value = value.strip()
+        if not _SIGNED.fullmatch(value):
+            raise ToolOutputError(f"{TOOL} -t spod-info: line {number}: {key.strip()} should be an integer, "
+                                  f"got {value[:40]!r}")
+        if field in seen and seen[field] != int(value):
+            raise ToolOutputError(f"{TOOL} -t spod-info: line {number}: {key.strip()} given twice "
+                                  f"({seen[field]} and {int(value)})")
+        seen[field] = int(value)
+    if "superpod_id" not in seen:
+        raise ToolOutputError(f"{TOOL} -t spod-info: line 1: no 'Super Pod ID' line")
+    if seen["superpod_id"] < 0:
+        return None
+
+    def known(name: str) -> int | None:
+        found = seen.get(name)
+        return found if found is not None and found >= 0 else None
+
+    return SuperPod(seen["superpod_id"], known("server_index"), known("size"))

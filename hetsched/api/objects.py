@@ -127,6 +127,18 @@ def dns1123_label(value: str, what: str = "name") -> str:
     return value
 
 
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def label_key_ok(key: str) -> bool:
+    """Is ``key`` a Kubernetes label key: an optional DNS-1123 subdomain prefix and '/', then a name of at
+    most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit?"""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
+
+
 def dns1123_subdomain(value: str, what: str = "name") -> str:
     if len(value) > 253 or not DNS1123_SUBDOMAIN.fullmatch(value):
         raise ValueError(f"{what} {value[:80]!r} is not a DNS-1123 subdomain (lowercase letters, digits, '-' "

@@ -25,9 +25,9 @@ import typer
 from hetsched.agents.backends import make_backend
 from hetsched.agents.deviceplugin import DEFAULT_DIR
 from hetsched.agents.kubelet_config import DEFAULT_PATH as DEFAULT_KUBELET_CONFIG
-from hetsched.agents.node_agent import CONDITION, NodeAgent
+from hetsched.agents.node_agent import CONDITION, SUPERNODE_LABEL, NodeAgent
 from hetsched.agents.tools import ToolError
-from hetsched.api.objects import Node, Pod
+from hetsched.api.objects import Node, Pod, label_key_ok
 from hetsched.cli.extras import need
 from hetsched.cli.output import say, stderr_console
 from hetsched.cli.serve import serve_metrics
@@ -126,8 +126,16 @@ def node_agent(
     metrics_address: Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
                                                  help="serve Prometheus /metrics on HOST:PORT (off or empty: none)")]
     = f"127.0.0.1:{PORTS['node-agent']}",
+    supernode_label: Annotated[str, typer.Option(envvar="HETSCHED_SUPERNODE_LABEL",
+                                                 help="node label for the supernode the hardware reports (Ascend "
+                                                      "A3), read by HyperNode discovery; empty: none")]
+    = SUPERNODE_LABEL,
 ) -> None:
     """Check the chips every PERIOD and publish health, the AcceleratorHealthy condition, the taint and labels."""
+    if supernode_label and not label_key_ok(supernode_label):
+        say(errors, "error", f"--supernode-label: {supernode_label[:80]!r} is not a label key (prefix/name, "
+                             "name ≤ 63 characters of letters, digits, '-', '_', '.')")
+        raise typer.Exit(2)
     try:
         backend = make_backend(vendor, config=config, resource=resource)
     except (ValueError, ToolError) as exc:
@@ -145,7 +153,7 @@ def node_agent(
             say(errors, "error", f"cannot connect to the cluster: {exc} (use --dry-run to check the "
                          f"node without one)")
             raise typer.Exit(2) from None
-    agent = NodeAgent(store, node, backend, kubelet_config=kubelet_config)
+    agent = NodeAgent(store, node, backend, kubelet_config=kubelet_config, supernode_label=supernode_label)
     metrics = NodeAgentMetrics()
     if not once and not dry_run:
         serve_metrics(metrics.registry, metrics_address)

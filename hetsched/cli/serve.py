@@ -29,6 +29,7 @@ import typer
 import yaml
 from prometheus_client import CollectorRegistry
 
+from hetsched.api.hypernodes import TIER_LABEL
 from hetsched.api.yamlsafe import YamlLimitError, safe_load
 from hetsched.cli.shutdown import Shutdown
 from hetsched.cluster.backoff import Backoff
@@ -266,6 +267,10 @@ def scheduler(
          renew_deadline, retry_period, identity, metrics.registry)
 
 
+DISCOVERY_DEFAULT = ",".join(f"{tier}={TIER_LABEL.format(tier=tier)}" for tier in (1, 2, 3))
+"""The node labels HyperNode discovery reads by default: what cluster specs and the node agent write."""
+
+
 def controller(
     config: ConfigOption = None,
     kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
@@ -274,26 +279,38 @@ def controller(
     leader_elect: LeaderElect = True, lease_namespace: LeaseNamespace = "kube-system",
     lease_duration: LeaseDuration = 15.0, renew_deadline: RenewDeadline = 0.0, retry_period: RetryPeriod = 2.0,
     identity: Identity = None, metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['controller']}",
+    discover_hypernodes: Annotated[str, typer.Option(
+        envvar="HETSCHED_DISCOVER_HYPERNODES",
+        help="make HyperNodes from node labels: TIER=LABEL,… (the node agent writes tier 1 for Ascend A3 "
+             "supernodes); empty: off")] = DISCOVERY_DEFAULT,
 ) -> None:
-    """Run the Job, PodGroup and fault controllers against a Kubernetes API server."""
+    """Run the Job, PodGroup and fault controllers, and HyperNode discovery, against a Kubernetes API server."""
     from hetsched.controllers.fault import FaultController
+    from hetsched.controllers.hypernode_discovery import HyperNodeDiscovery, parse_labels
     from hetsched.controllers.job import JobController
     from hetsched.controllers.podgroup import PodGroupController
     from hetsched.metrics.controller import ControllerMetrics
 
+    try:
+        labels = parse_labels(discover_hypernodes)
+    except ValueError as exc:
+        raise typer.BadParameter(f"--discover-hypernodes: {exc}") from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     client = _client(kubeconfig, server, token_file, ca_file, insecure)
     metrics = ControllerMetrics()
     serve_metrics(metrics.registry, metrics_address)
 
-    def setup(cluster: KubeCluster) -> tuple[KubeCluster, JobController, PodGroupController, FaultController]:
+    Controllers = tuple[KubeCluster, JobController, PodGroupController, FaultController, HyperNodeDiscovery | None]
+
+    def setup(cluster: KubeCluster) -> Controllers:
         clock = WallClock()
         faults = FaultController(cluster, clock, events=cluster, history=False)  # no log kept: it would only grow
         faults.listeners.append(metrics.restarted)
-        return cluster, JobController(cluster, clock, events=cluster), PodGroupController(cluster), faults
+        discovery = HyperNodeDiscovery(cluster, labels) if labels else None
+        return cluster, JobController(cluster, clock, events=cluster), PodGroupController(cluster), faults, discovery
 
-    def step(state: tuple[KubeCluster, JobController, PodGroupController, FaultController]) -> None:
-        cluster, jobs, groups, faults = state
+    def step(state: Controllers) -> None:
+        cluster, jobs, groups, faults, discovery = state
         started = time.perf_counter()
         cluster.pump()
         for clocked in (jobs, faults):
@@ -303,6 +320,8 @@ def controller(
         items = {"job": 0, "podgroup": 0, "fault": 0}
         while True:
             done = {"job": jobs.process(), "podgroup": groups.process(), "fault": faults.process()}
+            if discovery is not None:
+                discovery.process()
             for key, count in done.items():
                 items[key] += count
             if not any(done.values()):

@@ -102,6 +102,7 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
         _rule([""], ["pods"], [*READ, "create", "update", "delete"]),
         _rule([""], ["pods/eviction"], ["create"]),
         _rule([""], ["nodes"], READ),
+        _rule(["topology.volcano.sh"], ["hypernodes"], [*READ, "create", "update", "delete"]),  # label discovery
         _rule([""], ["secrets"], ["get", "create", "delete"]),  # the ssh plugin's keys
         _rule([""], ["events"], ["create", "patch"]),
         _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),

@@ -3,8 +3,9 @@ hand them to containers.
 
 Who calls it: ``agents.deviceplugin.server`` and ``agents.node_agent``, through :func:`make_backend`.
 Each backend answers :meth:`Backend.chips` (raising ``ToolError`` or ``ToolOutputError`` when the vendor
-tool is missing, fails or prints garbage — never an empty list by accident) and
-:meth:`Backend.container_devices` (env, device nodes and mounts for the chips a container gets).
+tool is missing, fails or prints garbage — never an empty list by accident),
+:meth:`Backend.container_devices` (env, device nodes and mounts for the chips a container gets) and
+:meth:`Backend.supernode` (the server's place in the network, where the hardware knows it).
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ class Backend(Protocol):
     def chips(self) -> list[ToolChip]: ...
 
     def container_devices(self, chips: list[ToolChip]) -> ContainerDevices: ...
+
+    def supernode(self) -> str | None:
+        """The supernode (a tier-1 network domain the hardware itself reports, e.g. an Ascend A3 SuperPoD)
+        of this server, after :meth:`chips`: its id; "" when the driver says the server is in none; None
+        when the driver cannot tell (other hardware). May raise ``ToolError``/``ToolOutputError``."""
+        ...
 
 
 def make_backend(vendor: str, *, config: Path | None = None, ascend_runtime: bool = False,

@@ -1,5 +1,6 @@
 """Ascend NPUs: chips and health from ``npu-smi info`` (and, for a chip not OK, its error codes from
-``npu-smi info -t health -i <npu>``); containers get the chips as ``/dev/davinci<N>``
+``npu-smi info -t health -i <npu>``; on an Atlas A3, its supernode from ``npu-smi info -t spod-info``);
+containers get the chips as ``/dev/davinci<N>``
 plus the shared management devices, or — for the Ascend container runtime — ``ASCEND_VISIBLE_DEVICES``.
 
 Who calls it: ``agents.backends.make_backend("ascend")``.
@@ -7,6 +8,7 @@ Who calls it: ``agents.backends.make_backend("ascend")``.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 from hetsched.agents import npu_smi
@@ -42,10 +44,14 @@ class AscendBackend:
         self.resource = resource or "huawei.com/Ascend910"
         self.timeout = timeout
         self.topology = "generic"
+        self._a3_card: int | None = None
+        """An NPU card of the last chips read when the server is an Atlas A3 (two chips per card)."""
 
     def chips(self) -> list[ToolChip]:
         chips = [self._detail(c) if c.level != "OK" else c
                  for c in npu_smi.parse(run_tool(["npu-smi", "info"], self.timeout))]
+        cards = Counter(c.card for c in chips)
+        self._a3_card = min(cards) if max(cards.values()) >= 2 and "310" not in chips[0].model else None
         model = chips[0].model
         self.topology = default_topology("ascend", model if model.lower().startswith("ascend") else
                                          f"Ascend{model}", len(chips))
@@ -61,6 +67,15 @@ class AscendBackend:
             return chip
         return replace(chip, level=level if level != "OK" else chip.level,
                        reason=f"error code {codes}" if codes else chip.reason)
+
+    def supernode(self) -> str | None:
+        """On an Atlas A3 (two chips per NPU card; a 310P Duo card has two as well and is no supernode
+        member), ``npu-smi info -t spod-info`` of its first card: the Super Pod ID. None elsewhere."""
+        if self._a3_card is None:
+            return None
+        found = npu_smi.parse_spod_info(run_tool(
+            ["npu-smi", "info", "-t", "spod-info", "-i", str(self._a3_card), "-c", "0"], self.timeout))
+        return "" if found is None else str(found.superpod_id)
 
     def container_devices(self, chips: list[ToolChip]) -> ContainerDevices:
         return hand_off(chips, runtime=self.runtime)

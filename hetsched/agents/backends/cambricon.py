@@ -27,6 +27,9 @@ class CambriconBackend:
         self.topology = default_topology("cambricon", chips[0].model, len(chips))
         return chips
 
+    def supernode(self) -> str | None:
+        return None  # cnmon does not report a network domain
+
     def container_devices(self, chips: list[ToolChip]) -> ContainerDevices:
         return hand_off(chips)
 

@@ -10,6 +10,7 @@ File::
     chips:
     - {id: 0, health: OK}
     - {id: 1, health: Critical, memoryMiB: 16384}
+    superPod: 3                     # optional: the supernode the server reports, as an Ascend A3 does
 
 With ``like: ascend`` or ``cambricon``, containers get real device files: the backend makes them in
 ``dev/`` beside the file (character devices with /dev/null's numbers — reading gives nothing, writing
@@ -59,6 +60,8 @@ class _File(BaseModel):
     model: str = "FakeChip"
     like: Literal["ascend", "cambricon", "nvidia", "none"] = "none"
     chips: list[_Chip] = Field(min_length=1, max_length=64)
+    superPod: int | None = Field(default=None, ge=-1, le=1_000_000)
+    """The supernode the server reports, as an Ascend A3 does (-1: in none; absent: the hardware cannot tell)."""
 
 
 class FakeBackend:
@@ -123,6 +126,10 @@ class FakeBackend:
         except OSError as exc:
             raise ToolError(f"fake devices in {self.device_dir}: cannot make them: {exc.strerror or exc} "
                             f"(making device files needs root)") from None
+
+    def supernode(self) -> str | None:
+        found = self._read().superPod
+        return None if found is None else "" if found < 0 else str(found)
 
     def container_devices(self, chips: list[ToolChip]) -> ContainerDevices:
         return self._hand_off(chips)

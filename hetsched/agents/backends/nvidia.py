@@ -102,6 +102,9 @@ class NvidiaBackend:
             if index is not None:
                 self._xids[index] = xid
 
+    def supernode(self) -> str | None:
+        return None  # NVLink domains across servers (NVL72 cliques) are not read yet
+
     def container_devices(self, chips: list[ToolChip]) -> ContainerDevices:
         return ContainerDevices(envs={"NVIDIA_VISIBLE_DEVICES": ",".join(c.uuid or str(c.id) for c in chips)})
 

@@ -83,6 +83,8 @@ class NetworkTopologyAware(Plugin, HyperNodeOrder, NodeScore):
         """Tier → (domain, weighted column) resources held, updated as pods are tentatively placed."""
         self._alloc: dict[int, FloatArray] = {}
         self._parents: dict[tuple[int, int], IntArray] = {}
+        self._fullness_cache: dict[tuple[int, bytes], FloatArray] = {}
+        """(tier, which weighted resources are requested) → fullness per domain; emptied on every change."""
 
     def on_session_open(self, session: Session) -> None:
         network = session.snapshot.network
@@ -115,6 +117,7 @@ class NetworkTopologyAware(Plugin, HyperNodeOrder, NodeScore):
     def _account(self, group: TaskGroup, nodes: IntArray, sign: float) -> None:
         if self._network is None or not self._used or not len(nodes):
             return
+        self._fullness_cache.clear()
         request = group.request[self._columns].astype(np.float64) * sign
         for tier, used in self._used.items():
             ids = self._network.domain[tier][nodes]
@@ -130,14 +133,21 @@ class NetworkTopologyAware(Plugin, HyperNodeOrder, NodeScore):
 
     def _fullness(self, tier: int, requested: FloatArray) -> FloatArray:
         """Per domain of ``tier``: the weighted mean of used/allocatable over the resources requested."""
+        asked = requested[self._columns] > 0
+        key = (tier, asked.tobytes())
+        cached = self._fullness_cache.get(key)
+        if cached is not None:
+            return cached
         alloc = self._alloc[tier]
-        weights = np.where(requested[self._columns] > 0, self._weights, 0.0)
+        weights = np.where(asked, self._weights, 0.0)
         total = weights.sum()
         if total == 0:
-            return np.zeros(alloc.shape[0], dtype=np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(alloc > 0, self._used[tier] / np.where(alloc > 0, alloc, 1), 0.0)
-        fullness: FloatArray = np.minimum(share, 1.0) @ weights / total
+            fullness: FloatArray = np.zeros(alloc.shape[0], dtype=np.float64)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = np.where(alloc > 0, self._used[tier] / np.where(alloc > 0, alloc, 1), 0.0)
+            fullness = np.minimum(share, 1.0) @ weights / total
+        self._fullness_cache[key] = fullness
         return fullness
 
     def _parent(self, tier: int, above: int) -> IntArray:
