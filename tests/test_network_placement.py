@@ -264,3 +264,101 @@ def test_a_gang_that_fits_one_hypernode_strands_nothing() -> None:
     assert len(nodes_of(h, "small")) == 3
     after = network_fragmentation.by_tier(h.scheduler.cache.snapshot())
     assert (after[0].free, after[0].needed, after[0].split()) == (6, 0, "3+3")
+
+
+def sharded(name: str, shards: int, size: int, bound: dict[str, Any], min_member: int | None = None) -> list[AnyObject]:
+    """A gang of ``shards`` × ``size`` whole-server pods whose PodGroup bounds each shard (pods labelled
+    ``volcano.sh/partition-id``) as a task's ``partitionPolicy`` makes the job controller write it."""
+    from hetsched.api.objects import PARTITION_LABEL
+
+    objects = gang(name, shards * size, min_member=min_member, limits={CHIPS: 8})
+    group = objects[0]
+    assert isinstance(group, PodGroup)
+    policy = {"name": "worker", "subGroupSize": size, "matchLabelKeys": [PARTITION_LABEL], "networkTopology": bound}
+    objects[0] = group.model_validate({**group.model_dump(), "spec": {**group.spec.model_dump(exclude_none=True),
+                                                                      "subGroupPolicy": [policy]}})
+    for i, pod in enumerate(objects[1:], start=1):
+        assert isinstance(pod, Pod)
+        objects[i] = pod.model_copy(update={"metadata": pod.metadata.model_copy(update={
+            "labels": {**pod.metadata.labels, PARTITION_LABEL: str((i - 1) // size)}})})
+    return objects
+
+
+def shard_nodes(h: Harness, job: str, size: int) -> list[list[str]]:
+    placed = {pod: node for pod, node in h.bindings().items() if pod.startswith(f"{job}-")}
+    shards: dict[int, list[str]] = {}
+    for pod, node in placed.items():
+        shards.setdefault(int(pod.rsplit("-", 1)[1]) // size, []).append(node)
+    return [sorted(nodes) for _, nodes in sorted(shards.items())]
+
+
+def test_each_shard_of_a_job_lands_in_one_tor_while_the_job_spans_several() -> None:
+    """s0 and s2 are busy, so tor-0 and tor-1 have one free server each: by index the 4 pods would take s1,
+    s3, s4, s5 — two shards across ToRs. Bounded per shard (tier 1), each shard takes a whole ToR."""
+    h = two_spines(*busy("b0", "s0"), *busy("b2", "s2"), *sharded("tp", 2, 2, {"mode": "hard",
+                                                                              "highestTierAllowed": 1}))
+    h.cycle()
+    shards = shard_nodes(h, "tp", 2)
+    assert sorted(map(tuple, shards)) == [("s4", "s5"), ("s6", "s7")], shards
+
+
+def test_a_shard_without_a_whole_domain_holds_back_the_gang_and_says_which() -> None:
+    h = two_spines(*busy("b0", "s0"), *busy("b2", "s2"), *busy("b4", "s4"),
+                   *sharded("tp", 2, 2, {"mode": "hard", "highestTierAllowed": 1}))
+    h.cycle()
+    assert shard_nodes(h, "tp", 2) == []  # shard 0 fits tor-3, shard 1 nowhere: no half-placed job
+    assert "sub-group worker/1: no HyperNode of tier ≤ 1 has room for its 2 pod(s): the best takes 1" in (
+        h.condition("tp")), h.condition("tp")
+
+
+def test_a_gang_of_fewer_shards_than_it_has_binds_the_shards_that_fit() -> None:
+    """minMember 2 (one shard of two, as minPartitions: 1 gives): the shard that fits a ToR binds."""
+    h = two_spines(*busy("b0", "s0"), *busy("b2", "s2"), *busy("b4", "s4"),
+                   *sharded("tp", 2, 2, {"mode": "hard", "highestTierAllowed": 1}, min_member=2))
+    h.cycle()
+    assert shard_nodes(h, "tp", 2) == [["s6", "s7"]]
+
+
+def test_a_job_with_a_partition_policy_is_sharded_by_the_controller_and_the_scheduler() -> None:
+    """The whole path: a Volcano Job with ``partitionPolicy`` → the job controller labels each pod with its
+    partition and writes the PodGroup's ``subGroupPolicy`` → each partition lands in one ToR, and the job
+    (bounded to tier 2) in one spine."""
+    from hetsched.api.manifest import load_text
+    from hetsched.api.objects import PARTITION_LABEL
+    from hetsched.controllers.job import JobController
+
+    (job,) = load_text("""
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: llm, namespace: default}
+spec:
+  minAvailable: 4
+  schedulerName: hetsched
+  networkTopology: {mode: hard, highestTierAllowed: 2}
+  tasks:
+  - name: worker
+    replicas: 4
+    partitionPolicy:
+      totalPartitions: 2
+      partitionSize: 2
+      networkTopology: {mode: hard, highestTierAllowed: 1}
+    template:
+      spec:
+        containers: [{name: w, resources: {limits: {huawei.com/Ascend910: 8}}}]
+""")
+    h = two_spines(*busy("b0", "s0"))  # spine-x has 3 free servers: the job goes under spine-y
+    h.cluster.create(job)
+    controller = JobController(h.cluster, h.clock)
+    for _ in range(3):
+        controller.process()
+        h.cycle()
+    group = h.cluster.get("PodGroup", "default/llm")
+    assert isinstance(group, PodGroup) and group.spec.subGroupPolicy is not None
+    (policy,) = group.spec.subGroupPolicy
+    assert (policy.name, policy.subGroupSize, policy.matchLabelKeys) == ("worker", 2, [PARTITION_LABEL])
+    labels = {p.metadata.name: p.metadata.labels[PARTITION_LABEL] for p in h.cluster.list("Pod")
+              if isinstance(p, Pod) and p.metadata.name.startswith("llm-")}
+    assert labels == {"llm-worker-0": "0", "llm-worker-1": "0", "llm-worker-2": "1", "llm-worker-3": "1"}
+    placed = {pod: node for pod, node in h.bindings().items() if pod.startswith("llm-")}
+    assert sorted(placed.values()) == ["s4", "s5", "s6", "s7"], placed
+    assert {placed["llm-worker-0"], placed["llm-worker-1"]} in ({"s4", "s5"}, {"s6", "s7"})

@@ -822,6 +822,38 @@ class Job(_Model):
         return self
 
 
+PARTITION_LABEL = "volcano.sh/partition-id"
+"""Pod label the job controller writes on the pods of a task with a ``partitionPolicy``: which partition
+the pod is in (its index ÷ ``partitionSize``)."""
+
+
+class SubGroupPolicy(_Strict):
+    """Volcano's ``subGroupPolicy`` entry on a PodGroup: the pods its ``labelSelector`` selects (all, without
+    one), grouped by the values of ``matchLabelKeys``, form sub-groups of ``subGroupSize`` pods, each kept
+    inside one HyperNode as ``networkTopology`` says. The job controller writes one per task with a
+    ``partitionPolicy``; ``matchPolicy`` (``[{labelKey: …}]``) is Volcano's older spelling of
+    ``matchLabelKeys``."""
+
+    name: str = Field(min_length=1, max_length=253)
+    subGroupSize: int | None = Field(default=None, ge=1, le=100_000)
+    minSubGroups: int | None = Field(default=None, ge=0, le=100_000)
+    labelSelector: LabelSelector | None = None
+    matchLabelKeys: list[Annotated[str, Field(min_length=1, max_length=317)]] = Field(default_factory=list,
+                                                                                      max_length=8)
+    matchPolicy: list[dict[str, str]] | None = Field(default=None, max_length=8)
+    networkTopology: NetworkTopology | None = None
+
+    @property
+    def keys(self) -> list[str]:
+        return self.matchLabelKeys or [m["labelKey"] for m in self.matchPolicy or [] if m.get("labelKey")]
+
+    def subgroup_of(self, labels: dict[str, str]) -> str | None:
+        """The sub-group a pod with ``labels`` is in (``<name>/<value>,…``), or None when not selected."""
+        if self.labelSelector is not None and not self.labelSelector.matches(labels):
+            return None
+        return f"{self.name}/" + ",".join(labels.get(key, "") for key in self.keys)
+
+
 class PodGroupSpec(_Strict):
     minMember: int = Field(default=1, ge=0)
     minTaskMember: dict[str, int] = Field(default_factory=dict)
@@ -829,7 +861,17 @@ class PodGroupSpec(_Strict):
     priorityClassName: str = ""
     minResources: ResourceList = Field(default_factory=dict)
     networkTopology: NetworkTopology | None = None
-    subGroupPolicy: list[dict[str, Any]] | None = None
+    subGroupPolicy: list[SubGroupPolicy] | None = Field(default=None, max_length=64)
+
+    def subgroup_of(self, labels: dict[str, str]) -> tuple[str, NetworkTopology] | None:
+        """The first network-bounded sub-group policy that selects a pod with ``labels``: (sub-group, bound)."""
+        for policy in self.subGroupPolicy or ():
+            if policy.networkTopology is None:
+                continue
+            found = policy.subgroup_of(labels)
+            if found is not None:
+                return found, policy.networkTopology
+        return None
 
 
 class PodGroupStatus(_Model):

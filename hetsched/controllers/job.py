@@ -34,6 +34,7 @@ from typing import Any
 from hetsched.api import membership
 from hetsched.api.objects import (
     NUMA_POLICY_ANNOTATION,
+    PARTITION_LABEL,
     Command,
     Job,
     JobSpec,
@@ -84,6 +85,20 @@ def _owner(job: Job) -> dict[str, Any]:
     return {"apiVersion": job.apiVersion, "kind": "Job", "name": job.metadata.name, "uid": job.metadata.uid,
             "controller": True}
 
+
+
+def _subgroup_policy(task: TaskSpec) -> dict[str, object]:
+    """The PodGroup ``subGroupPolicy`` entry for a task with a ``partitionPolicy``: its pods (by the task
+    label), grouped by the partition label, ``partitionSize`` each, bounded as the partition says."""
+    partition = task.partitionPolicy
+    assert partition is not None
+    entry: dict[str, object] = {
+        "name": task.name, "subGroupSize": partition.partitionSize,
+        "minSubGroups": partition.minPartitions if partition.minPartitions is not None else partition.totalPartitions,
+        "labelSelector": {"matchLabels": {TASK_SPEC: task.name}}, "matchLabelKeys": [PARTITION_LABEL]}
+    if partition.networkTopology is not None:
+        entry["networkTopology"] = partition.networkTopology.model_dump(exclude_none=True)
+    return entry
 
 class JobController:
     def __init__(self, store: ObjectStore, clock: Clock, events: StatusUpdater | None = None) -> None:
@@ -372,6 +387,9 @@ class JobController:
                 "minResources": quantity_strings(min_resources(spec))}
         if spec.networkTopology is not None:  # Volcano's controller hands the Job's bound to its PodGroup
             gang["networkTopology"] = spec.networkTopology.model_dump(exclude_none=True)
+        partitioned = [t for t in spec.tasks if t.partitionPolicy is not None]
+        if partitioned:  # each task's partitions: sub-groups by the partition label its pods carry
+            gang["subGroupPolicy"] = [_subgroup_policy(t) for t in partitioned]
         try:
             podgroup = self.store.get("PodGroup", key)
             assert isinstance(podgroup, PodGroup)
@@ -446,6 +464,8 @@ class JobController:
         if task.topologyPolicy and task.topologyPolicy != "none":  # Volcano's hand-off to numaaware
             annotations[NUMA_POLICY_ANNOTATION] = task.topologyPolicy
         labels = {**template.metadata.labels, JOB_NAME: job.metadata.name, TASK_SPEC: task.name}
+        if task.partitionPolicy is not None:
+            labels[PARTITION_LABEL] = str(index // task.partitionPolicy.partitionSize)
         return Pod.model_validate({
             "metadata": {"name": name, "namespace": job.metadata.namespace, "labels": labels,
                          "annotations": annotations, "ownerReferences": [_owner(job)]},

@@ -275,6 +275,39 @@ def _place_in_network(session: Session, job: JobInfo, groups: list[TaskGroup], b
     return False
 
 
+def _allocate(session: Session, job: JobInfo, statement: Statement, group: TaskGroup, wanted: int, *,
+              future: bool = False, explain_failures: bool = True) -> int:
+    """Place up to ``wanted`` pods of ``group`` into ``statement`` (as many as fit and the queue allows);
+    with ``explain_failures``, a shortfall records why on the job. Returns how many were placed."""
+    if wanted <= 0:
+        return 0
+    queue = session.snapshot.queues[job.queue]
+    allowed = session.allocatable(queue, group, wanted)
+    if group.spec.pod_topology:  # each pod counts for the next (affinity, spread): one at a time
+        placed = 0
+        for _ in range(min(wanted, allowed)):
+            one = place_group(session, group, 1, future=future)
+            if not len(one):
+                break
+            statement.allocate(group, one, pipelined=future)
+            placed += 1
+        if placed < wanted and not future and explain_failures:
+            _fail(job, explain(session, group) if placed < allowed else Status(
+                Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
+        return placed
+    nodes = place_group(session, group, wanted, future=future)
+    if len(nodes) > allowed:
+        # The nodes could take more, the queue may not: blame the queue (placement is greedy, so the
+        # first ``allowed`` placements are exactly what placing ``allowed`` pods would give).
+        nodes = nodes[:allowed]
+        if explain_failures:
+            _fail(job, Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
+    statement.allocate(group, nodes, pipelined=future)
+    if len(nodes) < wanted and not future and explain_failures:
+        _fail(job, explain(session, group))  # after the placed ones: why the next pod does not fit
+    return len(nodes)
+
+
 def _place(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: bool = True,
            dry_run: bool = False) -> bool:
     """Allocate ``job``'s pods from ``groups`` in one statement.
@@ -284,49 +317,23 @@ def _place(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: boo
     commit (elastic pods of a job that is already ready). Returns True when something was committed.
     With ``dry_run`` (gang only): answer whether the gang would be ready now, and leave the session and the
     job exactly as they were (the eviction actions ask this while choosing victims).
+    A job with network-bounded sub-groups is placed by :func:`_place_partitioned`.
     """
+    if job.subgroups and any(g.subgroup for g in groups if g.pending):
+        return _place_partitioned(session, job, groups, gang=gang, dry_run=dry_run)
     saved = (job.failure, job.unresolvable, job.short, job.pipelined)
-    queue = session.snapshot.queues[job.queue]
     statement = Statement(session)
     ordered = sorted((g for g in groups if g.pending), key=session.task_order_key)
-
-    def place(group: TaskGroup, wanted: int, *, future: bool = False) -> int:
-        if wanted <= 0:
-            return 0
-        allowed = session.allocatable(queue, group, wanted)
-        if group.spec.pod_topology:  # each pod counts for the next (affinity, spread): one at a time
-            placed = 0
-            for _ in range(min(wanted, allowed)):
-                one = place_group(session, group, 1, future=future)
-                if not len(one):
-                    break
-                statement.allocate(group, one, pipelined=future)
-                placed += 1
-            if placed < wanted and not future:
-                _fail(job, explain(session, group) if placed < allowed else Status(
-                    Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
-            return placed
-        nodes = place_group(session, group, wanted, future=future)
-        if len(nodes) > allowed:
-            # The nodes could take more, the queue may not: blame the queue (placement is greedy, so the
-            # first ``allowed`` placements are exactly what placing ``allowed`` pods would give).
-            nodes = nodes[:allowed]
-            _fail(job, Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
-        statement.allocate(group, nodes, pipelined=future)
-        if len(nodes) < wanted and not future:
-            _fail(job, explain(session, group))  # after the placed ones: why the next pod does not fit
-        return len(nodes)
-
     if not gang:
         for group in ordered:
-            place(group, len(group.pending))
+            _allocate(session, job, statement, group, len(group.pending))
         statement.commit()
         return True
     for group in ordered:
         need = job.min_task_member.get(group.task, 0) - job.occupied_by_task(group.task)
-        place(group, min(need, len(group.pending)))
+        _allocate(session, job, statement, group, min(need, len(group.pending)))
     for group in ordered:
-        place(group, min(job.min_member - job.occupied(), len(group.pending)))
+        _allocate(session, job, statement, group, min(job.min_member - job.occupied(), len(group.pending)))
     if dry_run:
         ready = session.job_ready(job)
         statement.discard()
@@ -338,7 +345,7 @@ def _place(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: boo
         return True
     for group in ordered:
         missing = job.min_member - job.occupied() - job.session_pipelined
-        place(group, min(missing, len(group.pending)), future=True)
+        _allocate(session, job, statement, group, min(missing, len(group.pending)), future=True)
     if session.job_pipelined(job) and job.session_pipelined > 0:
         statement.keep()
         job.failure = Reason.of(ReasonCode.PIPELINED, pods=job.session_pipelined)
@@ -347,3 +354,104 @@ def _place(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: boo
     job.short = max(job.min_member - job.occupied(), 0)
     statement.discard()
     return False
+
+
+def _place_partitioned(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: bool,
+                       dry_run: bool) -> bool:
+    """A job with network-bounded sub-groups (``subGroupPolicy``; a task's ``partitionPolicy``), in one
+    statement: each sub-group's pending pods together inside one HyperNode of tier ≤ its bound — the lowest
+    tier first, HyperNodes in ``HyperNodeOrder``, up to :data:`MAX_DOMAIN_TRIES` tried and rolled back — or
+    none of them (a ``soft`` bound falls back to anywhere); then the job's other pods up to its gang. The
+    whole job binds only when the gang is ready, so a job never holds a half-placed shard. Sub-groups
+    whose pods already run stay in their HyperNode. Within a job bound (``networkTopology``) everything
+    stays inside the job's HyperNode (``session.node_mask``). No pipelining: a bounded shard needs its
+    whole domain now."""
+    saved = (job.failure, job.unresolvable, job.short, job.pipelined)
+    statement = Statement(session)
+    ordered = sorted((g for g in groups if g.pending), key=session.task_order_key)
+    shards: dict[str, list[TaskGroup]] = {}
+    rest: list[TaskGroup] = []
+    for group in ordered:
+        (shards.setdefault(group.subgroup, []) if group.subgroup else rest).append(group)
+    short: Reason | None = None
+    for name in sorted(shards):
+        if gang and job.occupied() >= job.min_member:
+            break
+        reason = _place_shard(session, job, statement, name, shards[name])
+        if reason is not None:  # the next shard may fit elsewhere (minSubGroups below the total)
+            short = short or reason
+    if not gang:
+        for group in rest:
+            _allocate(session, job, statement, group, len(group.pending))
+        statement.commit()
+        return True
+    for group in rest:
+        need = job.min_task_member.get(group.task, 0) - job.occupied_by_task(group.task)
+        _allocate(session, job, statement, group, min(need, len(group.pending)))
+    for group in rest:
+        _allocate(session, job, statement, group, min(job.min_member - job.occupied(), len(group.pending)))
+    ready = session.job_ready(job)
+    if dry_run:
+        statement.discard()
+        job.failure, job.unresolvable, job.short, job.pipelined = saved
+        return ready
+    if ready:
+        statement.commit()
+        job.failure = None
+        return True
+    if short is not None:
+        job.failure, job.unresolvable = short, False
+    job.short = max(job.min_member - job.occupied(), 0)
+    statement.discard()
+    return False
+
+
+def _place_shard(session: Session, job: JobInfo, statement: Statement, name: str,
+                 groups: list[TaskGroup]) -> Reason | None:
+    """Place every pending pod of sub-group ``name`` inside one HyperNode of its bound (see
+    :func:`_place_partitioned`); None when placed, else why not (nothing of it is left placed)."""
+    bound = job.subgroups[name]
+    network = session.snapshot.network
+    highest = tier_bound(network, bound)
+    needed = sum(len(g.pending) for g in groups)
+    base = session.node_mask
+    soft = bound.mode == "soft"
+    best = 0.0
+    if network is not None and (highest is not None or soft):
+        held = np.asarray(sorted({p.node for p in session.snapshot.running
+                                  if p.job == job.key and p.subgroup == name}), dtype=np.int64)
+        for tier in (t for t in network.tiers if highest is None or t <= highest):
+            domain = network.domain[tier]
+            count = len(network.names[tier])
+            room = _room(session, groups, domain, count)
+            if held.size:
+                holding = np.unique(domain[held])
+                if holding.size != 1 or holding[0] < 0:
+                    continue
+                room[np.arange(count) != holding[0]] = -1
+            best = max(best, float(room.max(initial=0)))
+            candidates = np.flatnonzero(room >= needed)
+            order = np.argsort(-session.hypernode_scores(job, tier, candidates), kind="stable")
+            for chosen in candidates[order][:MAX_DOMAIN_TRIES].tolist():
+                mark = statement.mark()
+                inside = domain == chosen
+                session.node_mask = inside if base is None else base & inside
+                try:
+                    placed = sum(_allocate(session, job, statement, g, len(g.pending), explain_failures=False)
+                                 for g in groups)
+                finally:
+                    session.node_mask = base
+                if placed == needed:
+                    return None
+                statement.discard_to(mark)
+    if soft:
+        mark = statement.mark()
+        if sum(_allocate(session, job, statement, g, len(g.pending)) for g in groups) == needed:
+            return None
+        statement.discard_to(mark)
+        return job.failure
+    if network is None or highest is None:
+        what = (f"tier {bound.highestTierName!r}" if bound.highestTierAllowed is None else
+                f"tier ≤ {bound.highestTierAllowed}")
+        return Reason.of(ReasonCode.NO_HYPERNODE, bound=what)
+    return Reason.of(ReasonCode.SUBGROUP_NO_ROOM, subgroup=name, tier=highest, needed=needed, best=int(best))

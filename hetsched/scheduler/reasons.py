@@ -72,6 +72,7 @@ class ReasonCode(enum.Enum):
     NO_HYPERNODE = "NoHyperNode"
     NO_HYPERNODE_ROOM = "NoHyperNodeRoom"
     HYPERNODE_SPLIT = "HyperNodeSplit"
+    SUBGROUP_NO_ROOM = "SubGroupNoRoom"
 
 
 Amounts = tuple[tuple[str, int, int], ...]
@@ -232,6 +233,9 @@ SPECS: dict[ReasonCode, Spec] = {
     ReasonCode.NO_HYPERNODE_ROOM: Spec(
         ("tier", "needed", "best"), "no HyperNode of tier ≤ {tier} has room for the gang's {needed} pod(s): the best "
         "takes {best}", "network topology"),
+    ReasonCode.SUBGROUP_NO_ROOM: Spec(
+        ("subgroup", "tier", "needed", "best"), "sub-group {subgroup}: no HyperNode of tier ≤ {tier} has room for its "
+        "{needed} pod(s): the best takes {best}", "network topology"),
     ReasonCode.HYPERNODE_SPLIT: Spec(
         ("free", "split", "domains", "tier", "needed"),
         "{free} free server(s), split {split} over {domains} tier-{tier} HyperNode(s): the gang needs {needed} in one",

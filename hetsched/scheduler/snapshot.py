@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.api.objects import PodAffinityTerm, PodGroup, PodSpec, QueueAffinity, Taint
+from hetsched.api.objects import NetworkTopology, PodAffinityTerm, PodGroup, PodSpec, QueueAffinity, Taint
 
 if TYPE_CHECKING:
     from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray
@@ -151,6 +151,8 @@ class TaskGroup:
     labels: dict[str, str] = field(default_factory=dict)
     """The pods' labels (pods of a group share them: what pod affinity and spread selectors match)."""
     namespace: str = "default"
+    subgroup: str = ""
+    """The network-bounded sub-group the pods are in (``PodGroupSpec.subgroup_of``; "" = none)."""
 
     def __post_init__(self) -> None:
         self.size = self.size or len(self.pending)
@@ -217,6 +219,8 @@ class JobInfo:
     """Disruption budget: how many of its pods may be missing at once through voluntary evictions."""
     short: int | None = None
     """Pods the gang lacked at its last attempt this cycle (None when not attempted)."""
+    subgroups: dict[str, NetworkTopology] = field(default_factory=dict)
+    """Network-bounded sub-groups with pending pods → the bound each must stay within."""
 
     def occupied(self) -> int:
         return self.ready + self.session_allocated
@@ -349,6 +353,8 @@ class RunningPod:
     """Its job's priority (the PodGroup's priorityClassName): victims are ordered by it first, as Volcano."""
     preemptable: bool = True
     """False when the pod says ``volcano.sh/preemptable: "false"`` (annotation, else label): never a victim."""
+    subgroup: str = ""
+    """Its network-bounded sub-group ("" = none): a replacement joins this sub-group's HyperNode."""
 
 
 def tightest_chip(free_milli: IntArray, milli: int, free_memory: IntArray | None = None,

@@ -68,8 +68,17 @@ class Statement:
         queue = self.session.snapshot.queues[job.queue]
         queue.allocated = queue.allocated + delta
 
+    def mark(self) -> int:
+        """A point to roll back to with :meth:`discard_to` (a sub-group tried in one HyperNode, then another)."""
+        return len(self._operations)
+
     def discard(self) -> None:
-        for op in reversed(self._operations):
+        self.discard_to(0)
+
+    def discard_to(self, mark: int) -> None:
+        """Undo the allocations made since :meth:`mark` returned ``mark``, newest first."""
+        while len(self._operations) > mark:
+            op = self._operations.pop()
             count = len(op.pods)
             _add_usage(self.session.nodes.used, op.nodes, op.group.request, -1)
             op.group.pending[:0] = op.pods
@@ -82,7 +91,6 @@ class Statement:
                 job.session_by_task[op.group.task] -= count
                 self._account(op.group, -count)
                 self.session.on_deallocate(op.group, op.pods, op.nodes)
-        self._operations.clear()
 
     def commit(self) -> None:
         """Issue binds for allocated pods and nominations for pipelined ones."""

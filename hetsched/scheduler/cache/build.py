@@ -5,7 +5,8 @@ Who calls it: ``SchedulerCache.snapshot`` (``cache.routing``) once per cycle for
 running pods with their disruption budgets (the eviction actions).
 
 Pending pods are grouped into ``TaskGroup``s of interchangeable pods: same task, placement key, priority,
-placement annotations, and same labels only while ``keep_labels`` (some pod in the cluster selects others
+placement annotations, network-bounded sub-group (``subGroupPolicy``), and same labels only while
+``keep_labels`` (some pod in the cluster selects others
 by labels; operators give every pod an index label, and 1,000 workers stay one group otherwise).
 """
 
@@ -16,7 +17,14 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from hetsched.api.disruption import covers, disruptions_allowed
-from hetsched.api.objects import NUMA_POLICY_ANNOTATION, PodDisruptionBudget, PodGroup, Queue, max_unavailable
+from hetsched.api.objects import (
+    NUMA_POLICY_ANNOTATION,
+    NetworkTopology,
+    PodDisruptionBudget,
+    PodGroup,
+    Queue,
+    max_unavailable,
+)
 from hetsched.scheduler.cache.pods import Group, PodRecord, preemptable, required_anti
 from hetsched.scheduler.snapshot import (
     MLU_LINK_ANNOTATION,
@@ -29,7 +37,7 @@ from hetsched.scheduler.snapshot import (
     TaskGroup,
 )
 
-GroupKey = tuple[str, object, int, str, str, str, tuple[tuple[str, str], ...]]
+GroupKey = tuple[str, object, int, str, str, str, tuple[tuple[str, str], ...], str]
 
 
 def _placement(record: PodRecord) -> tuple[str, str, str, bool, tuple[tuple[str, str], ...]]:
@@ -69,12 +77,21 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
             continue
         by_placement: dict[GroupKey, list[str]] = {}
         never = False
+        subgroups: dict[str, NetworkTopology] = {}
+        partitioned = bool(podgroup.spec.subGroupPolicy)
         for pod_key in group.pending:
             record = pods[pod_key]
             models, mlu_link, numa_policy, refuses, labels = _placement(record)
             never = never or refuses
+            subgroup = ""
+            if partitioned:  # pods of one network-bounded sub-group are placed together, in one HyperNode
+                member = podgroup.spec.subgroup_of(record.pod.metadata.labels)
+                if member is not None:
+                    subgroup = member[0]
+                    subgroups[subgroup] = member[1]
             by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority, models,
-                                     mlu_link, numa_policy, labels if keep_labels else ()), []).append(pod_key)
+                                     mlu_link, numa_policy, labels if keep_labels else (), subgroup),
+                                    []).append(pod_key)
         job = JobInfo(
             key=key, podgroup=podgroup, queue=podgroup.spec.queue or default_queue,
             priority=class_value(podgroup.spec.priorityClassName) if podgroup.spec.priorityClassName else 0,
@@ -85,9 +102,10 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
             total_pods=len(group.pods), allocated=group.allocated.astype(np.float64),
             min_resources=resources.vector(podgroup.spec.minResources).astype(np.float64),
             preempts=not never and class_preempts(podgroup),
-            max_unavailable=_budget(podgroup, len(group.pods)),
+            max_unavailable=_budget(podgroup, len(group.pods)), subgroups=subgroups,
         )
-        for (task, placement_key, priority, models, mlu_link, numa_policy, labels), keys in by_placement.items():
+        for (task, placement_key, priority, models, mlu_link, numa_policy, labels, subgroup), keys in (
+                by_placement.items()):
             record = pods[keys[0]]
             request = record.request
             job.groups.append(TaskGroup(
@@ -95,7 +113,7 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
                 placement_key=(placement_key, models, mlu_link, numa_policy), numa_policy=numa_policy,
                 request=request, columns=np.flatnonzero(request), priority=priority, pending=keys,
                 models=tuple(m.strip() for m in models.split("|") if m.strip()), mlu_link=mlu_link,
-                labels=dict(labels), namespace=record.pod.metadata.namespace or "default",
+                labels=dict(labels), namespace=record.pod.metadata.namespace or "default", subgroup=subgroup,
             ))
         found[key] = job
     return found, missing
@@ -171,6 +189,8 @@ def running(jobs: dict[str, JobInfo], groups: dict[str, Group], pods: dict[str, 
             if record is None or record.state != "bound" or record.node < 0:
                 continue
             pod = record.pod
+            podgroup = jobs[job_key].podgroup
+            member = podgroup.spec.subgroup_of(pod.metadata.labels) if podgroup.spec.subGroupPolicy else None
             result.append(RunningPod(
                 key=pod_key, job=job_key, task=record.task, node=record.node, request=record.request,
                 priority=record.priority, created=pod.metadata.creationTimestamp or 0.0,
@@ -178,5 +198,6 @@ def running(jobs: dict[str, JobInfo], groups: dict[str, Group], pods: dict[str, 
                 chips=dict(record.chips or {}), shares=dict(record.shares or {}),
                 numa=record.numa if record.numa is not None else -1,
                 budgets=tuple(i for i, b in enumerate(budgets) if pod.status.phase == "Running" and covers(b, pod)),
-                job_priority=jobs[job_key].priority, preemptable=preemptable(pod)))
+                job_priority=jobs[job_key].priority, preemptable=preemptable(pod),
+                subgroup=member[0] if member is not None else ""))
     return result, allowed
