@@ -358,3 +358,40 @@ def test_bad_fault_labels_are_refused_by_name(labels: dict[str, str], message: s
     with pytest.raises(ManifestError) as info:
         load_text(job("train", 1, 8, labels=labels))
     assert message in str(info.value) and "Job/train" in str(info.value)
+
+
+TORS = """
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: tor-a}
+spec:
+  tier: 1
+  members: [{type: Node, selector: {regexMatch: {pattern: "n[0-2]"}}}]
+---
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: tor-b}
+spec:
+  tier: 1
+  members: [{type: Node, selector: {regexMatch: {pattern: "n[3-5]"}}}]
+"""
+
+
+@pytest.mark.parametrize("labels", [{"pod-rescheduling": "on"}, {"fault-retry-times": "2"}],
+                         ids=["pod-rescheduling", "job-restart"])
+def test_a_rescheduled_bounded_job_stays_inside_its_tier_bound(labels: dict[str, str]) -> None:
+    """Two 8-chip pods bounded to one ToR (tier 1); a chip dies under one of them. The replacement pod (or
+    the restarted job) lands inside one ToR again — next to the pod still running, never on the dead chip."""
+    text = job("train", 2, 8, labels=labels).replace(
+        "spec:\n  minAvailable: 2", "spec:\n  networkTopology: {mode: hard, highestTierAllowed: 1}\n  minAvailable: 2")
+    simulation = Simulation([accel_node(f"n{i}") for i in range(6)], load_text(text + "---" + TORS), None,
+                            faults=[Fault(at=100, node="n0", kind="ChipUnhealthy", chips=[3])])
+    results = simulation.run()
+    (record,) = results.jobs
+    assert record["phase"] == "Completed" and record["faultRetries"] <= 1
+    assert any(len(p["runs"]) > 1 for p in record["pods"]), record["pods"]  # the fault hit it (on n0)
+    final = {p["node"] for p in record["pods"]}
+    assert "n0" not in final
+    assert final <= {"n0", "n1", "n2"} or final <= {"n3", "n4", "n5"}, record["pods"]
+    if "pod-rescheduling" in labels:
+        assert final == {"n1", "n2"}  # its partner still runs on n1: the replacement joins it in tor-a

@@ -11,7 +11,7 @@ import pytest
 
 from hetsched.api.objects import AnyObject, HyperNode, NetworkTopology, Pod, PodGroup
 from hetsched.scheduler.conf import DEFAULT_CONF_YAML, parse_conf
-from tests.builders import Harness, accel_node, gang, harness, running_on
+from tests.builders import Harness, accel_node, gang, harness, priority_class, running_on
 
 CHIPS = "huawei.com/Ascend910"
 
@@ -362,3 +362,56 @@ spec:
     placed = {pod: node for pod, node in h.bindings().items() if pod.startswith("llm-")}
     assert sorted(placed.values()) == ["s4", "s5", "s6", "s7"], placed
     assert {placed["llm-worker-0"], placed["llm-worker-1"]} in ({"s4", "s5"}, {"s6", "s7"})
+
+
+def test_a_bounded_gang_preempts_only_inside_one_hypernode() -> None:
+    """Three ToRs of 2 (tor-a: s0 s1, tor-b: s2 s3, tor-c: s4 s5), every server busy with lower-priority
+    work: gang V (priority 1) has one pod in tor-a and one in tor-b, W (3) and X (3) fill the rest of those,
+    Y and Z (priority 5) fill tor-c. A hard tier-1 gang of 2 (priority 10) must take a whole ToR. By cost
+    alone V then W would go — V's pod in tor-b evicted for nothing; bounded to one HyperNode, only Y and Z
+    (both inside tor-c) are evicted."""
+    from tests.test_preemption import CONF, evicted, pods_of, running
+
+    objects: list[AnyObject] = [priority_class(name, value) for name, value in (("p1", 1), ("p3", 3), ("p5", 5),
+                                                                                ("p10", 10))]
+    objects += [accel_node(f"s{i}") for i in range(6)]
+    objects += running("v", ["s0", "s2"], min_member=2, klass="p1")
+    objects += running("w", ["s1"], min_member=1, klass="p3") + running("x", ["s3"], min_member=1, klass="p3")
+    objects += running("y", ["s4"], min_member=1, klass="p5") + running("z", ["s5"], min_member=1, klass="p5")
+    preemptor = gang("tight", 2, limits={CHIPS: 8}, cpu="1", priority_class="p10")
+    group = preemptor[0]
+    assert isinstance(group, PodGroup)
+    preemptor[0] = group.model_copy(update={"spec": group.spec.model_copy(update={
+        "networkTopology": NetworkTopology(mode="hard", highestTierAllowed=1)})})
+    h = harness(objects + preemptor, CONF)
+    for name, servers in (("tor-a", ("s0", "s1")), ("tor-b", ("s2", "s3")), ("tor-c", ("s4", "s5"))):
+        h.cluster.create(leaf(name, *servers))
+    for _ in range(3):
+        h.cycle()
+    assert evicted(h) == ["y-0", "z-0"], evicted(h)
+    assert sorted(pods_of(h, "tight").values()) == ["s4", "s5"]
+    assert sorted(pods_of(h, "v").values()) == ["s0", "s2"]
+
+
+def test_a_bounded_gang_evicts_nothing_when_no_hypernode_can_be_freed_whole() -> None:
+    """Only V (whole, across tor-a and tor-b), W and X are lower priority; Y and Z are not. No ToR can be
+    freed by evictions inside it alone, so nothing is evicted (a topology-blind plan would take V and W)."""
+    from tests.test_preemption import CONF, evicted, running
+
+    objects: list[AnyObject] = [priority_class(name, value) for name, value in (("p1", 1), ("p3", 3), ("p20", 20),
+                                                                                ("p10", 10))]
+    objects += [accel_node(f"s{i}") for i in range(6)]
+    objects += running("v", ["s0", "s2"], min_member=2, klass="p1")
+    objects += running("w", ["s1"], min_member=1, klass="p3") + running("x", ["s3"], min_member=1, klass="p3")
+    objects += running("y", ["s4"], min_member=1, klass="p20") + running("z", ["s5"], min_member=1, klass="p20")
+    preemptor = gang("tight", 2, limits={CHIPS: 8}, cpu="1", priority_class="p10")
+    group = preemptor[0]
+    assert isinstance(group, PodGroup)
+    preemptor[0] = group.model_copy(update={"spec": group.spec.model_copy(update={
+        "networkTopology": NetworkTopology(mode="hard", highestTierAllowed=1)})})
+    h = harness(objects + preemptor, CONF)
+    for name, servers in (("tor-a", ("s0", "s1")), ("tor-b", ("s2", "s3")), ("tor-c", ("s4", "s5"))):
+        h.cluster.create(leaf(name, *servers))
+    for _ in range(3):
+        h.cycle()
+    assert evicted(h) == []

@@ -19,6 +19,9 @@ How victims are chosen (hetsched's rule, gang- and topology-aware by constructio
    evicted that the gang does not need; and when several units remain, a single cheaper unit that is
    enough on its own replaces them (one pod freeing a whole HCCS ring beats three pods on the other).
 4. If the gang cannot fit even with every allowed unit gone, nothing is evicted.
+   A gang with a ``hard`` ``networkTopology`` bound (Volcano does not preempt for these) is planned per
+   HyperNode of tier ≤ its bound: victims only inside one HyperNode, the one whose plan costs least, and
+   only where the evictions leave it able to hold the whole gang.
 5. A unit is never taken past its job's disruption budget (``hetsched.io/max-unavailable``, pods already
    missing included), so a job that allows one missing pod loses at most one — and a gang that would have
    to go whole under a smaller budget is not a victim at all — nor past a PodDisruptionBudget covering
@@ -37,8 +40,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from hetsched.api.objects import NetworkTopology
 from hetsched.scheduler.decisions import Eviction
-from hetsched.scheduler.placement import place_job
+from hetsched.scheduler.framework import IntArray
+from hetsched.scheduler.placement import held_rows, place_job, tier_bound
 from hetsched.scheduler.session import Session
 from hetsched.scheduler.snapshot import JobInfo, RunningPod
 
@@ -128,7 +133,91 @@ def plan(session: Session, job: JobInfo, candidates: list[RunningPod],
          still_allowed: Callable[[Unit], bool] = lambda unit: True) -> list[RunningPod] | None:
     """Victims whose eviction lets ``job``'s gang be placed, or None (see the module docstring).
     ``still_allowed`` is asked before each unit is released (e.g. reclaim stops taking from a queue
-    once it is down to its deserved share)."""
+    once it is down to its deserved share). A gang with a ``hard`` network-topology bound evicts inside
+    one HyperNode only (:func:`_plan_in_one_hypernode`)."""
+    bound = job.podgroup.spec.networkTopology
+    if (bound is not None and bound.mode == "hard" and session.snapshot.network is not None
+            and session.node_mask is None):
+        return _plan_in_one_hypernode(session, job, bound, candidates, still_allowed)
+    return _plan(session, job, candidates, still_allowed)
+
+
+MAX_PREEMPT_DOMAINS = 16
+"""HyperNodes of one tier planned in full (each a greedy plan with dry runs) for a bounded gang, among
+those whose free plus evictable resources could hold it, the freest first."""
+
+
+def _victim_cost(victims: list[RunningPod]) -> tuple[int, int, int]:
+    return (max(p.job_priority for p in victims), max(p.priority for p in victims), len(victims))
+
+
+def _plan_in_one_hypernode(session: Session, job: JobInfo, bound: NetworkTopology, candidates: list[RunningPod],
+                           still_allowed: Callable[[Unit], bool]) -> list[RunningPod] | None:
+    """For a gang that must stay inside one HyperNode of tier ≤ its bound: plan victims within each
+    HyperNode that could hold the gang once its own evictable pods were gone (one vectorised resource
+    count per tier rules the rest out), and take the plan that costs least — lowest victim job priority,
+    then pod priority, then fewest pods; ties to the lower tier, then the HyperNode tried first. Every
+    victim is inside that HyperNode, and a victim gang is taken only whole inside it (its pods elsewhere
+    would be evicted for nothing). A job with pods running stays in their HyperNode."""
+    network = session.snapshot.network
+    assert network is not None
+    highest = tier_bound(network, bound)
+    if highest is None:
+        return None
+    allowed = [p for p in candidates if p.preemptable and session.evictable(p)]
+    if not allowed:
+        return None
+    held = held_rows(session, job)
+    need = _gang_need(job)
+    asked = np.flatnonzero(need)
+    free = session.nodes.alloc - session.nodes.used
+    best: tuple[tuple[int, int, int], int, list[RunningPod]] | None = None
+    victim_rows = np.asarray([p.node for p in allowed], dtype=np.int64)
+    victim_requests = np.stack([p.request for p in allowed])
+    for tier in (t for t in network.tiers if t <= highest):
+        domain = network.domain[tier]
+        count = len(network.names[tier])
+        inside = (domain >= 0) & session.nodes.schedulable
+        by_domain = domain[victim_rows]
+        possible = np.ones(count, dtype=bool)
+        for column in asked.tolist():
+            room = np.bincount(domain[inside], weights=free[column][inside], minlength=count)
+            room += np.bincount(by_domain[by_domain >= 0], weights=victim_requests[by_domain >= 0, column],
+                                minlength=count)
+            possible &= room >= need[column]
+        if held.size:
+            holding = np.unique(domain[held])
+            if holding.size != 1 or holding[0] < 0:
+                continue
+            possible &= np.arange(count) == holding[0]
+        possible &= np.bincount(by_domain[by_domain >= 0], minlength=count) > 0
+        ids = np.flatnonzero(possible)
+        if not ids.size:
+            continue
+        freest = np.bincount(domain[inside], weights=free[asked[0]][inside] if asked.size else None,
+                             minlength=count)[ids]
+        for chosen in ids[np.argsort(-freest, kind="stable")][:MAX_PREEMPT_DOMAINS].tolist():
+            within = [p for p, d in zip(allowed, by_domain.tolist(), strict=True) if d == chosen]
+            session.node_mask = domain == chosen
+            try:
+                victims = _plan(session, job, within, still_allowed)
+            finally:
+                session.node_mask = None
+            if victims is None:
+                continue
+            _release(session, victims, -1)  # put back: the next HyperNode is planned from the same state
+            cost = _victim_cost(victims)
+            if best is None or cost < best[0]:
+                best = (cost, tier, victims)
+    if best is None:
+        return None
+    _release(session, best[2], 1)
+    return best[2]
+
+
+def _plan(session: Session, job: JobInfo, candidates: list[RunningPod],
+          still_allowed: Callable[[Unit], bool]) -> list[RunningPod] | None:
+    """The greedy plan of the module docstring over ``candidates``; the victims stay released."""
     allowed = [p for p in candidates if p.preemptable and session.evictable(p)]
     counts: dict[str, int] = defaultdict(int)
     for pod in session.snapshot.running:
@@ -189,16 +278,24 @@ def _single_unit_instead(session: Session, job: JobInfo, chosen: list[Unit], can
     return chosen
 
 
-def _enough(session: Session, job: JobInfo) -> bool:
-    """Cheap necessary condition before a dry run: the cluster's free resources cover the gang's need."""
-    need = np.zeros(session.nodes.alloc.shape[0], dtype=np.int64)
+def _gang_need(job: JobInfo) -> IntArray:
+    """Resources the gang's missing pods ask for, in total."""
+    need = np.zeros(len(job.allocated), dtype=np.int64)
     missing = job.min_member - job.occupied()
     for group in job.groups:
         if group.pending and not group.best_effort and missing > 0:
             take = min(missing, len(group.pending))
             need += group.request * take
             missing -= take
-    free = (session.nodes.alloc - session.nodes.used)[:, session.nodes.schedulable].sum(axis=1)
+    return need
+
+
+def _enough(session: Session, job: JobInfo) -> bool:
+    """Cheap necessary condition before a dry run: the free resources (of the HyperNode being planned, when
+    there is one) cover the gang's need."""
+    need = _gang_need(job)
+    usable = session.nodes.schedulable if session.node_mask is None else session.nodes.schedulable & session.node_mask
+    free = (session.nodes.alloc - session.nodes.used)[:, usable].sum(axis=1)
     return bool((free >= need).all())
 
 

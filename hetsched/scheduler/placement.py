@@ -194,7 +194,7 @@ def tier_bound(network: NetworkArrays | None, bound: NetworkTopology) -> int | N
     return None
 
 
-def _held_rows(session: Session, job: JobInfo) -> IntArray:
+def held_rows(session: Session, job: JobInfo) -> IntArray:
     """Node rows the job's pods already hold (bound in earlier cycles, or placed in this session)."""
     rows = [pod.node for pod in session.snapshot.running if pod.job == job.key] if job.ready else []
     placed = np.concatenate(job.session_placed) if job.session_placed else np.zeros(0, dtype=np.int64)
@@ -235,7 +235,7 @@ def _place_in_network(session: Session, job: JobInfo, groups: list[TaskGroup], b
             job.failure, job.unresolvable = reason, True
         return False
     tiers = [t for t in network.tiers if highest is None or t <= highest]
-    held = _held_rows(session, job)
+    held = held_rows(session, job)
     needed = max(job.min_member - job.occupied(), 1) if gang else 1
     best_room = 0.0
     for tier in tiers:
