@@ -8,7 +8,9 @@ be attached to a ticket. Sections, each a ``<figure>`` with an ``<h2>`` title:
 2. Queue wait distribution — per queue, the waits (gang start − submit) of the jobs that started;
 3. Queue share vs deserved — per queue, allocated and deserved dominant shares over time (proportion);
 4. Chip occupancy per node pool — one heatmap per pool, node × time, share of the node's chips held;
-5. Fault timeline — injected faults per target, how long each took to recover, and evictions.
+5. Fault timeline — injected faults per target, how long each took to recover, and evictions;
+6. Network domains (only with HyperNodes) — each tier-1 HyperNode's chip occupancy over time, and how
+   many HyperNodes of each tier were wholly free.
 
 A section without data (no queues with a deserved share, no faults) says so in words instead of a blank plot.
 """
@@ -25,7 +27,7 @@ import numpy as np
 from hetsched.sim.results import Results
 
 TITLES = ("Accelerator allocation over time", "Queue wait distribution", "Queue share vs deserved",
-          "Chip occupancy per node pool", "Fault timeline")
+          "Chip occupancy per node pool", "Fault timeline", "Network domains")
 
 
 def _figure_png(fig: Any) -> str:
@@ -187,6 +189,39 @@ def _fault_table(results: Results) -> str:
     return "".join(parts)
 
 
+def _domains(results: Results, end: float) -> str | None:
+    """Occupancy per tier-1 HyperNode (heatmap, HyperNode × time) above the wholly free HyperNodes per tier."""
+    import matplotlib.pyplot as plt
+
+    timeline = results.timeline
+    if timeline is None or not timeline.domain_share:
+        return None
+    offset = len(timeline.times) - len(timeline.domain_share)  # samples before the tree existed have none
+    times = timeline.times[offset:]
+    width = max(len(row) for row in timeline.domain_share)
+    share = np.zeros((len(times), width))
+    for i, row in enumerate(timeline.domain_share):
+        share[i, : len(row)] = row
+    edges = np.asarray(_steps(times, end))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 2.5 + min(0.1 * width, 6)), sharex=True,
+                                      gridspec_kw={"height_ratios": [3, 1]})
+    mesh = top.pcolormesh(edges, np.arange(width + 1), share.T, vmin=0, vmax=1, cmap="viridis", shading="flat")
+    top.set_title(f"{TITLES[5]}: chips held per tier-1 HyperNode ({width})")
+    top.set_ylabel("tier-1 HyperNode")
+    if width <= 16:
+        top.set_yticks(np.arange(width) + 0.5, timeline.domains[:width], fontsize="small")
+    fig.colorbar(mesh, ax=top, label="chips held / chips", pad=0.01)
+    tiers = sorted({tier for row in timeline.whole for tier in row})
+    for tier in tiers:
+        values = [row.get(tier, 0) for row in timeline.whole]
+        bottom.step(_steps(times, end), [*values, values[-1]], where="post", label=f"tier {tier}")
+    bottom.set_ylabel("wholly free")
+    bottom.set_xlabel("simulated time (s)")
+    bottom.grid(alpha=0.3)
+    bottom.legend(loc="upper right", fontsize="small", ncol=len(tiers) or 1)
+    return _figure_png(fig)
+
+
 def _section(title: str, image: str | None, empty: str) -> str:
     body = (f'<img alt="{html.escape(title)}" src="data:image/png;base64,{image}">' if image
             else f'<p class="empty">{html.escape(empty)}</p>')
@@ -202,6 +237,13 @@ def _summary_table(results: Results) -> str:
             ("simulated", f"{summary['simulatedSeconds']:,.0f} s, {summary['schedulerCycles']} cycles, "
                           f"{summary['binds']} binds")]
     rows += [(f"allocation {kind}", f"{ratio:.1%}") for kind, ratio in summary["allocationRatio"].items()]
+    network = summary.get("network")
+    if network:
+        rows += [(f"jobs bound {name}", f"{entry['started']}/{entry['jobs']} started, mean wait "
+                                        f"{entry['meanWaitSeconds'] or 0:,.0f} s")
+                 for name, entry in network["byBound"].items()]
+        rows.append(("gangs crossing a tier", ", ".join(f"{tier}: {count}" for tier, count in
+                                                        network["jobsCrossing"].items())))
     cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
     return f'<table class="summary">{cells}</table>'
 
@@ -225,6 +267,9 @@ def render(results: Results, title: str) -> str:
         sections.append(_section(TITLES[3], None, "No accelerator nodes."))
     sections.append(_section(TITLES[4], _faults(results, end), "No faults were injected and nothing was evicted.")
                     + _fault_table(results))
+    domains = _domains(results, end)
+    if domains is not None:
+        sections.append(_section(TITLES[5], domains, ""))
     style = ("body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}figure{margin:1.5em 0}"
              "img{max-width:100%}h2{font-size:1.1em}.empty{color:#777;font-style:italic}"
              "table.summary{border-collapse:collapse}table.summary th,table.summary td{border:1px solid #ccc;"

@@ -28,6 +28,7 @@ from hetsched.api.objects import Job, Node, Pod, PodGroup
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.reasons import fragments
 from hetsched.scheduler.runner import CycleResult
+from hetsched.sim.network import NetworkRecorder
 from hetsched.sim.timeline import Timeline
 
 FINAL_PHASES = ("Completed", "Failed", "Aborted", "Terminated")
@@ -127,6 +128,8 @@ class Recorder:
         """(pod key, deletion time) → chip-seconds lost (the simulated kubelet's ledger, set by the simulator)."""
         self.timeline = Timeline() if timeline else None
         """Chip occupancy per node over time (for the report; None unless asked for)."""
+        self.network = NetworkRecorder()
+        """Where gangs ran over the HyperNode tree, and whole free HyperNodes over time."""
 
     def on_fault(self, time: float, target: str, kind: str, jobs: list[str]) -> None:
         """A fault was applied at ``time``; ``jobs`` are the workloads it restarted (more may follow:
@@ -270,6 +273,7 @@ class Recorder:
             self.evictions.append({"time": now, "pod": eviction.pod, "job": eviction.job, "action": eviction.action,
                                    "reason": eviction.reason, "for": eviction.preemptor})
         self._queue_shares(result, now)
+        self.network.on_cycle(result, now)
         if self.timeline is not None:
             self.timeline.sample(result.snapshot, now)
         for key, status in result.decisions.unschedulable.items():
@@ -447,6 +451,9 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
         "waiting": waiting,
         **extra,
     }
+    network = recorder.network.summary(jobs, end_time)
+    if network is not None:
+        summary["network"] = network
     cluster = {"nodes": len(nodes), "acceleratorChips": dict(sorted(capacity.items()))}
     queues = {name: {"columns": ["time", "allocatedDominantShare", "deservedDominantShare"], "series": series,
                      "meanAllocated": _time_mean(series, 1, end_time), "meanDeserved": _time_mean(series, 2, end_time)}

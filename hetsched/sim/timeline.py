@@ -3,6 +3,9 @@
 Who calls it: the simulator's :class:`~hetsched.sim.results.Recorder` after every scheduling cycle; the
 report (``sim.report``) draws allocation curves and per-pool heatmaps from it.
 
+With a HyperNode tree it also keeps, per sample, the occupancy of each tier-1 HyperNode and how many
+HyperNodes of each tier are wholly free (the report's per-domain plot).
+
 Recorded only when asked (``Simulation(timeline=True)``: ``--report``). A sample is taken at the first cycle
 of each time bucket (chips held whole or shared, per node, from the
 cycle's snapshot after its placements). Memory is bounded: past :data:`MAX_SAMPLES` samples, every other
@@ -15,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hetsched.api.accelerators import accelerator_kind
+from hetsched.scheduler import network_fragmentation
 from hetsched.scheduler.chips import popcounts
 from hetsched.scheduler.framework import IntArray
 from hetsched.scheduler.snapshot import Snapshot
@@ -34,6 +38,12 @@ class Timeline:
         self.pools: list[str] = []
         self.physical: IntArray = np.zeros(0, dtype=np.int64)
         self.kind_physical: dict[str, int] = {}
+        self.domains: list[str] = []
+        """The tier-1 HyperNodes (when the cluster has a network tree)."""
+        self.domain_share: list[npt.NDArray[np.float32]] = []
+        """Per sample: chips held / chips per tier-1 HyperNode."""
+        self.whole: list[dict[int, int]] = []
+        """Per sample: HyperNodes of each tier all of whose servers are free."""
         self._next = 0.0
 
     def sample(self, snapshot: Snapshot, now: float) -> None:
@@ -62,8 +72,22 @@ class Timeline:
         self.times.append(now)
         self.held.append(held)
         self.kind_held.append(kinds)
+        network = snapshot.network
+        if network is not None and network.tiers:
+            lowest = network.tiers[0]
+            self.domains = list(network.names[lowest])
+            domain = network.domain[lowest][: len(held)]
+            inside = domain >= 0
+            width = len(self.domains)
+            chips = np.bincount(domain[inside], weights=physical[: len(domain)][inside], minlength=width)
+            taken = np.bincount(domain[inside], weights=held[: len(domain)][inside], minlength=width)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                self.domain_share.append(np.where(chips > 0, taken / np.where(chips > 0, chips, 1), 0.0)
+                                         .astype(np.float32))
+            self.whole.append({t.tier: t.whole for t in network_fragmentation.by_tier(snapshot, needed=0)})
         if len(self.times) > MAX_SAMPLES:
             self.times, self.held, self.kind_held = self.times[::2], self.held[::2], self.kind_held[::2]
+            self.domain_share, self.whole = self.domain_share[::2], self.whole[::2]
             self.bucket *= 2
 
     def matrix(self) -> IntArray:
