@@ -42,8 +42,8 @@ NODES = {
     "mlu-0": {"hetsched.io/vendor": "fake", "cambricon.com/mlu": "true"},
 }
 CHIPS = {
-    "ascend-0": {"resource": "huawei.com/Ascend910", "model": "Ascend910", "like": "ascend", "count": 8},
-    "ascend-1": {"resource": "huawei.com/Ascend910", "model": "Ascend910", "like": "ascend", "count": 8},
+    "ascend-0": {"resource": "huawei.com/Ascend910", "model": "Ascend910", "like": "ascend", "count": 8, "superPod": 0},
+    "ascend-1": {"resource": "huawei.com/Ascend910", "model": "Ascend910", "like": "ascend", "count": 8, "superPod": 0},
     "mlu-0": {"resource": "cambricon.com/mlu", "model": "MLU370", "like": "cambricon", "count": 4},
 }
 VALUES = {  # what a cluster without a pod network or kube-proxy needs; nothing else differs from the defaults
@@ -80,8 +80,10 @@ def write_chips(cluster: RealCluster, node: str, bad: tuple[int, ...] = ()) -> N
     chips = [{"id": i, "health": "Critical" if i in bad else "OK"} for i in range(int(spec["count"]))]
     path = cluster.nodes[node].path("/etc/hetsched/fake/chips.yaml")
     partial = path.with_name("chips.yaml.new")
-    partial.write_text(yaml.safe_dump({"resource": spec["resource"], "model": spec["model"], "like": spec["like"],
-                                       "chips": chips}))
+    data = {"resource": spec["resource"], "model": spec["model"], "like": spec["like"], "chips": chips}
+    if "superPod" in spec:  # the supernode the hardware reports, as an Atlas A3 does
+        data["superPod"] = spec["superPod"]
+    partial.write_text(yaml.safe_dump(data))
     partial.replace(path)
 
 
@@ -178,7 +180,31 @@ def test_each_node_advertises_its_chips_through_our_device_plugin(installed: Rea
         assert inventory  # the node agent's chip inventory
         condition = next(c for c in node["status"]["conditions"] if c["type"] == "AcceleratorHealthy")
         assert condition["status"] == "True", condition
+        supernode = labels.get("topology.hetsched.io/tier-1")
+        assert supernode == (f"superpod-{spec['superPod']}" if "superPod" in spec else None), labels
     print(f"figures: {json.dumps({k: round(v, 1) for k, v in FIGURES.items()})}")
+
+
+def test_the_controller_discovers_the_supernode_the_node_agents_labelled(installed: RealCluster) -> None:
+    """The node agents (in their containers, on real kubelets) labelled both Ascend servers with supernode 0;
+    the controller's discovery made it a tier-1 HyperNode selecting them, owned by the discovery."""
+    client = installed.client
+
+    def supernode() -> dict[str, Any] | None:
+        try:
+            return client.request("GET", "/apis/topology.volcano.sh/v1alpha1/hypernodes/tier1-superpod-0")
+        except NotFound:
+            return None
+
+    wait_for("HyperNode tier1-superpod-0", lambda: supernode() is not None, 60,
+             explain=lambda: installed.logs("hetsched", "controller"))
+    found = supernode()
+    assert found is not None
+    assert found["metadata"]["labels"]["hetsched.io/discovered-from"] == "node-labels"
+    assert found["spec"]["tier"] == 1
+    (member,) = found["spec"]["members"]
+    assert member["type"] == "Node"
+    assert member["selector"]["labelMatch"]["matchLabels"] == {"topology.hetsched.io/tier-1": "superpod-0"}
 
 
 # ------------------------------------------------------------------------------------------ workloads
