@@ -415,3 +415,25 @@ def test_a_bounded_gang_evicts_nothing_when_no_hypernode_can_be_freed_whole() ->
     for _ in range(3):
         h.cycle()
     assert evicted(h) == []
+
+
+def test_reclaim_for_a_bounded_gang_takes_back_inside_one_hypernode() -> None:
+    """Queue a borrowed all four servers (an elastic gang, min 1); queue b's gang of 2 must sit in one ToR
+    (tor-a: s0 s2, tor-b: s1 s3). Reclaim takes back two pods inside one ToR — the newest such pair (s1,
+    s3) — and b's gang runs there."""
+    from tests.test_preemption import CONF, classes, evicted, pods_of, queue, running
+
+    objects: list[AnyObject] = [*classes(), queue("a"), queue("b"), *(accel_node(f"s{i}") for i in range(4)),
+                                *running("borrower", [f"s{i}" for i in range(4)], min_member=1, queue_name="a")]
+    owner = gang("owner", 2, limits={CHIPS: 8}, cpu="1", priority_class="low", queue="b")
+    group = owner[0]
+    assert isinstance(group, PodGroup)
+    owner[0] = group.model_copy(update={"spec": group.spec.model_copy(update={
+        "networkTopology": NetworkTopology(mode="hard", highestTierAllowed=1)})})
+    h = harness(objects + owner, CONF)
+    for hypernode in (leaf("tor-a", "s0", "s2"), leaf("tor-b", "s1", "s3")):
+        h.cluster.create(hypernode)
+    for _ in range(3):
+        h.cycle()
+    assert evicted(h) == ["borrower-1", "borrower-3"], evicted(h)
+    assert sorted(pods_of(h, "owner").values()) == ["s1", "s3"]

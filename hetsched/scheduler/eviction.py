@@ -147,8 +147,10 @@ MAX_PREEMPT_DOMAINS = 16
 those whose free plus evictable resources could hold it, the freest first."""
 
 
-def _victim_cost(victims: list[RunningPod]) -> tuple[int, int, int]:
-    return (max(p.job_priority for p in victims), max(p.priority for p in victims), len(victims))
+def _victim_cost(victims: list[RunningPod]) -> tuple[int, int, int, float]:
+    """Lowest victim job priority, then pod priority, then fewest pods, then the newest (least work lost)."""
+    return (max(p.job_priority for p in victims), max(p.priority for p in victims), len(victims),
+            -min(p.created for p in victims))
 
 
 def _plan_in_one_hypernode(session: Session, job: JobInfo, bound: NetworkTopology, candidates: list[RunningPod],
@@ -156,7 +158,8 @@ def _plan_in_one_hypernode(session: Session, job: JobInfo, bound: NetworkTopolog
     """For a gang that must stay inside one HyperNode of tier ≤ its bound: plan victims within each
     HyperNode that could hold the gang once its own evictable pods were gone (one vectorised resource
     count per tier rules the rest out), and take the plan that costs least — lowest victim job priority,
-    then pod priority, then fewest pods; ties to the lower tier, then the HyperNode tried first. Every
+    then pod priority, then fewest pods, then the newest victims; ties to the lower tier, then the
+    HyperNode tried first. Every
     victim is inside that HyperNode, and a victim gang is taken only whole inside it (its pods elsewhere
     would be evicted for nothing). A job with pods running stays in their HyperNode."""
     network = session.snapshot.network
@@ -171,7 +174,7 @@ def _plan_in_one_hypernode(session: Session, job: JobInfo, bound: NetworkTopolog
     need = _gang_need(job)
     asked = np.flatnonzero(need)
     free = session.nodes.alloc - session.nodes.used
-    best: tuple[tuple[int, int, int], int, list[RunningPod]] | None = None
+    best: tuple[tuple[int, int, int, float], int, list[RunningPod]] | None = None
     victim_rows = np.asarray([p.node for p in allowed], dtype=np.int64)
     victim_requests = np.stack([p.request for p in allowed])
     for tier in (t for t in network.tiers if t <= highest):
