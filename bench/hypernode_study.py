@@ -1,7 +1,7 @@
 """The network-topology study of docs/scheduler.md: a 3-tier Ascend cluster (512 servers, 16 per tier-1
 HyperNode, 4 of those per tier-2, 8 of those under one tier-3) under hard-bounded, soft-bounded and
 unconstrained gangs, with ``network-topology-aware``, without it, and topology-blind
-(``hetsched.benchmark.network_study``). Prints the Markdown tables, writes the figures as JSON and the
+(``hetsched.sim.network_study``). Prints the Markdown tables, writes the figures as JSON and the
 simulation report (with the per-domain occupancy plot) of the default policy's first seed.
 
     .venv/bin/python bench/hypernode_study.py [--servers 512] [--load 0.8] [--seeds 1 2 3]
@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from hetsched.benchmark.network_study import POLICIES, StudySetup, combine, run, table
+from hetsched.sim.network_study import POLICIES, StudySetup, combine, run, table
 from hetsched.sim.report import render
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hetsched.benchmark.network_study import StudySetup, combine, run, table
+from hetsched.sim.network_study import StudySetup, combine, run, table
 from hetsched.sim.report import TITLES, render
 
 SMALL = StudySetup(servers=64, tiers=(8, 4, 2), hours=4.0, load=0.8, seed=7)
