@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hetsched.sim.network_study import StudySetup, combine, run, table
-from hetsched.sim.report import TITLES, render
+from hetsched.sim.report import NETWORK_TITLE, render
 
 SMALL = StudySetup(servers=64, tiers=(8, 4, 2), hours=4.0, load=0.8, seed=7)
 
@@ -34,7 +34,7 @@ def test_results_json_says_where_gangs_ran_and_the_report_draws_the_domains(stud
     assert network["jobsCrossing"]["tier3"] == 0  # one tier-3 HyperNode holds the whole cluster
     assert set(network["wholeFreeHyperNodes"]) == {"tier1", "tier2", "tier3"}
     page = render(results, "study")
-    assert f"<h2>{TITLES[5]}</h2>" in page and "jobs bound hard ≤ tier 1" in page
+    assert f"<h2>{NETWORK_TITLE}</h2>" in page and "jobs bound hard ≤ tier 1" in page
 
 
 def test_the_table_combines_seeds(studied: dict) -> None:  # type: ignore[type-arg]

@@ -26,8 +26,10 @@ import numpy as np
 
 from hetsched.sim.results import Results
 
+# The sections every report has, in order; NETWORK_TITLE's only when the cluster declares HyperNodes.
 TITLES = ("Accelerator allocation over time", "Queue wait distribution", "Queue share vs deserved",
-          "Chip occupancy per node pool", "Fault timeline", "Network domains")
+          "Chip occupancy per node pool", "Fault timeline")
+NETWORK_TITLE = "Network domains"
 
 
 def _figure_png(fig: Any) -> str:
@@ -206,7 +208,7 @@ def _domains(results: Results, end: float) -> str | None:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 2.5 + min(0.1 * width, 6)), sharex=True,
                                       gridspec_kw={"height_ratios": [3, 1]})
     mesh = top.pcolormesh(edges, np.arange(width + 1), share.T, vmin=0, vmax=1, cmap="viridis", shading="flat")
-    top.set_title(f"{TITLES[5]}: chips held per tier-1 HyperNode ({width})")
+    top.set_title(f"{NETWORK_TITLE}: chips held per tier-1 HyperNode ({width})")
     top.set_ylabel("tier-1 HyperNode")
     if width <= 16:
         top.set_yticks(np.arange(width) + 0.5, timeline.domains[:width], fontsize="small")
@@ -269,7 +271,7 @@ def render(results: Results, title: str) -> str:
                     + _fault_table(results))
     domains = _domains(results, end)
     if domains is not None:
-        sections.append(_section(TITLES[5], domains, ""))
+        sections.append(_section(NETWORK_TITLE, domains, ""))
     style = ("body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}figure{margin:1.5em 0}"
              "img{max-width:100%}h2{font-size:1.1em}.empty{color:#777;font-style:italic}"
              "table.summary{border-collapse:collapse}table.summary th,table.summary td{border:1px solid #ccc;"
