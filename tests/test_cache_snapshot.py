@@ -4,9 +4,12 @@ once the cache changed (``StaleSnapshot``), rather than read a later state."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from hetsched.api.objects import AnyObject, Node
+from hetsched.cluster.memory import MemoryCluster
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.actions.registry import ACTIONS
 from hetsched.scheduler.cache import SchedulerCache
@@ -14,7 +17,7 @@ from hetsched.scheduler.conf import default_conf, parse_conf
 from hetsched.scheduler.decisions import Decisions
 from hetsched.scheduler.session import Session
 from hetsched.scheduler.snapshot import Snapshot, StaleSnapshot
-from tests.builders import accel_node, gang, node, pod, queue, running_on
+from tests.builders import accel_node, gang, harness, node, pod, priority_class, queue, running_on
 
 PREEMPT = parse_conf("""actions: "enqueue, allocate, preempt, backfill"
 tiers:
@@ -99,3 +102,82 @@ def test_lazy_pod_lists_refuse_a_changed_cache() -> None:
     with pytest.raises(StaleSnapshot):
         for action in PREEMPT.action_names:
             ACTIONS[action](session)
+
+
+# --------------------------------------------------------------------------- settled jobs, reused records
+
+def _job_facts(snapshot: Snapshot) -> dict[str, tuple[object, ...]]:
+    return {key: (job.phase, job.ready, dict(job.ready_by_task), job.allocated.tolist(), job.pending_count,
+                  job.total_pods, job.priority, job.min_member, job.preempts, job.max_unavailable,
+                  sorted((g.task, len(g.pending)) for g in job.groups))
+            for key, job in snapshot.jobs.items()}
+
+
+def _queue_facts(snapshot: Snapshot) -> dict[str, tuple[object, ...]]:
+    return {name: (q.allocated.tolist(), q.request.tolist(), q.inqueue.tolist()) for name, q in snapshot.queues.items()}
+
+
+def _from_scratch(cluster: MemoryCluster) -> Snapshot:
+    order = ("PriorityClass", "Queue", "Node", "PodGroup", "Pod")
+    return cache_of([obj for kind in order for obj in cluster.list(kind)]).snapshot()
+
+
+def test_a_settled_job_is_reused_until_one_of_its_pods_changes() -> None:
+    run = harness([node("a", cpu="8"), node("b", cpu="8"), *gang("steady", 2, cpu="2"), *gang("other", 1, cpu="2")])
+    for _ in range(3):  # bind, then the gang's Scheduled condition and Running phase come back as events
+        run.cycle()
+    cache = run.scheduler.cache
+    first, second = cache.snapshot(), cache.snapshot()
+    assert first.jobs["default/steady"] is second.jobs["default/steady"]
+    assert "default/steady" not in second.active and second.jobs["default/steady"].shared
+    assert _job_facts(second) == _job_facts(_from_scratch(run.cluster))
+    assert _queue_facts(second) == _queue_facts(_from_scratch(run.cluster))
+    run.cluster.delete("Pod", "default/steady-1")  # its gang is broken: no longer settled, rebuilt
+    third = cache.snapshot()
+    assert third.jobs["default/steady"] is not second.jobs["default/steady"]
+    assert third.jobs["default/steady"].ready == 1 and "default/steady" in third.active
+    assert _job_facts(third) == _job_facts(_from_scratch(run.cluster))
+    assert _queue_facts(third) == _queue_facts(_from_scratch(run.cluster))
+
+
+def test_snapshots_under_churn_equal_snapshots_built_from_scratch() -> None:
+    """Gangs arrive, bind, finish and are deleted, a priority class appears and a node joins; after every
+    cycle the incremental snapshot (reused settled records, per-queue sums) equals one built from the
+    store's objects by a fresh cache — every job and every queue figure."""
+    rng = random.Random(7)
+    run = harness([queue("a", 2), queue("b", 1), *[node(f"n{i}", cpu="16") for i in range(6)]])
+    alive: list[str] = []
+    for step in range(40):
+        if rng.random() < 0.6:
+            name = f"job{step}"
+            for obj in gang(name, rng.choice((1, 2, 3)), queue=rng.choice(("a", "b")), cpu=str(rng.choice((1, 2, 4)))):
+                run.cluster.create(obj)
+            alive.append(name)
+        if alive and rng.random() < 0.3:
+            gone = alive.pop(rng.randrange(len(alive)))
+            for obj in run.cluster.list("Pod"):
+                if obj.metadata.name.startswith(f"{gone}-"):
+                    run.cluster.delete("Pod", f"default/{obj.metadata.name}")
+            run.cluster.delete("PodGroup", f"default/{gone}")
+        if step == 20:
+            run.cluster.create(priority_class("urgent", 50))
+        if step == 30:
+            run.cluster.create(node("late", cpu="16"))
+        run.cycle()
+        incremental, scratch = run.scheduler.cache.snapshot(), _from_scratch(run.cluster)
+        assert _job_facts(incremental) == _job_facts(scratch), step
+        assert _queue_facts(incremental) == _queue_facts(scratch), step
+    assert run.scheduler.cache.settled.jobs  # the reuse was exercised
+
+
+def test_preemption_changes_its_own_copy_of_a_settled_victim() -> None:
+    run = harness([node("a", cpu="4"), priority_class("high", 100), *gang("low", 1, cpu="4")], PREEMPT)
+    for _ in range(3):
+        run.cycle()
+    stored = run.scheduler.cache.settled.jobs["default/low"]
+    for obj in gang("high", 1, cpu="4", priority_class="high"):
+        run.cluster.create(obj)
+    result = run.cycle()
+    assert [e.pod for e in result.decisions.evictions] == ["default/low-0"]
+    assert result.snapshot.jobs["default/low"].ready == 0  # the session's copy lost its pod ...
+    assert stored.ready == 1 and stored.shared  # ... the record other snapshots share did not

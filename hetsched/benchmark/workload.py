@@ -73,6 +73,27 @@ def synthetic_cluster(nodes: int, topology: bool = False, network: bool = False)
     return [n.model_copy(update={"metadata": n.metadata.model_copy(update={"annotations": {}})}) for n in expanded]
 
 
+def gang(name: str, size: int, queue: str, requests: dict[str, str], limits: dict[str, str],
+         selector: dict[str, str], bound: dict[str, object] | None = None) -> tuple[PodGroup, list[Pod]]:
+    """One job of the benchmarks: a PodGroup (minMember = ``size``, its minResources the pods' requests) and
+    its ``size`` identical pods in namespace ``bench``."""
+    template = Pod.model_validate({
+        "metadata": {"name": f"{name}-0", "namespace": "bench",
+                     "annotations": {"scheduling.k8s.io/group-name": name, "volcano.sh/task-spec": "worker"}},
+        "spec": {"schedulerName": "volcano", "nodeSelector": selector,
+                 "containers": [{"name": "main", "resources": {"requests": requests, "limits": limits}}]},
+    })
+    total = {k: v * size for k, v in template.spec.requests.items() if k != "pods"}
+    spec: dict[str, object] = {"minMember": size, "queue": queue,
+                               "minResources": {k: f"{v}m" for k, v in total.items()}}
+    if bound is not None:
+        spec["networkTopology"] = bound
+    podgroup = PodGroup.model_validate({"metadata": {"name": name, "namespace": "bench"}, "spec": spec})
+    pods = [template.model_copy(update={"metadata": template.metadata.model_copy(update={"name": f"{name}-{i}"})})
+            for i in range(size)]
+    return podgroup, pods
+
+
 def synthetic_workload(nodes: int, pods: int, seed: int = 1, topology: bool = False,
                        network: bool = False) -> BenchWorkload:
     rng = random.Random(seed)
@@ -97,23 +118,10 @@ def synthetic_workload(nodes: int, pods: int, seed: int = 1, topology: bool = Fa
             limits = {}
             requests = {"cpu": str(rng.choice((1, 2, 4))), "memory": f"{rng.choice((2, 4, 8))}Gi"}
             selector = {}
-        template = Pod.model_validate({
-            "metadata": {"name": f"{name}-0", "namespace": "bench",
-                         "annotations": {"scheduling.k8s.io/group-name": name, "volcano.sh/task-spec": "worker"}},
-            "spec": {"schedulerName": "volcano", "nodeSelector": selector,
-                     "containers": [{"name": "main", "resources": {"requests": requests, "limits": limits}}]},
-        })
-        total = {k: v * size for k, v in template.spec.requests.items() if k != "pods"}
-        spec: dict[str, object] = {"minMember": size, "queue": queue,
-                                   "minResources": {k: f"{v}m" for k, v in total.items()}}
-        if network and limits and size > 1:
-            bound = bounds.choice(NETWORK_BOUNDS)
-            if bound is not None:
-                spec["networkTopology"] = bound
-        podgroups.append(PodGroup.model_validate({"metadata": {"name": name, "namespace": "bench"}, "spec": spec}))
-        for i in range(size):
-            meta = template.metadata.model_copy(update={"name": f"{name}-{i}"})
-            all_pods.append(template.model_copy(update={"metadata": meta}))
+        bound = bounds.choice(NETWORK_BOUNDS) if network and limits and size > 1 else None
+        podgroup, members = gang(name, size, queue, requests, limits, selector, bound)
+        podgroups.append(podgroup)
+        all_pods.extend(members)
     made: list[HyperNode] = []
     if network:
         tiers = [tier for tier, _ in NETWORK_TIERS]

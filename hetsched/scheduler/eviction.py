@@ -80,7 +80,7 @@ def _release(session: Session, unit: Unit, sign: int) -> None:
     snapshot = session.snapshot
     for pod in unit:
         session.nodes.used[:, pod.node] -= sign * pod.request
-        job = snapshot.jobs[pod.job]
+        job = snapshot.own(pod.job)
         job.allocated = job.allocated - sign * pod.request
         job.ready -= sign
         job.ready_by_task[pod.task] = job.ready_by_task.get(pod.task, 0) - sign
@@ -306,7 +306,7 @@ def starving(session: Session) -> list[JobInfo]:
     """Jobs whose gang is not met and that may evict: pending pods, not placed this cycle, not blocked by
     a static predicate on every node; highest priority first, then oldest."""
     jobs = [
-        job for job in session.snapshot.jobs.values()
+        job for job in session.snapshot.active.values()
         if job.phase in ("Inqueue", "Running") and job.preempts and not job.unresolvable
         and session.job_starving(job)
         and any(g.pending and not g.best_effort for g in job.groups)

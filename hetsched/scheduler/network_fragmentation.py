@@ -86,7 +86,7 @@ def servers_needed(snapshot: Snapshot, job: JobInfo) -> int:
 
 def hard_bounded_waiting(snapshot: Snapshot) -> list[JobInfo]:
     """Jobs with a ``hard`` network-topology bound whose gang still lacks pods."""
-    return [job for job in snapshot.jobs.values()
+    return [job for job in snapshot.active.values()
             if job.podgroup.spec.networkTopology is not None and job.podgroup.spec.networkTopology.mode == "hard"
             and job.ready < job.min_member and any(g.pending for g in job.groups)]
 

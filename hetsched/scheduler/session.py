@@ -253,7 +253,7 @@ class Session:
         otherwise Inqueue stays Inqueue and anything else Pending. Only changes are emitted.
         """
         self._each_plugin("OnSessionClose", lambda plugin: plugin.on_session_close(self))
-        for job in self.snapshot.jobs.values():
+        for job in self.snapshot.active.values():  # a settled job is Running and stays so
             update = self.decisions.podgroups.get(job.key)
             phase = job.phase
             if job.occupied() >= job.min_member and job.occupied() > 0 and phase in ("Pending", "Inqueue"):

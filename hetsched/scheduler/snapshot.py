@@ -13,7 +13,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -221,9 +221,20 @@ class JobInfo:
     """Pods the gang lacked at its last attempt this cycle (None when not attempted)."""
     subgroups: dict[str, NetworkTopology] = field(default_factory=dict)
     """Network-bounded sub-groups with pending pods → the bound each must stay within."""
+    shared: bool = False
+    """A settled job (no pending pod, Running, its gang Scheduled) whose record the cache reuses across
+    snapshots until one of its pods or its PodGroup changes: a session never changes it in place, it
+    changes its own copy (:meth:`Snapshot.own`)."""
 
     def occupied(self) -> int:
         return self.ready + self.session_allocated
+
+    def copy(self) -> JobInfo:
+        """This job's record, for one session to change (only settled, shared ones are ever copied: they
+        have no task groups and no session state yet)."""
+        assert not self.groups and not self.session_placed, "only a settled job is copied"
+        return replace(self, ready_by_task=dict(self.ready_by_task), session_by_task={}, session_placed=[],
+                       shared=False)
 
     def occupied_by_task(self, task: str) -> int:
         return self.ready_by_task.get(task, 0) + self.session_by_task.get(task, 0)
@@ -426,6 +437,21 @@ class Snapshot:
     budget_spent: dict[int, int] = field(default_factory=dict)
     """PodDisruptionBudget index → disruptions this session's chosen victims spend (kept by the eviction
     planner as it releases and restores victims)."""
+    _active: dict[str, JobInfo] | None = None
+
+    @property
+    def active(self) -> dict[str, JobInfo]:
+        """The jobs a session may act on — pending pods, a phase to move, a condition to set: every job but
+        the settled, shared ones (:attr:`JobInfo.shared`), in the order of :attr:`jobs` (a hand-built
+        snapshot: every job)."""
+        return self.jobs if self._active is None else self._active
+
+    def own(self, key: str) -> JobInfo:
+        """The job ``key``, safe for this session to change: a shared (settled) job is copied first."""
+        job = self.jobs[key]
+        if job.shared:
+            job = self.jobs[key] = job.copy()
+        return job
 
     def _check_fresh(self) -> None:
         if self.fresh is not None and not self.fresh():

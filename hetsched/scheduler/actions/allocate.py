@@ -25,7 +25,7 @@ NAME = "allocate"
 def _candidates(session: Session) -> list[JobInfo]:
     enqueue_configured = "enqueue" in session.conf.action_names
     jobs = []
-    for job in session.snapshot.jobs.values():
+    for job in session.snapshot.active.values():
         if job.phase == "Pending":
             if enqueue_configured:
                 continue

@@ -17,7 +17,7 @@ NAME = "backfill"
 
 def execute(session: Session) -> None:
     jobs = [
-        job for job in session.snapshot.jobs.values()
+        job for job in session.snapshot.active.values()
         if job.phase in ("Inqueue", "Running") and any(g.best_effort and g.pending for g in job.groups)
     ]
     for job in sorted(jobs, key=session.job_order_key):

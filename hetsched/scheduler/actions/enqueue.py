@@ -22,7 +22,7 @@ NAME = "enqueue"
 
 
 def execute(session: Session) -> None:
-    pending = [job for job in session.snapshot.jobs.values() if job.phase == "Pending"]
+    pending = [job for job in session.snapshot.active.values() if job.phase == "Pending"]
     queues = session.snapshot.queues
     capacity = session.snapshot.total_capacity()
     names = session.snapshot.resources.names

@@ -26,6 +26,7 @@ from hetsched.api.objects import (
     max_unavailable,
 )
 from hetsched.scheduler.cache.pods import Group, PodRecord, preemptable, required_anti
+from hetsched.scheduler.cache.settled import SettledJobs, is_settled
 from hetsched.scheduler.snapshot import (
     MLU_LINK_ANNOTATION,
     MODELS_ANNOTATION,
@@ -61,13 +62,21 @@ def _budget(podgroup: PodGroup, pods: int) -> int | None:
 
 
 def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: ResourceIndex, default_queue: str,
-         keep_labels: bool, class_value: Callable[[str], int],
-         class_preempts: Callable[[PodGroup], bool]) -> tuple[dict[str, JobInfo], dict[str, int]]:
-    """Every PodGroup's :class:`JobInfo` (a Completed one with nothing pending left out), and the pending
-    pods per PodGroup key that does not exist (they wait for it)."""
+         keep_labels: bool, class_value: Callable[[str], int], class_preempts: Callable[[PodGroup], bool],
+         settled: SettledJobs | None = None) -> tuple[dict[str, JobInfo], dict[str, JobInfo], dict[str, int]]:
+    """Every PodGroup's :class:`JobInfo` (a Completed one with nothing pending left out), those a session
+    may act on (all but the settled ones), and the pending pods per PodGroup key that does not exist (they
+    wait for it). With ``settled`` (whose dirty keys were dropped), a settled job's stored record is reused
+    and a job that just settled is stored."""
     found: dict[str, JobInfo] = {}
+    active: dict[str, JobInfo] = {}
     missing: dict[str, int] = {}
+    stored = settled.jobs if settled is not None else {}
     for key, group in groups.items():
+        reused = stored.get(key)
+        if reused is not None:
+            found[key] = reused
+            continue
         podgroup = group.podgroup
         if podgroup is None:
             if group.pending:
@@ -116,15 +125,21 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
                 labels=dict(labels), namespace=record.pod.metadata.namespace or "default", subgroup=subgroup,
             ))
         found[key] = job
-    return found, missing
+        if settled is not None and is_settled(job):
+            settled.put(job, group.allocated)
+        else:
+            active[key] = job
+    return found, active, missing
 
 
-def queues(objects: dict[str, Queue], jobs: dict[str, JobInfo], resources: ResourceIndex) -> dict[str, QueueInfo]:
+def queues(objects: dict[str, Queue], jobs: dict[str, JobInfo], resources: ResourceIndex,
+           settled: SettledJobs | None = None) -> dict[str, QueueInfo]:
     """Every Queue object's and every queue a job names (state NotFound when it does not exist), with what
-    its jobs hold, admitted and request."""
+    its jobs hold, admitted and request. ``jobs`` are the active ones when ``settled`` holds the rest."""
     width = len(resources)
     found: dict[str, QueueInfo] = {}
-    for name in sorted(set(objects) | {job.queue for job in jobs.values()}):
+    held = settled.allocated_by_queue if settled is not None else {}
+    for name in sorted(set(objects) | {job.queue for job in jobs.values()} | set(held)):
         queue = objects.get(name)
         capability = np.full(width, np.inf)
         guarantee = np.zeros(width)
@@ -146,6 +161,10 @@ def queues(objects: dict[str, Queue], jobs: dict[str, JobInfo], resources: Resou
             fixed_deserved=fixed, priority=queue.spec.priority if queue else 0,
             allocated=np.zeros(width), inqueue=np.zeros(width), request=np.zeros(width),
         )
+    for name, allocated in held.items():
+        total = allocated.astype(np.float64)
+        found[name].allocated += total
+        found[name].request += total
     for job in jobs.values():
         info = found[job.queue]
         info.allocated += job.allocated

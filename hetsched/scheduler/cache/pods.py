@@ -104,6 +104,8 @@ class Groups:
 
     def __init__(self) -> None:
         self.by_key: dict[str, Group] = {}
+        self.changed: set[str] = set()
+        """Keys whose group or pods changed since the snapshot builder last looked (``cache.settled``)."""
 
     def get(self, key: str, width: int) -> Group:
         group = self.by_key.get(key)
@@ -116,6 +118,7 @@ class Groups:
         """Count (``sign`` 1) or uncount (-1) pod ``key`` in its group."""
         if not record.group:
             return
+        self.changed.add(record.group)
         group = self.get(record.group, width)
         if sign > 0:
             group.pods[key] = None
@@ -140,6 +143,7 @@ class Groups:
 
     def on_podgroup(self, type_: str, podgroup: PodGroup, width: int) -> None:
         key = f"{podgroup.metadata.namespace}/{podgroup.metadata.name}"
+        self.changed.add(key)
         if type_ == "DELETED":
             group = self.by_key.get(key)
             if group is not None:

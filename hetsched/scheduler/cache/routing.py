@@ -50,6 +50,7 @@ from hetsched.scheduler.cache.pods import (
     required_anti,
     selects_by_labels,
 )
+from hetsched.scheduler.cache.settled import SettledJobs
 from hetsched.scheduler.framework import IntArray
 from hetsched.scheduler.snapshot import ResourceIndex, Snapshot
 
@@ -68,6 +69,8 @@ class SchedulerCache:
         self.nodes = NodeTable(self.resources)
         self.devices = DeviceLedger()
         self.groups = Groups()
+        self.settled = SettledJobs()
+        """Records of settled jobs, reused by every snapshot until their group changes (``cache.settled``)."""
         self.network = NetworkState()
         self.generation = 0
         """Counts every change (events, assumed and forgotten binds): a snapshot is stale once it moved."""
@@ -109,6 +112,7 @@ class SchedulerCache:
                 self._register(obj.spec.capability)
                 self._queues[obj.metadata.name] = obj
         elif isinstance(obj, PriorityClass):
+            self.settled.clear()  # a job's priority and whether it may preempt read the classes
             if event.type == "DELETED":
                 self._priority_classes.pop(obj.metadata.name, None)
             else:
@@ -210,6 +214,7 @@ class SchedulerCache:
             return False
         for name in new:
             self.resources.add(name)
+        self.settled.clear()  # every record's vectors are one resource short
         pad = len(self.resources) - self.nodes.alloc.shape[0]
         self.nodes.pad(pad)
         self._vectors = {k: np.pad(v, (0, pad)) for k, v in self._vectors.items()}
@@ -274,19 +279,23 @@ class SchedulerCache:
     def snapshot(self) -> Snapshot:
         """Copy what a cycle needs. O(nodes × resources) array copies plus O(pending pods + groups); the
         placed and running pod lists are built on first use, while the cache has not changed."""
-        jobs, missing = build.jobs(self.groups.by_key, self._pods, self.resources, self.default_queue,
-                                   self._label_readers > 0, self._class_value, self._class_preempts)
+        for key in self.groups.changed:
+            self.settled.drop(key)
+        self.groups.changed.clear()
+        jobs, active, missing = build.jobs(self.groups.by_key, self._pods, self.resources, self.default_queue,
+                                           self._label_readers > 0, self._class_value, self._class_preempts,
+                                           self.settled)
         rows = self.nodes.rows
         devices, numa = self.devices.arrays(rows, self.nodes.alloc[self.resources.columns["cpu"], :rows])
         generation = self.generation
         budgets = list(self._budgets.values())
         return Snapshot(
             resources=self.resources, nodes=self.nodes.arrays(), jobs=jobs,
-            queues=build.queues(self._queues, jobs, self.resources), devices=devices, numa=numa,
+            queues=build.queues(self._queues, active, self.resources, self.settled), devices=devices, numa=numa,
             running_source=lambda: build.running(jobs, self.groups.by_key, self._pods, budgets),
             placed_source=partial(build.placed, self._pods),
             anti_source=partial(build.placed, self._pods, tuple(self._anti_pods)) if self._anti_pods else None,
             priority_classes={n: c.value for n, c in self._priority_classes.items()},
             default_queue=self.default_queue, missing_groups=missing, network=self.network.arrays(self.nodes),
-            fresh=lambda: self.generation == generation,
+            fresh=lambda: self.generation == generation, _active=active,
         )

@@ -81,7 +81,7 @@ class FGD(Plugin, NodeScore):
 
     def on_session_open(self, session: Session) -> None:
         counts: dict[Shape, int] = {}
-        for job in session.snapshot.jobs.values():
+        for job in session.snapshot.active.values():  # settled jobs have no pending pods
             for group in job.groups:
                 shape, _ = self._shape(session, group)
                 if shape is not None and 1 <= shape.milli <= FULL and shape.chips >= 1:

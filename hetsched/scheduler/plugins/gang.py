@@ -73,7 +73,7 @@ class Gang(Plugin, JobValid, JobReady, JobPipelined, JobStarving, JobOrder):
         return 0.0 if job.ready > 0 else 1.0
 
     def on_session_close(self, session: Session) -> None:
-        for job in session.snapshot.jobs.values():
+        for job in session.snapshot.active.values():  # a settled job has no status to change
             current = {c.type: c for c in job.podgroup.status.conditions}
             status = session.decisions.unschedulable.get(job.key)
             if status is not None and not self.job_ready(job):

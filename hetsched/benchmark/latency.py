@@ -1,0 +1,268 @@
+"""``hetsched bench latency``: how long an arriving job waits for the scheduler in a busy cluster.
+
+Who calls it: the CLI (``hetsched bench latency``) and ``bench/latency_sweep.py`` (one process per cluster
+size, so each peak RSS is its own).
+
+Method. A synthetic heterogeneous cluster (``benchmark.workload``: Ascend, Cambricon and NVIDIA servers with
+their chip topologies, CPU servers) is filled with ``running`` bound pods, then jobs arrive at ``rate`` pods
+per second (a Poisson stream of gangs of 1–32 pods, mean ≈ 6; one job in six asks for 1–8 chips per pod of
+one accelerator kind) and finish after an exponential run time whose mean, ``running / rate``, keeps the
+number of running pods steady (Little's law). A finished job's pods and PodGroup are deleted.
+
+Time is the scheduler's own work. One thread does everything, as the scheduler process does: it takes the
+watch events that are due (arrivals, completions) into its cache, then, while some job waits, runs a cycle
+(snapshot, session, applying the binds to the embedded store). Virtual time advances by the wall-clock time
+that work took, and jumps to the next arrival when nothing waits. A job's *latency* is the end of the cycle
+that bound its gang minus its arrival: waiting for the cycle in progress, its own ingestion and its own
+cycle — the scheduler-side time from arrival to bind decision, without an API server's round trips.
+Everything an embedded store does on a create, delete or bind (validation, watch delivery) is counted as
+scheduler work too, so the figures err on the slow side.
+
+Reported: latency p50/p99/max over jobs that arrived after the warm-up (all jobs, and 8-pod gangs alone),
+cycle time and snapshot time p50/p99/max, the share of time the scheduler was busy, jobs still waiting at
+the end, and peak RSS (of the whole process: the embedded store's objects included).
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+import random
+import resource
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hetsched.api.objects import AnyObject, Pod, PodGroup, Queue
+from hetsched.benchmark.workload import ACCELERATORS, QUEUES, gang, synthetic_cluster
+from hetsched.cluster.memory import MemoryCluster
+from hetsched.scheduler.runner import Scheduler
+
+SIZES = (1, 2, 4, 8, 16, 32)
+SIZE_WEIGHTS = (30, 20, 15, 20, 10, 5)
+ACCELERATED_JOBS = 1 / 6
+CHIPS = (1, 1, 2, 2, 4, 8)
+WARMUP_SECONDS = 2.0
+"""Jobs arriving before this (or a quarter of the run, if shorter) are not measured."""
+GRACE_SECONDS = 5.0
+"""After the last arrival, how long the run goes on for the jobs still waiting."""
+
+
+class VirtualClock:
+    """The scheduler's and the store's clock: the benchmark moves it by the work done."""
+
+    def __init__(self) -> None:
+        self.time = 0.0
+
+    def now(self) -> float:
+        return self.time
+
+
+@dataclass
+class Job:
+    podgroup: PodGroup
+    pods: list[Pod]
+    duration: float
+    arrival: float = 0.0
+    bound: int = 0
+    decided: float | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.podgroup.metadata.namespace}/{self.podgroup.metadata.name}"
+
+
+@dataclass(order=True)
+class _Event:
+    time: float
+    seq: int
+    kind: str = field(compare=False)
+    """"arrive" or "finish"."""
+    job: Job = field(compare=False)
+
+
+def _job(rng: random.Random, name: str, mean_duration: float) -> Job:
+    size = rng.choices(SIZES, SIZE_WEIGHTS)[0]
+    queue = rng.choice(QUEUES)[0]
+    if rng.random() < ACCELERATED_JOBS:
+        weights = [share for *_, share in ACCELERATORS]
+        _, label, resource_name, _ = rng.choices(ACCELERATORS, weights)[0]
+        chips = rng.choice(CHIPS)
+        limits = {resource_name: str(chips)}
+        requests = {"cpu": str(2 * chips), "memory": f"{16 * chips}Gi"}
+        selector = {"accelerator": label}
+    else:
+        limits, selector = {}, {}
+        requests = {"cpu": str(rng.choice((1, 2, 4))), "memory": f"{rng.choice((2, 4, 8))}Gi"}
+    podgroup, pods = gang(name, size, queue, requests, limits, selector)
+    return Job(podgroup, pods, rng.expovariate(1.0 / mean_duration))
+
+
+def _stats(values: list[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"count": 0, "p50": None, "p99": None, "max": None}
+    array = np.asarray(values) * 1000.0
+    return {"count": len(values), "p50": round(float(np.percentile(array, 50)), 2),
+            "p99": round(float(np.percentile(array, 99)), 2), "max": round(float(array.max()), 2)}
+
+
+class LatencyRun:
+    """One steady-state run (see the module docstring)."""
+
+    def __init__(self, nodes: int, running: int, rate: float, seconds: float, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.mean_duration = running / rate
+        self.clock = VirtualClock()
+        self.cluster = MemoryCluster(self.clock, max_events=1000)
+        self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock,
+                                   stopwatch=time.perf_counter)
+        self.events: list[_Event] = []
+        self.seq = 0
+        self.waiting: dict[str, Job] = {}
+        self.jobs: list[Job] = []
+        self.cycles: list[float] = []
+        self.snapshots: list[float] = []
+        self.busy = 0.0
+        self.index = 0
+        self.arrivals_left = 0
+        self.nodes = synthetic_cluster(nodes, topology=True)
+        self.running_target, self.rate, self.seconds = running, rate, seconds
+
+    def _push(self, at: float, kind: str, job: Job) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, _Event(at, self.seq, kind, job))
+
+    def _new_job(self) -> Job:
+        self.index += 1
+        return _job(self.rng, f"job-{self.index:06d}", self.mean_duration)
+
+    def fill(self) -> int:
+        """Create the nodes and ``running`` pods' worth of jobs, bind them all, and schedule each job's end
+        (memoryless run times: a remaining time is a fresh draw). Returns the pods bound."""
+        objects: list[AnyObject] = [*self.nodes]
+        objects += [Queue.model_validate({"metadata": {"name": n}, "spec": {"weight": w}}) for n, w in QUEUES]
+        for obj in objects:
+            self.cluster.create(obj)
+        pods = 0
+        initial: list[Job] = []
+        while pods < self.running_target:
+            job = self._new_job()
+            initial.append(job)
+            pods += len(job.pods)
+            self.cluster.create(job.podgroup)
+            for pod in job.pods:
+                self.cluster.create(pod)
+        bound = 0
+        while True:
+            result = self.scheduler.run_once()
+            bound += len(result.decisions.binds)
+            if not result.decisions.binds and not result.decisions.enqueued:
+                break
+        for job in initial:
+            self._push(job.duration, "finish", job)
+        # like a long-running scheduler after its initial sync: what is there now is out of the collector's way
+        gc.collect()
+        gc.freeze()
+        at = 0.0
+        while True:
+            at += self.rng.expovariate(self.rate / _mean_size())
+            if at >= self.seconds:
+                break
+            job = self._new_job()
+            job.arrival = at
+            self._push(at, "arrive", job)
+            self.arrivals_left += 1
+        return bound
+
+    def _apply(self, event: _Event) -> None:
+        job = event.job
+        if event.kind == "arrive":
+            self.cluster.create(job.podgroup)
+            for pod in job.pods:
+                self.cluster.create(pod)
+            self.waiting[job.key] = job
+            self.jobs.append(job)
+            self.arrivals_left -= 1
+            return
+        for pod in job.pods:
+            self.cluster.delete("Pod", f"bench/{pod.metadata.name}")
+        self.cluster.delete("PodGroup", job.key)
+        self.waiting.pop(job.key, None)
+
+    def run(self) -> None:
+        """Until the last arrival is bound, or ``GRACE_SECONDS`` after the last one arrived."""
+        clock = self.clock
+        end = self.seconds + GRACE_SECONDS
+        while clock.time < end:
+            began = time.perf_counter()
+            while self.events and self.events[0].time <= clock.time:
+                self._apply(heapq.heappop(self.events))
+            spent = time.perf_counter() - began
+            clock.time += spent
+            self.busy += spent
+            if self.waiting:
+                began = time.perf_counter()
+                result = self.scheduler.run_once()
+                spent = time.perf_counter() - began
+                clock.time += spent
+                self.busy += spent
+                self.cycles.append(spent)
+                self.snapshots.append(result.timings.snapshot)
+                self._decided(result.decisions.binds)
+            elif self.arrivals_left and self.events:
+                clock.time = max(clock.time, self.events[0].time)
+            else:
+                return
+
+    def _decided(self, binds: list[Any]) -> None:
+        for bind in binds:
+            job = self.waiting.get(bind.job)
+            if job is None:
+                continue
+            job.bound += 1
+            if job.bound == len(job.pods):
+                job.decided = self.clock.time
+                del self.waiting[bind.job]
+                self._push(self.clock.time + job.duration, "finish", job)
+
+    def figures(self) -> dict[str, Any]:
+        measured = [j for j in self.jobs if j.arrival >= min(WARMUP_SECONDS, self.seconds / 4)]
+        latencies = [j.decided - j.arrival for j in measured if j.decided is not None]
+        gangs8 = [j.decided - j.arrival for j in measured if j.decided is not None and len(j.pods) == 8]
+        return {
+            "jobs_arrived": len(self.jobs),
+            "pods_arrived": sum(len(j.pods) for j in self.jobs),
+            "jobs_measured": len(measured),
+            "jobs_waiting_at_end": sum(1 for j in measured if j.decided is None),
+            "latency_ms": _stats(latencies),
+            "latency_8_pod_gangs_ms": _stats(gangs8),
+            "cycles": len(self.cycles),
+            "cycle_ms": _stats(self.cycles),
+            "snapshot_ms": _stats(self.snapshots),
+            "busy_share": round(self.busy / self.clock.time, 3) if self.clock.time else None,
+        }
+
+
+def _mean_size() -> float:
+    return sum(s * w for s, w in zip(SIZES, SIZE_WEIGHTS, strict=True)) / sum(SIZE_WEIGHTS)
+
+
+def run_latency_benchmark(nodes: int, running: int, rate: float, *, seconds: float = 10.0,
+                          seed: int = 1) -> dict[str, Any]:
+    if nodes < 10:
+        raise ValueError("bench latency: --nodes must be at least 10")
+    if running < 0 or rate <= 0 or seconds <= 0:
+        raise ValueError("bench latency: --running must be ≥ 0, --arrival-rate and --seconds > 0")
+    started = time.perf_counter()
+    run = LatencyRun(nodes, running, rate, seconds, seed)
+    bound = run.fill()
+    filled = time.perf_counter()
+    run.run()
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "nodes": nodes, "running_target": running, "running_at_start": bound, "arrival_rate": rate,
+        "seconds": seconds, "seed": seed, **run.figures(),
+        "fill_seconds": round(filled - started, 2), "peak_rss_mb": round(peak_kb / 1024, 1),
+    }

@@ -1,0 +1,63 @@
+"""Settled jobs: the records a snapshot reuses instead of rebuilding, and what they add to their queues.
+
+Who calls it: the cache (``cache.routing``) drops the record of every PodGroup key an event touched (the group
+or one of its pods: ``Groups.changed``) before each snapshot; the snapshot builder (``cache.build``) reuses
+the record of every settled job still stored and stores the records of jobs that just settled.
+
+A job is *settled* when a session has nothing to do for it: no pending pod, phase Running, its gang
+``Scheduled`` and not ``Unschedulable`` (``is_settled``). At 100,000 running pods nearly every job is
+settled, and rebuilding them was most of a cycle; a busy cycle now builds only the jobs that changed.
+
+Invariants: a stored record is identical to what ``build.jobs`` would build now, because every input it
+reads is either the group (any change marks it dirty) or cache-wide (priority classes, the resource index:
+their change calls :meth:`SettledJobs.clear`). Records are shared between snapshots, so sessions change
+only copies (``Snapshot.own``). ``allocated_by_queue`` is the exact integer sum of the stored jobs'
+allocations per queue (integer milli-units: adding and taking back never drifts).
+"""
+
+from __future__ import annotations
+
+from hetsched.scheduler.framework import IntArray
+from hetsched.scheduler.snapshot import JobInfo
+
+
+def is_settled(job: JobInfo) -> bool:
+    if job.groups or job.phase != "Running" or job.ready < job.min_member or job.ready <= 0:
+        return False
+    types = {c.type for c in job.podgroup.status.conditions}
+    return "Scheduled" in types and "Unschedulable" not in types
+
+
+class SettledJobs:
+    def __init__(self) -> None:
+        self.jobs: dict[str, JobInfo] = {}
+        self._held: dict[str, IntArray] = {}
+        """Key → the integer allocation it added to its queue's sum."""
+        self.allocated_by_queue: dict[str, IntArray] = {}
+        self.jobs_by_queue: dict[str, int] = {}
+
+    def put(self, job: JobInfo, allocated: IntArray) -> None:
+        job.shared = True
+        self.jobs[job.key] = job
+        held = allocated.copy()
+        self._held[job.key] = held
+        total = self.allocated_by_queue.get(job.queue)
+        self.allocated_by_queue[job.queue] = held.copy() if total is None else total + held
+        self.jobs_by_queue[job.queue] = self.jobs_by_queue.get(job.queue, 0) + 1
+
+    def drop(self, key: str) -> None:
+        job = self.jobs.pop(key, None)
+        if job is None:
+            return
+        held = self._held.pop(key)
+        self.allocated_by_queue[job.queue] = self.allocated_by_queue[job.queue] - held
+        self.jobs_by_queue[job.queue] -= 1
+        if not self.jobs_by_queue[job.queue]:
+            del self.jobs_by_queue[job.queue], self.allocated_by_queue[job.queue]
+
+    def clear(self) -> None:
+        """Something every record reads changed (priority classes, the resource index): rebuild all."""
+        self.jobs.clear()
+        self._held.clear()
+        self.allocated_by_queue.clear()
+        self.jobs_by_queue.clear()
