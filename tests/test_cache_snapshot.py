@@ -4,7 +4,9 @@ once the cache changed (``StaleSnapshot``), rather than read a later state."""
 
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 
 import pytest
 
@@ -181,3 +183,30 @@ def test_preemption_changes_its_own_copy_of_a_settled_victim() -> None:
     assert [e.pod for e in result.decisions.evictions] == ["default/low-0"]
     assert result.snapshot.jobs["default/low"].ready == 0  # the session's copy lost its pod ...
     assert stored.ready == 1 and stored.shared  # ... the record other snapshots share did not
+
+
+ALL_PLUGINS = parse_conf("""actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}, {name: overcommit}]
+- plugins: [{name: drf}, {name: predicates}, {name: proportion}, {name: nodeorder}, {name: binpack},
+            {name: numaaware}, {name: devicetopology}, {name: network-topology-aware}]
+""")
+
+
+@pytest.mark.parametrize("conf", [None, ALL_PLUGINS], ids=["default", "every-plugin"])
+def test_a_finished_cycle_frees_its_snapshot_without_the_cyclic_collector(conf: object) -> None:
+    """A scheduler runs cycles back to back; if anything of a session kept a reference cycle through its
+    snapshot, each cycle's arrays (megabytes at 10,000 nodes) would wait for the cyclic collector and the
+    process would grow by gigabytes between its runs."""
+    run = harness([accel_node("n0"), node("a"), *gang("train", 2, limits={"huawei.com/Ascend910": 2}),
+                   *gang("web", 3, cpu="1")], conf)  # type: ignore[arg-type]
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            result = run.cycle()
+            snapshot = weakref.ref(result.snapshot)
+            del result
+            assert snapshot() is None
+    finally:
+        gc.enable()

@@ -62,16 +62,20 @@ class VirtualClock:
 
 @dataclass
 class Job:
-    podgroup: PodGroup
-    pods: list[Pod]
+    key: str
+    size: int
     duration: float
+    objects: list[PodGroup | Pod]
+    """The PodGroup and its pods until they are created (then dropped: the store holds them)."""
     arrival: float = 0.0
     bound: int = 0
     decided: float | None = None
+    refused: bool = False
+    """A cycle tried the job and could not place it (it waited for capacity, not for the scheduler)."""
 
-    @property
-    def key(self) -> str:
-        return f"{self.podgroup.metadata.namespace}/{self.podgroup.metadata.name}"
+    def names(self) -> list[str]:
+        name = self.key.split("/", 1)[1]
+        return [f"bench/{name}-{i}" for i in range(self.size)]
 
 
 @dataclass(order=True)
@@ -97,7 +101,7 @@ def _job(rng: random.Random, name: str, mean_duration: float) -> Job:
         limits, selector = {}, {}
         requests = {"cpu": str(rng.choice((1, 2, 4))), "memory": f"{rng.choice((2, 4, 8))}Gi"}
     podgroup, pods = gang(name, size, queue, requests, limits, selector)
-    return Job(podgroup, pods, rng.expovariate(1.0 / mean_duration))
+    return Job(f"bench/{name}", size, rng.expovariate(1.0 / mean_duration), [podgroup, *pods])
 
 
 def _stats(values: list[float]) -> dict[str, float | int | None]:
@@ -150,10 +154,8 @@ class LatencyRun:
         while pods < self.running_target:
             job = self._new_job()
             initial.append(job)
-            pods += len(job.pods)
-            self.cluster.create(job.podgroup)
-            for pod in job.pods:
-                self.cluster.create(pod)
+            pods += job.size
+            self._create(job)
         bound = 0
         while True:
             result = self.scheduler.run_once()
@@ -176,18 +178,21 @@ class LatencyRun:
             self.arrivals_left += 1
         return bound
 
+    def _create(self, job: Job) -> None:
+        for obj in job.objects:
+            self.cluster.create(obj)
+        job.objects = []
+
     def _apply(self, event: _Event) -> None:
         job = event.job
         if event.kind == "arrive":
-            self.cluster.create(job.podgroup)
-            for pod in job.pods:
-                self.cluster.create(pod)
+            self._create(job)
             self.waiting[job.key] = job
             self.jobs.append(job)
             self.arrivals_left -= 1
             return
-        for pod in job.pods:
-            self.cluster.delete("Pod", f"bench/{pod.metadata.name}")
+        for pod in job.names():
+            self.cluster.delete("Pod", pod)
         self.cluster.delete("PodGroup", job.key)
         self.waiting.pop(job.key, None)
 
@@ -211,6 +216,10 @@ class LatencyRun:
                 self.cycles.append(spent)
                 self.snapshots.append(result.timings.snapshot)
                 self._decided(result.decisions.binds)
+                for key in result.decisions.unschedulable:
+                    refused = self.waiting.get(key)
+                    if refused is not None:
+                        refused.refused = True
             elif self.arrivals_left and self.events:
                 clock.time = max(clock.time, self.events[0].time)
             else:
@@ -222,22 +231,24 @@ class LatencyRun:
             if job is None:
                 continue
             job.bound += 1
-            if job.bound == len(job.pods):
+            if job.bound == job.size:
                 job.decided = self.clock.time
                 del self.waiting[bind.job]
                 self._push(self.clock.time + job.duration, "finish", job)
 
     def figures(self) -> dict[str, Any]:
         measured = [j for j in self.jobs if j.arrival >= min(WARMUP_SECONDS, self.seconds / 4)]
-        latencies = [j.decided - j.arrival for j in measured if j.decided is not None]
-        gangs8 = [j.decided - j.arrival for j in measured if j.decided is not None and len(j.pods) == 8]
+        prompt = [(j.size, j.decided - j.arrival) for j in measured if j.decided is not None and not j.refused]
+        waited = [j.decided - j.arrival for j in measured if j.decided is not None and j.refused]
         return {
             "jobs_arrived": len(self.jobs),
-            "pods_arrived": sum(len(j.pods) for j in self.jobs),
+            "pods_arrived": sum(j.size for j in self.jobs),
             "jobs_measured": len(measured),
             "jobs_waiting_at_end": sum(1 for j in measured if j.decided is None),
-            "latency_ms": _stats(latencies),
-            "latency_8_pod_gangs_ms": _stats(gangs8),
+            "latency_ms": _stats([wait for _, wait in prompt]),
+            "latency_8_pod_gangs_ms": _stats([wait for size, wait in prompt if size == 8]),
+            "jobs_that_waited_for_capacity": len(waited),
+            "latency_after_waiting_for_capacity_ms": _stats(waited),
             "cycles": len(self.cycles),
             "cycle_ms": _stats(self.cycles),
             "snapshot_ms": _stats(self.snapshots),

@@ -346,6 +346,24 @@ def bench_engine(
     _print_figures(figures, json_out)
 
 
+@bench_app.command("latency")
+def bench_latency(
+    nodes: Annotated[int, typer.Option(help="nodes in the synthetic cluster")] = 10_000,
+    running: Annotated[int, typer.Option(help="pods kept running (the steady state)")] = 100_000,
+    arrival_rate: Annotated[float, typer.Option(help="pods per second arriving (and finishing), in gangs of 1–32")]
+    = 1_000.0,
+    seconds: Annotated[float, typer.Option(help="how long jobs arrive (scheduler time)")] = 10.0,
+    seed: Annotated[int, typer.Option()] = 1,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,
+) -> None:
+    """Time from a job's arrival to its bind decision in a busy steady state (embedded cluster)."""
+    from hetsched.benchmark.latency import run_latency_benchmark
+
+    with user_errors():
+        figures = run_latency_benchmark(nodes, running, arrival_rate, seconds=seconds, seed=seed)
+    _print_figures(figures, json_out)
+
+
 @bench_app.command("metrics")
 def bench_metrics(
     nodes: Annotated[int, typer.Option(help="nodes in the synthetic cluster")] = 10_000,

@@ -76,22 +76,10 @@ def taint_text(taint: Taint) -> str:
 
 
 def untolerated(nodes: NodeArrays, tolerations: list[Toleration], effects: tuple[str, ...]) -> dict[Taint, BoolArray]:
-    """For every distinct taint with one of ``effects`` that no toleration covers: the nodes carrying it."""
-    result: dict[Taint, BoolArray] = {}
-    tolerated: set[Taint] = set()
-    for row, taints in enumerate(nodes.taints):
-        for taint in taints:
-            if taint.effect not in effects or taint in tolerated:
-                continue
-            mask = result.get(taint)
-            if mask is None:
-                if any(t.tolerates(taint) for t in tolerations):
-                    tolerated.add(taint)
-                    continue
-                mask = np.zeros(len(nodes), dtype=bool)
-                result[taint] = mask
-            mask[row] = True
-    return result
+    """For every distinct taint with one of ``effects`` that no toleration covers: the nodes carrying it
+    (read-only: the masks are the snapshot's, shared by every group)."""
+    return {taint: mask for taint, mask in nodes.taint_masks().items()
+            if taint.effect in effects and not any(t.tolerates(taint) for t in tolerations)}
 
 
 def preferred_affinity_scores(nodes: NodeArrays, spec: PodSpec) -> FloatArray:

@@ -81,9 +81,27 @@ class NodeArrays:
     """Changes whenever a node's labels, taints or flags change; keys caches of static predicates."""
     index: dict[str, int] = field(default_factory=dict)
     _label_codes: dict[str, tuple[IntArray, dict[str, int]]] = field(default_factory=dict)
+    _taint_masks: list[dict[Taint, BoolArray]] = field(default_factory=list)
+    """Holds :meth:`taint_masks` once built: once per node version, shared (like ``_label_codes``) by every
+    snapshot of that version."""
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def taint_masks(self) -> dict[Taint, BoolArray]:
+        """Every distinct taint → the nodes carrying it, in order of first appearance (read-only arrays)."""
+        if not self._taint_masks:
+            masks: dict[Taint, BoolArray] = {}
+            for row, taints in enumerate(self.taints):
+                for taint in taints:
+                    mask = masks.get(taint)
+                    if mask is None:
+                        mask = masks[taint] = np.zeros(len(self.names), dtype=bool)
+                    mask[row] = True
+            for mask in masks.values():
+                mask.flags.writeable = False
+            self._taint_masks.append(masks)
+        return self._taint_masks[0]
 
     def label_codes(self, key: str) -> tuple[IntArray, dict[str, int]]:
         """Integer codes of label ``key`` per node (-1 where absent) and the value → code vocabulary."""
@@ -271,6 +289,19 @@ class DeviceArrays:
     shared_memory: IntArray | None = None
     """node × chip slot: MiB held by fractional pods."""
     _sharing: IntArray | None = None
+    _by_shape: dict[tuple[str, int], IntArray] = field(default_factory=dict)
+    """Cache of :meth:`rows_by_shape`, shared by the snapshots of one inventory version."""
+
+    def rows_by_shape(self) -> dict[tuple[str, int], IntArray]:
+        """(server topology, chip slots) → the node rows of that shape (rows without chips left out)."""
+        if not self._by_shape:
+            shapes: dict[tuple[str, int], list[int]] = {}
+            slots = self.chips.tolist()
+            for row, topology in enumerate(self.topology):
+                if topology:
+                    shapes.setdefault((topology, int(slots[row]).bit_length()), []).append(row)
+            self._by_shape.update({shape: np.asarray(rows, dtype=np.int64) for shape, rows in shapes.items()})
+        return self._by_shape
 
     def sharing(self) -> IntArray:
         """Bitmask of chips partly held by fractional pods (cached; see :meth:`share`)."""
@@ -280,7 +311,12 @@ class DeviceArrays:
         return self._sharing
 
     def share(self, row: int, chip: int, milli: int, memory: int = 0) -> None:
-        """Add (or with negative amounts remove) a fractional holding of ``milli`` and ``memory`` MiB."""
+        """Add (or with negative amounts remove) a fractional holding of ``milli`` and ``memory`` MiB (on this
+        session's own copy: a snapshot's holdings are shared read-only until then)."""
+        if not self.shared.flags.writeable:
+            self.shared = self.shared.copy()
+        if memory and self.shared_memory is not None and not self.shared_memory.flags.writeable:
+            self.shared_memory = self.shared_memory.copy()
         self.shared[row, chip] += milli
         if memory:
             assert self.shared_memory is not None, "memory shares need chips that state their memory"

@@ -14,6 +14,8 @@ un-accounting frees exactly what it took. Chips in use survive inventory updates
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from hetsched.api.objects import ConfigMap, Node
@@ -55,10 +57,18 @@ class ChipState:
         self.numa = np.zeros((rows, CHIP_SLOTS), dtype=np.int64)
         """NUMA node of each chip."""
         self.models: list[str] = [""] * rows
+        self.version = 0
+        """Bumped whenever the inventory facts change (topology, models, chips, health, memory, NUMA)."""
+        self.share_version = 0
+        """Bumped whenever a fractional holding changes (``shared``, ``shared_memory``)."""
+        self._facts: tuple[tuple[int, int], dict[str, Any]] | None = None
+        self._shares: tuple[tuple[int, int], IntArray, IntArray] | None = None
 
     def grow(self, rows: int) -> None:
         extra = rows - len(self.topology)
         if extra > 0:
+            self.version += 1
+            self.share_version += 1
             self.topology += [""] * extra
             self.models += [""] * extra
             zeros = np.zeros(extra, dtype=np.int64)
@@ -72,13 +82,29 @@ class ChipState:
             self.shared_memory = np.vstack([self.shared_memory, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
 
     def copy(self, rows: int) -> DeviceArrays:
-        return DeviceArrays(
-            topology=list(self.topology[:rows]), models=list(self.models[:rows]),
-            chips=self.chips[:rows].copy(), used=self.used[:rows].copy(),
-            unhealthy=self.unhealthy[:rows].copy(), network=self.network[:rows].copy(),
-            shared=self.shared[:rows].copy(),
-            memory=self.memory[:rows].copy() if self.memory[:rows].any() else None,
-            shared_memory=self.shared_memory[:rows].copy(), numa=self.numa[:rows].copy())
+        """A snapshot's view: ``used`` copied every time; the inventory facts and the fractional holdings
+        copied once per version and shared, read-only, by every snapshot until they change (at 10,000
+        nodes the node × chip-slot matrices are most of a snapshot's copying). ``DeviceArrays.share``
+        copies the holdings before a session changes them."""
+        key = (self.version, rows)
+        if self._facts is None or self._facts[0] != key:
+            memory = self.memory[:rows]
+            self._facts = (key, {
+                "topology": list(self.topology[:rows]), "models": list(self.models[:rows]),
+                "chips": _frozen(self.chips[:rows]), "unhealthy": _frozen(self.unhealthy[:rows]),
+                "network": _frozen(self.network[:rows]), "memory": _frozen(memory) if memory.any() else None,
+                "numa": _frozen(self.numa[:rows]), "_by_shape": {}})
+        shares = (self.share_version, rows)
+        if self._shares is None or self._shares[0] != shares:
+            self._shares = (shares, _frozen(self.shared[:rows]), _frozen(self.shared_memory[:rows]))
+        return DeviceArrays(**self._facts[1], used=self.used[:rows].copy(), shared=self._shares[1],
+                            shared_memory=self._shares[2])
+
+
+def _frozen(array: IntArray) -> IntArray:
+    copied = array.copy()
+    copied.flags.writeable = False
+    return copied
 
 
 class DeviceLedger:
@@ -145,6 +171,7 @@ class DeviceLedger:
                 self.errors[name] = str(exc)
         for devices in self.devices.values():
             devices.grow(rows)
+            devices.version += 1
             devices.topology[row] = ""
             devices.chips[row] = devices.unhealthy[row] = devices.network[row] = 0
             devices.memory[row] = devices.numa[row] = 0
@@ -186,6 +213,7 @@ class DeviceLedger:
             if state is not None:
                 state.shared[row, chip] += sign * share
                 state.shared_memory[row, chip] += sign * memory
+                state.share_version += 1
         for resource, mask in record.chips.items():
             state = self.devices.get(resource)
             if state is None:

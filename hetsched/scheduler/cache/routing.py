@@ -280,7 +280,7 @@ class SchedulerCache:
         """Copy what a cycle needs. O(nodes × resources) array copies plus O(pending pods + groups); the
         placed and running pod lists are built on first use, while the cache has not changed."""
         for key in self.groups.changed:
-            self.settled.drop(key)
+            self.settled.touched(key)
         self.groups.changed.clear()
         jobs, active, missing = build.jobs(self.groups.by_key, self._pods, self.resources, self.default_queue,
                                            self._label_readers > 0, self._class_value, self._class_preempts,

@@ -1,15 +1,16 @@
 """Settled jobs: the records a snapshot reuses instead of rebuilding, and what they add to their queues.
 
-Who calls it: the cache (``cache.routing``) drops the record of every PodGroup key an event touched (the group
-or one of its pods: ``Groups.changed``) before each snapshot; the snapshot builder (``cache.build``) reuses
-the record of every settled job still stored and stores the records of jobs that just settled.
+Who calls it: before each snapshot the cache (``cache.routing``) hands over every PodGroup key an event
+touched — the group or one of its pods, ``Groups.changed`` — (:meth:`SettledJobs.touched`: its record is
+dropped and the key marked for building); the snapshot builder (``cache.build``) reuses every stored
+record, builds only the marked keys, and stores the records of jobs that just settled.
 
 A job is *settled* when a session has nothing to do for it: no pending pod, phase Running, its gang
 ``Scheduled`` and not ``Unschedulable`` (``is_settled``). At 100,000 running pods nearly every job is
 settled, and rebuilding them was most of a cycle; a busy cycle now builds only the jobs that changed.
 
 Invariants: a stored record is identical to what ``build.jobs`` would build now, because every input it
-reads is either the group (any change marks it dirty) or cache-wide (priority classes, the resource index:
+reads is either the group (any change touches it) or cache-wide (priority classes, the resource index:
 their change calls :meth:`SettledJobs.clear`). Records are shared between snapshots, so sessions change
 only copies (``Snapshot.own``). ``allocated_by_queue`` is the exact integer sum of the stored jobs'
 allocations per queue (integer milli-units: adding and taking back never drifts).
@@ -35,6 +36,9 @@ class SettledJobs:
         """Key → the integer allocation it added to its queue's sum."""
         self.allocated_by_queue: dict[str, IntArray] = {}
         self.jobs_by_queue: dict[str, int] = {}
+        self.unsettled: dict[str, None] = {}
+        """PodGroup keys to build at the next snapshot (an ordered set): every key an event touched since it
+        was last found settled. A key whose group is gone leaves at the next build."""
 
     def put(self, job: JobInfo, allocated: IntArray) -> None:
         job.shared = True
@@ -55,8 +59,14 @@ class SettledJobs:
         if not self.jobs_by_queue[job.queue]:
             del self.jobs_by_queue[job.queue], self.allocated_by_queue[job.queue]
 
+    def touched(self, key: str) -> None:
+        """An event touched the group ``key`` or one of its pods: build it at the next snapshot."""
+        self.drop(key)
+        self.unsettled[key] = None
+
     def clear(self) -> None:
         """Something every record reads changed (priority classes, the resource index): rebuild all."""
+        self.unsettled.update(dict.fromkeys(self.jobs))
         self.jobs.clear()
         self._held.clear()
         self.allocated_by_queue.clear()

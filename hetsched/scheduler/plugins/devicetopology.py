@@ -104,12 +104,10 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
         self.session = session
         self.devices = session.snapshot.devices
         for resource, devices in self.devices.items():
-            groups: dict[tuple[str, int], list[int]] = {}
-            slots = devices.chips.tolist()
-            for row, topology in enumerate(devices.topology):
-                if topology:
-                    groups.setdefault((topology, int(slots[row]).bit_length()), []).append(row)
-            self.rows_by_topology[resource] = {t: np.asarray(r, dtype=np.int64) for t, r in groups.items()}
+            self.rows_by_topology[resource] = devices.rows_by_shape()
+
+    def on_session_close(self, session: Session) -> None:
+        self.session = None  # kept only while the session is open (framework.Plugin)
 
     # ------------------------------------------------------------------------------ helpers
 

@@ -63,6 +63,9 @@ class NumaAware(Plugin, NodeCapacity, NodeScore):
     def on_session_open(self, session: Session) -> None:
         self.session = session
 
+    def on_session_close(self, session: Session) -> None:
+        self.session = None  # kept only while the session is open (framework.Plugin)
+
     def _applies(self, group: TaskGroup) -> bool:
         return self.session is not None and numa_fit.aligned(self.session.snapshot, group)
 

@@ -45,6 +45,7 @@ class Overcommit(Plugin, JobEnqueue):
         arguments.check_known({"overcommit-factor"})
         self.factor = arguments.number("overcommit-factor", 1.2, minimum=1.0)
         self.headroom: FloatArray = np.zeros(0)
+        self.session: Session | None = None
 
     def on_session_open(self, session: Session) -> None:
         capacity = session.snapshot.total_capacity().astype(np.float64)
@@ -75,6 +76,9 @@ class Overcommit(Plugin, JobEnqueue):
                     cumulative.append(running)
                 self.by_priority[name] = ([e[0] for e in entries], cumulative)
 
+    def on_session_close(self, session: Session) -> None:
+        self.session = None  # kept only while the session is open (framework.Plugin)
+
     def _evictable_room(self, job: JobInfo) -> FloatArray:
         """What ``job`` could take by preempt or reclaim (see the module docstring)."""
         room = np.zeros_like(self.headroom)
@@ -85,6 +89,7 @@ class Overcommit(Plugin, JobEnqueue):
             below = bisect.bisect_left(priorities, job.priority)
             if below:
                 room = room + cumulative[below - 1]
+        assert self.session is not None, "asked outside a session"
         queues = self.session.snapshot.queues
         mine = queues[job.queue]
         asked = job.min_resources > 0
