@@ -129,9 +129,16 @@ def test_a_settled_job_is_reused_until_one_of_its_pods_changes() -> None:
     for _ in range(3):  # bind, then the gang's Scheduled condition and Running phase come back as events
         run.cycle()
     cache = run.scheduler.cache
-    first, second = cache.snapshot(), cache.snapshot()
-    assert first.jobs["default/steady"] is second.jobs["default/steady"]
-    assert "default/steady" not in second.active and second.jobs["default/steady"].shared
+    first = cache.snapshot()
+    record = first.jobs["default/steady"]
+    second = cache.snapshot()
+    assert second.job("default/steady") is record and second.jobs["default/steady"] is record
+    assert "default/steady" not in second.active and record.shared
+    assert first.jobs["default/steady"] is record  # built while it was the latest: a value from then on
+    unread = cache.snapshot()
+    cache.snapshot()
+    with pytest.raises(StaleSnapshot, match="later snapshot"):  # never read, and a later one was taken
+        _ = unread.jobs
     assert _job_facts(second) == _job_facts(_from_scratch(run.cluster))
     assert _queue_facts(second) == _queue_facts(_from_scratch(run.cluster))
     run.cluster.delete("Pod", "default/steady-1")  # its gang is broken: no longer settled, rebuilt

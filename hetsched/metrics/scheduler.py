@@ -152,12 +152,12 @@ class SchedulerMetrics:
             self.evictions.labels(eviction.action).inc()
         self.eviction_failures.inc(len(result.failed_evictions))
         for key, status in decisions.unschedulable.items():
-            job = snapshot.jobs.get(key)
+            job = snapshot.job(key)
             pods = sum(len(g.pending) for g in job.groups) if job is not None else 0
             if pods:
                 self.unschedulable.labels(reason_label(status.reasons[0]) if status.reasons else "other").inc(pods)
         for key, update in decisions.podgroups.items():
-            job = snapshot.jobs.get(key)
+            job = snapshot.job(key)
             if update.phase == "Running" and job is not None and job.podgroup.status.phase in ("Pending", "Inqueue"):
                 self.queue_wait.labels(job.queue).observe(max(result.now - job.created, 0.0))
         phases = {key: update.phase for key, update in decisions.podgroups.items() if update.phase is not None}
@@ -237,10 +237,13 @@ def _queue_families(snapshot: Snapshot, phases: dict[str, str]) -> Iterator[Metr
     groups = GaugeMetricFamily("hetsched_podgroups", "PodGroups by queue and phase", labels=["queue", "phase"])
     by_queue: dict[str, int] = {name: 0 for name in snapshot.queues}
     by_phase: dict[tuple[str, str], int] = {}
-    for key, job in snapshot.jobs.items():
+    for key, job in snapshot.active.items():  # read at scrape time: never the settled records (see Snapshot)
         by_queue[job.queue] = by_queue.get(job.queue, 0) + sum(len(g.pending) for g in job.groups)
         phase = phases.get(key, job.phase)
         by_phase[(job.queue, phase)] = by_phase.get((job.queue, phase), 0) + 1
+    for name, count in snapshot.settled_by_queue.items():  # settled: Running, nothing pending
+        by_queue.setdefault(name, 0)
+        by_phase[(name, "Running")] = by_phase.get((name, "Running"), 0) + count
     for name, count in sorted(by_queue.items()):
         pending.add_metric([name], count)
     for (name, phase), count in sorted(by_phase.items()):

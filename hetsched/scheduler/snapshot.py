@@ -443,9 +443,10 @@ class Snapshot:
 
     resources: ResourceIndex
     nodes: NodeArrays
-    jobs: dict[str, JobInfo]
     queues: dict[str, QueueInfo]
     priority_classes: dict[str, int]
+    _jobs: dict[str, JobInfo] | None = None
+    """Every job (see :attr:`jobs`); None until first asked, in a snapshot the cache built."""
     devices: dict[str, DeviceArrays] = field(default_factory=dict)
     """Accelerator resource → per-node chip state (from node inventories)."""
     numa: NumaArrays | None = None
@@ -474,6 +475,12 @@ class Snapshot:
     """PodDisruptionBudget index → disruptions this session's chosen victims spend (kept by the eviction
     planner as it releases and restores victims)."""
     _active: dict[str, JobInfo] | None = None
+    _settled: dict[str, JobInfo] | None = None
+    """The cache's settled records (``cache.settled``), not copied: valid while :attr:`settled_fresh`."""
+    settled_fresh: Callable[[], bool] | None = None
+    """False once the cache took a later snapshot (the only time it changes its settled records)."""
+    settled_by_queue: dict[str, int] = field(default_factory=dict)
+    """Queue → its settled jobs (all Running, none pending), for counts that need not see each one."""
 
     @property
     def active(self) -> dict[str, JobInfo]:
@@ -481,6 +488,31 @@ class Snapshot:
         the settled, shared ones (:attr:`JobInfo.shared`), in the order of :attr:`jobs` (a hand-built
         snapshot: every job)."""
         return self.jobs if self._active is None else self._active
+
+    def _check_settled(self) -> None:
+        if self.settled_fresh is not None and not self.settled_fresh():
+            raise StaleSnapshot("the scheduler cache took a later snapshot: this one's settled jobs can no longer "
+                                "be read (take a new snapshot)")
+
+    @property
+    def jobs(self) -> dict[str, JobInfo]:
+        """Every job: the settled ones, then the active ones. Built on first use (at 100,000 running pods
+        merging the settled records is milliseconds, and most cycles never need them) — while no later
+        snapshot was taken; a value from then on."""
+        if self._jobs is None:
+            self._check_settled()
+            self._jobs = {**(self._settled or {}), **(self._active or {})}
+        return self._jobs
+
+    def job(self, key: str) -> JobInfo | None:
+        """One job by key, without building :attr:`jobs`."""
+        if self._jobs is not None:
+            return self._jobs.get(key)
+        found = (self._active or {}).get(key)
+        if found is None and self._settled is not None:
+            self._check_settled()
+            found = self._settled.get(key)
+        return found
 
     def own(self, key: str) -> JobInfo:
         """The job ``key``, safe for this session to change: a shared (settled) job is copied first."""
@@ -515,6 +547,7 @@ class Snapshot:
 
     def _build_running(self) -> None:
         self._check_fresh()
+        self._check_settled()
         self._running, self._allowed = self.running_source() if self.running_source is not None else ([], [])
 
     @property

@@ -48,7 +48,7 @@ class NetworkRecorder:
         if network is None:
             return
         self.tiers = network.tiers
-        for key, job in snapshot.jobs.items():
+        for key, job in snapshot.active.items():  # every job is active while it has pods to bind
             if key not in self.bounds:
                 self.bounds[key] = bound_class(job.podgroup.spec)
         index = snapshot.nodes.index

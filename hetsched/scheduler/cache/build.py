@@ -63,12 +63,11 @@ def _budget(podgroup: PodGroup, pods: int) -> int | None:
 
 def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: ResourceIndex, default_queue: str,
          keep_labels: bool, class_value: Callable[[str], int], class_preempts: Callable[[PodGroup], bool],
-         settled: SettledJobs) -> tuple[dict[str, JobInfo], dict[str, JobInfo], dict[str, int]]:
-    """Every PodGroup's :class:`JobInfo` (a Completed one with nothing pending left out), those a session
-    may act on (all but the settled ones), and the pending pods per PodGroup key that does not exist (they
-    wait for it). Settled jobs' stored records are reused; only ``settled.unsettled`` keys are built, and a
-    job that just settled is stored. O(jobs not settled), plus one dict copy."""
-    found: dict[str, JobInfo] = dict(settled.jobs)
+         settled: SettledJobs) -> tuple[dict[str, JobInfo], dict[str, int]]:
+    """The :class:`JobInfo` of every PodGroup a session may act on — all but the settled ones, which stay in
+    ``settled`` (a Completed one with nothing pending left out) — and the pending pods per PodGroup key that
+    does not exist (they wait for it). Only ``settled.unsettled`` keys are built, and a job that just
+    settled is stored: O(jobs not settled)."""
     active: dict[str, JobInfo] = {}
     missing: dict[str, int] = {}
     for key in list(settled.unsettled):
@@ -123,13 +122,12 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
                 models=tuple(m.strip() for m in models.split("|") if m.strip()), mlu_link=mlu_link,
                 labels=dict(labels), namespace=record.pod.metadata.namespace or "default", subgroup=subgroup,
             ))
-        found[key] = job
         if is_settled(job):
             settled.put(job, group.allocated)
             del settled.unsettled[key]
         else:
             active[key] = job
-    return found, active, missing
+    return active, missing
 
 
 def queues(objects: dict[str, Queue], jobs: dict[str, JobInfo], resources: ResourceIndex,

@@ -282,20 +282,23 @@ class SchedulerCache:
         for key in self.groups.changed:
             self.settled.touched(key)
         self.groups.changed.clear()
-        jobs, active, missing = build.jobs(self.groups.by_key, self._pods, self.resources, self.default_queue,
-                                           self._label_readers > 0, self._class_value, self._class_preempts,
-                                           self.settled)
+        self.settled.epoch += 1
+        epoch = self.settled.epoch
+        active, missing = build.jobs(self.groups.by_key, self._pods, self.resources, self.default_queue,
+                                     self._label_readers > 0, self._class_value, self._class_preempts, self.settled)
+        settled = self.settled.jobs
         rows = self.nodes.rows
         devices, numa = self.devices.arrays(rows, self.nodes.alloc[self.resources.columns["cpu"], :rows])
         generation = self.generation
         budgets = list(self._budgets.values())
         return Snapshot(
-            resources=self.resources, nodes=self.nodes.arrays(), jobs=jobs,
+            resources=self.resources, nodes=self.nodes.arrays(),
             queues=build.queues(self._queues, active, self.resources, self.settled), devices=devices, numa=numa,
-            running_source=lambda: build.running(jobs, self.groups.by_key, self._pods, budgets),
+            running_source=lambda: build.running({**settled, **active}, self.groups.by_key, self._pods, budgets),
             placed_source=partial(build.placed, self._pods),
             anti_source=partial(build.placed, self._pods, tuple(self._anti_pods)) if self._anti_pods else None,
             priority_classes={n: c.value for n, c in self._priority_classes.items()},
             default_queue=self.default_queue, missing_groups=missing, network=self.network.arrays(self.nodes),
-            fresh=lambda: self.generation == generation, _active=active,
+            fresh=lambda: self.generation == generation, _active=active, _settled=settled,
+            settled_fresh=lambda: self.settled.epoch == epoch, settled_by_queue=dict(self.settled.jobs_by_queue),
         )

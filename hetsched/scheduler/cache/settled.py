@@ -36,6 +36,9 @@ class SettledJobs:
         """Key → the integer allocation it added to its queue's sum."""
         self.allocated_by_queue: dict[str, IntArray] = {}
         self.jobs_by_queue: dict[str, int] = {}
+        self.epoch = 0
+        """Counts snapshots: the records change only while one is taken (a snapshot reads them, uncopied,
+        until the next)."""
         self.unsettled: dict[str, None] = {}
         """PodGroup keys to build at the next snapshot (an ordered set): every key an event touched since it
         was last found settled. A key whose group is gone leaves at the next build."""
@@ -65,9 +68,10 @@ class SettledJobs:
         self.unsettled[key] = None
 
     def clear(self) -> None:
-        """Something every record reads changed (priority classes, the resource index): rebuild all."""
+        """Something every record reads changed (priority classes, the resource index): rebuild all. New
+        containers, not cleared ones: a snapshot taken before still reads the records it was taken with."""
         self.unsettled.update(dict.fromkeys(self.jobs))
-        self.jobs.clear()
-        self._held.clear()
-        self.allocated_by_queue.clear()
-        self.jobs_by_queue.clear()
+        self.jobs = {}
+        self._held = {}
+        self.allocated_by_queue = {}
+        self.jobs_by_queue = {}
