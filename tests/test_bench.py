@@ -35,3 +35,47 @@ def test_bench_ascend_compares_both_policies(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "ascend", "--seeds", "x-y"],
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "--seeds" in bad.stderr
+
+
+def test_bench_latency_writes_the_figures_and_refuses_bad_input(tmp_path: Path) -> None:
+    out = tmp_path / "latency.json"
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "latency", "--nodes", "40", "--running",
+                          "300", "--arrival-rate", "100", "--seconds", "2", "--json", str(out)],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    figures = json.loads(out.read_text())
+    assert figures["nodes"] == 40 and figures["running_at_start"] >= 200  # 40 servers: some gangs never fit
+    latency, cycles = figures["latency_ms"], figures["cycle_ms"]
+    assert figures["jobs_measured"] > 0 and latency["count"] > 0 and cycles["count"] > 0
+    assert 0 <= latency["p50"] <= latency["p99"] <= latency["max"]
+    assert latency["count"] + figures["jobs_that_waited_for_capacity"] + figures["jobs_waiting_at_end"] == (
+        figures["jobs_measured"])
+    assert 0 < figures["busy_share"] <= 1 and figures["peak_rss_mb"] > 0
+    for flags, named in ((["--nodes", "5"], "--nodes"), (["--arrival-rate", "0"], "--arrival-rate"),
+                         (["--seconds", "nan"], "--seconds"), (["--seconds", "inf"], "--seconds"),
+                         (["--running", "99999999"], "--running")):
+        bad = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "latency", *flags],
+                             capture_output=True, text=True, check=False)
+        assert bad.returncode == 2 and named in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_latency_run_binds_whole_gangs_and_keeps_the_cluster_busy() -> None:
+    """What the figures rest on: a job counts as decided only once its whole gang is bound (checked against
+    the store), finished jobs leave the store, and arrivals balance completions around the target."""
+    from hetsched.api.objects import Pod
+    from hetsched.benchmark.latency import LatencyRun
+
+    run = LatencyRun(60, 400, 200.0, 3.0, seed=3)
+    assert run.fill() >= 350
+    run.run()
+    bound = {p.metadata.name for p in run.cluster.list("Pod") if isinstance(p, Pod) and p.spec.nodeName}
+    decided = [job for job in run.jobs if job.decided is not None]
+    assert decided and all(job.decided >= job.arrival for job in decided)  # type: ignore[operator]
+    finished = {e.job.key for e in run.events if e.kind == "finish"}
+    for job in decided:
+        names = {name.split("/", 1)[1] for name in job.names()}
+        if job.key in finished:  # not yet finished: every pod of the gang is bound, none elsewhere
+            assert names <= bound, job.key
+        else:
+            assert not names & bound, job.key
+    assert 200 <= len(bound) <= 600

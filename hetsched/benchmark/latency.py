@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+import math
 import random
 import resource
 import time
@@ -46,6 +47,8 @@ ACCELERATED_JOBS = 1 / 6
 CHIPS = (1, 1, 2, 2, 4, 8)
 WARMUP_SECONDS = 2.0
 """Jobs arriving before this (or a quarter of the run, if shorter) are not measured."""
+MAX_NODES = 100_000
+MAX_PODS = 1_000_000
 GRACE_SECONDS = 5.0
 """After the last arrival, how long the run goes on for the jobs still waiting."""
 
@@ -262,10 +265,14 @@ def _mean_size() -> float:
 
 def run_latency_benchmark(nodes: int, running: int, rate: float, *, seconds: float = 10.0,
                           seed: int = 1) -> dict[str, Any]:
-    if nodes < 10:
-        raise ValueError("bench latency: --nodes must be at least 10")
-    if running < 0 or rate <= 0 or seconds <= 0:
-        raise ValueError("bench latency: --running must be ≥ 0, --arrival-rate and --seconds > 0")
+    if not 10 <= nodes <= MAX_NODES:
+        raise ValueError(f"bench latency: --nodes must be between 10 and {MAX_NODES:,}, not {nodes}")
+    for option, value in (("--running", running), ("--arrival-rate", rate), ("--seconds", seconds)):
+        if not (value > 0 and math.isfinite(value)):  # NaN fails too
+            raise ValueError(f"bench latency: {option} must be a positive number, not {value}")
+    if running > MAX_PODS or rate * seconds > MAX_PODS:
+        raise ValueError(f"bench latency: --running and --arrival-rate × --seconds must each stay under "
+                         f"{MAX_PODS:,} pods (the run holds them all in memory)")
     started = time.perf_counter()
     run = LatencyRun(nodes, running, rate, seconds, seed)
     bound = run.fill()
