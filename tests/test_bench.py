@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from hetsched.benchmark.apiserver import missing
+
 
 def test_bench_engine_writes_the_figures(tmp_path: Path) -> None:
     out = tmp_path / "engine.json"
@@ -79,3 +83,19 @@ def test_a_latency_run_binds_whole_gangs_and_keeps_the_cluster_busy() -> None:
         else:
             assert not names & bound, job.key
     assert 200 <= len(bound) <= 600
+
+
+@pytest.mark.skipif(bool(missing()), reason=missing() or "available")
+def test_bench_latency_through_a_real_apiserver(tmp_path: Path) -> None:
+    """The same steady state end to end: a real kube-apiserver, the hetsched scheduler process, pods created
+    and force-deleted by clients, binds seen by a watch. Every job that arrived is bound and timed."""
+    out = tmp_path / "live.json"
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "latency", "--apiserver", "--nodes",
+                          "30", "--running", "100", "--arrival-rate", "20", "--seconds", "2", "--json", str(out)],
+                         capture_output=True, text=True, check=False, timeout=500)
+    assert run.returncode == 0, run.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert figures["mode"] == "apiserver" and figures["running_at_start"] >= 100
+    assert figures["jobs_arrived"] > 0 and figures["jobs_not_bound"] == 0
+    latency = figures["latency_ms"]
+    assert latency["count"] == figures["jobs_arrived"] and 0 <= latency["p50"] <= latency["p99"] <= latency["max"]

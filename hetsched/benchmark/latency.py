@@ -107,7 +107,7 @@ def _job(rng: random.Random, name: str, mean_duration: float) -> Job:
     return Job(f"bench/{name}", size, rng.expovariate(1.0 / mean_duration), [podgroup, *pods])
 
 
-def _stats(values: list[float]) -> dict[str, float | int | None]:
+def stats(values: list[float]) -> dict[str, float | int | None]:
     if not values:
         return {"count": 0, "p50": None, "p99": None, "max": None}
     array = np.asarray(values) * 1000.0
@@ -248,13 +248,13 @@ class LatencyRun:
             "pods_arrived": sum(j.size for j in self.jobs),
             "jobs_measured": len(measured),
             "jobs_waiting_at_end": sum(1 for j in measured if j.decided is None),
-            "latency_ms": _stats([wait for _, wait in prompt]),
-            "latency_8_pod_gangs_ms": _stats([wait for size, wait in prompt if size == 8]),
+            "latency_ms": stats([wait for _, wait in prompt]),
+            "latency_8_pod_gangs_ms": stats([wait for size, wait in prompt if size == 8]),
             "jobs_that_waited_for_capacity": len(waited),
-            "latency_after_waiting_for_capacity_ms": _stats(waited),
+            "latency_after_waiting_for_capacity_ms": stats(waited),
             "cycles": len(self.cycles),
-            "cycle_ms": _stats(self.cycles),
-            "snapshot_ms": _stats(self.snapshots),
+            "cycle_ms": stats(self.cycles),
+            "snapshot_ms": stats(self.snapshots),
             "busy_share": round(self.busy / self.clock.time, 3) if self.clock.time else None,
         }
 
@@ -263,8 +263,9 @@ def _mean_size() -> float:
     return sum(s * w for s, w in zip(SIZES, SIZE_WEIGHTS, strict=True)) / sum(SIZE_WEIGHTS)
 
 
-def run_latency_benchmark(nodes: int, running: int, rate: float, *, seconds: float = 10.0,
-                          seed: int = 1) -> dict[str, Any]:
+def check_sizes(nodes: int, running: int, rate: float, seconds: float) -> None:
+    """A ValueError naming the option when a size or rate is out of range (the run would never end, or
+    hold more than memory allows)."""
     if not 10 <= nodes <= MAX_NODES:
         raise ValueError(f"bench latency: --nodes must be between 10 and {MAX_NODES:,}, not {nodes}")
     for option, value in (("--running", running), ("--arrival-rate", rate), ("--seconds", seconds)):
@@ -273,6 +274,11 @@ def run_latency_benchmark(nodes: int, running: int, rate: float, *, seconds: flo
     if running > MAX_PODS or rate * seconds > MAX_PODS:
         raise ValueError(f"bench latency: --running and --arrival-rate × --seconds must each stay under "
                          f"{MAX_PODS:,} pods (the run holds them all in memory)")
+
+
+def run_latency_benchmark(nodes: int, running: int, rate: float, *, seconds: float = 10.0,
+                          seed: int = 1) -> dict[str, Any]:
+    check_sizes(nodes, running, rate, seconds)
     started = time.perf_counter()
     run = LatencyRun(nodes, running, rate, seconds, seed)
     bound = run.fill()

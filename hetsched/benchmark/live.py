@@ -80,12 +80,12 @@ def _pod(name: str, namespace: str, scheduler: str, group: str | None = None) ->
                 {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
 
 
-def _parallel(work: list[Any], fn: Any, workers: int = 16) -> None:
+def parallel(work: list[Any], fn: Any, workers: int = 16) -> None:
     with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(fn, work))
 
 
-def _setup(client: KubeClient, nodes: int) -> None:
+def setup_cluster(client: KubeClient, nodes: int) -> None:
     for path in sorted(CRDS.glob("*.yaml")):
         client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                        body=yaml.safe_load(path.read_text()))
@@ -112,7 +112,7 @@ def _setup(client: KubeClient, nodes: int) -> None:
         client.request("PATCH", f"/api/v1/nodes/{name}", content_type="application/merge-patch+json",
                        body={"spec": {"taints": None}})
 
-    _parallel(list(range(nodes)), node)
+    parallel(list(range(nodes)), node)
     for namespace in ("raw", "kube", "het"):
         client.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
                                                            "metadata": {"name": namespace}})
@@ -121,7 +121,7 @@ def _setup(client: KubeClient, nodes: int) -> None:
 def _raw(api: ApiServer, client: KubeClient, nodes: int, pods: int, qps: float, burst: int, workers: int,
          directory: Path) -> float:
     """The ceiling: a separate process binds every pod to a precomputed node from ``workers`` threads."""
-    _parallel(list(range(pods)), lambda i: client.request("POST", "/api/v1/namespaces/raw/pods",
+    parallel(list(range(pods)), lambda i: client.request("POST", "/api/v1/namespaces/raw/pods",
                                                           body=_pod(f"p{i:06d}", "raw", "nobody")))
     watch = BindWatch(client, "raw", pods)
     token = directory / "token"
@@ -143,7 +143,7 @@ def raw_bind(url: str, token: str, ca: str, nodes: int, pods: int, qps: float, b
 
 
 def _kube_scheduler(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: int, directory: Path) -> float:
-    _parallel(list(range(pods)), lambda i: client.request("POST", "/api/v1/namespaces/kube/pods",
+    parallel(list(range(pods)), lambda i: client.request("POST", "/api/v1/namespaces/kube/pods",
                                                           body=_pod(f"p{i:06d}", "kube", "default-scheduler")))
     kubeconfig = directory / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({
@@ -174,7 +174,7 @@ def _hetsched(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: 
         for member in range(group * 10, min(pods, group * 10 + 10)):
             client.request("POST", "/api/v1/namespaces/het/pods", body=_pod(f"p{member:06d}", "het", "volcano", name))
 
-    _parallel(list(range(groups)), submit)
+    parallel(list(range(groups)), submit)
     token = directory / "token"
     token.write_text(api.token)
     watch = BindWatch(client, "het", pods)
@@ -201,7 +201,7 @@ def run_live_benchmark(nodes: int, pods: int, *, qps: float = 1000.0, burst: int
         with real_apiserver(directory) as api:
             client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
             started = time.monotonic()
-            _setup(client, nodes)
+            setup_cluster(client, nodes)
             raw = _raw(api, client, nodes, pods, qps, burst, workers, directory)
             kube = _kube_scheduler(api, client, pods, qps, burst, directory)
             het = _hetsched(api, client, pods, qps, burst, workers, directory)

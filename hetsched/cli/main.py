@@ -348,19 +348,35 @@ def bench_engine(
 
 @bench_app.command("latency")
 def bench_latency(
-    nodes: Annotated[int, typer.Option(help="nodes in the synthetic cluster")] = 10_000,
-    running: Annotated[int, typer.Option(help="pods kept running (the steady state)")] = 100_000,
-    arrival_rate: Annotated[float, typer.Option(help="pods per second arriving (and finishing), in gangs of 1–32")]
-    = 1_000.0,
-    seconds: Annotated[float, typer.Option(help="how long jobs arrive (scheduler time)")] = 10.0,
+    nodes: Annotated[int | None, typer.Option(help="nodes [default: 10,000; 1,000 with --apiserver]")] = None,
+    running: Annotated[int | None, typer.Option(help="pods kept running, the steady state [default: 10 per node]")]
+    = None,
+    arrival_rate: Annotated[float | None, typer.Option(
+        help="pods per second arriving and finishing, in gangs of 1–32 [default: 1,000; 100 with --apiserver]")]
+    = None,
+    seconds: Annotated[float, typer.Option(help="how long jobs arrive")] = 10.0,
     seed: Annotated[int, typer.Option()] = 1,
+    apiserver: Annotated[bool, typer.Option(
+        help="through a real kube-apiserver and the hetsched scheduler process (scripts/provision-kube.sh)")]
+    = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,
 ) -> None:
-    """Time from a job's arrival to its bind decision in a busy steady state (embedded cluster)."""
+    """Time from a job's arrival to its gang's bind in a busy steady state: the scheduler's own work on the
+    embedded cluster, or end to end through a real API server."""
     from hetsched.benchmark.latency import run_latency_benchmark
 
+    size = nodes if nodes is not None else (1_000 if apiserver else 10_000)
+    kept = running if running is not None else 10 * size
+    rate = arrival_rate if arrival_rate is not None else (100.0 if apiserver else 1_000.0)
     with user_errors():
-        figures = run_latency_benchmark(nodes, running, arrival_rate, seconds=seconds, seed=seed)
+        if apiserver:
+            from hetsched.benchmark.latency import check_sizes
+            from hetsched.benchmark.latency_live import run_live_latency_benchmark
+
+            check_sizes(size, kept, rate, seconds)
+            figures = run_live_latency_benchmark(size, kept, rate, seconds=seconds, seed=seed)
+        else:
+            figures = run_latency_benchmark(size, kept, rate, seconds=seconds, seed=seed)
     _print_figures(figures, json_out)
 
 
