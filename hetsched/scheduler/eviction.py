@@ -62,14 +62,17 @@ def units(session: Session, allowed: list[RunningPod]) -> list[Unit]:
     result: list[tuple[tuple[float, float, int, float], Unit]] = []
     for job_key, pods in by_job.items():
         job = session.snapshot.jobs[job_key]
-        spare = max(job.ready - job.min_member, 0)
+        # pods an earlier action of this session bound for the job count toward its gang: they are decided
+        spare = max(job.occupied() - job.min_member, 0)
         pods.sort(key=lambda p: -p.created)
         singles = pods[:spare]
         whole = running[job_key]
         allowed_keys = {p.key for p in pods}
         for pod in singles:
             result.append(((job.priority, pod.priority, 0, -pod.created), [pod]))
-        if whole and all(p.key in allowed_keys for p in whole):  # the whole job only when all of it may go
+        # the whole job only when all of it may go, and none of it was bound in this session (taking the rest
+        # would leave those binds a gang below its minimum)
+        if whole and not job.session_allocated and all(p.key in allowed_keys for p in whole):
             result.append(((job.priority, max(p.priority for p in whole), 1, -max(p.created for p in whole)), whole))
     result.sort(key=lambda item: item[0])
     return [unit for _, unit in result]

@@ -267,6 +267,13 @@ class JobInfo:
         return sum(len(g.pending) for g in self.groups if g.best_effort and (task is None or g.task == task))
 
 
+def sharing_mask(shared: IntArray) -> IntArray:
+    """Per node, the bitmask of chips partly held (``shared`` is node × chip slot, milli held)."""
+    weights = np.left_shift(np.int64(1), np.arange(shared.shape[1], dtype=np.int64))
+    mask: IntArray = ((shared > 0) * weights).sum(axis=1).astype(np.int64)
+    return mask
+
+
 @dataclass
 class DeviceArrays:
     """Chips of one accelerator resource per node, as bitmasks (bit i = chip i). ``topology`` is the node's
@@ -306,8 +313,7 @@ class DeviceArrays:
     def sharing(self) -> IntArray:
         """Bitmask of chips partly held by fractional pods (cached; see :meth:`share`)."""
         if self._sharing is None:
-            weights = np.left_shift(np.int64(1), np.arange(self.shared.shape[1], dtype=np.int64))
-            self._sharing = ((self.shared > 0) * weights).sum(axis=1).astype(np.int64)
+            self._sharing = sharing_mask(self.shared)
         return self._sharing
 
     def share(self, row: int, chip: int, milli: int, memory: int = 0) -> None:
@@ -571,7 +577,13 @@ class Snapshot:
         self._running = [pod for pod in self.running if pod.key not in keys]
     default_queue: str = "default"
 
+    _capacity: IntArray | None = None
+
     def total_capacity(self) -> IntArray:
-        """Allocatable summed over schedulable nodes."""
-        alloc = self.nodes.alloc[:, self.nodes.schedulable]
-        return alloc.sum(axis=1) if alloc.shape[1] else np.zeros(len(self.resources), dtype=np.int64)
+        """Allocatable summed over schedulable nodes (read-only; summed once: no session changes it)."""
+        if self._capacity is None:
+            alloc = self.nodes.alloc[:, self.nodes.schedulable]
+            total = alloc.sum(axis=1) if alloc.shape[1] else np.zeros(len(self.resources), dtype=np.int64)
+            total.flags.writeable = False
+            self._capacity = total
+        return self._capacity

@@ -35,7 +35,7 @@ from hetsched.devices.inventory import (
 from hetsched.devices.policy import lowest
 from hetsched.scheduler.cache.pods import PodRecord
 from hetsched.scheduler.framework import IntArray
-from hetsched.scheduler.snapshot import NUMA_ANNOTATION, DeviceArrays, NumaArrays
+from hetsched.scheduler.snapshot import NUMA_ANNOTATION, DeviceArrays, NumaArrays, sharing_mask
 
 CHIP_SLOTS = 16
 MAX_NUMA = 8
@@ -62,7 +62,7 @@ class ChipState:
         self.share_version = 0
         """Bumped whenever a fractional holding changes (``shared``, ``shared_memory``)."""
         self._facts: tuple[tuple[int, int], dict[str, Any]] | None = None
-        self._shares: tuple[tuple[int, int], IntArray, IntArray] | None = None
+        self._shares: tuple[tuple[int, int], IntArray, IntArray, IntArray] | None = None
 
     def grow(self, rows: int) -> None:
         extra = rows - len(self.topology)
@@ -96,9 +96,10 @@ class ChipState:
                 "numa": _frozen(self.numa[:rows]), "_by_shape": {}})
         shares = (self.share_version, rows)
         if self._shares is None or self._shares[0] != shares:
-            self._shares = (shares, _frozen(self.shared[:rows]), _frozen(self.shared_memory[:rows]))
+            held = _frozen(self.shared[:rows])
+            self._shares = (shares, held, _frozen(self.shared_memory[:rows]), _frozen(sharing_mask(held)))
         return DeviceArrays(**self._facts[1], used=self.used[:rows].copy(), shared=self._shares[1],
-                            shared_memory=self._shares[2])
+                            shared_memory=self._shares[2], _sharing=self._shares[3])
 
 
 def _frozen(array: IntArray) -> IntArray:
