@@ -125,3 +125,41 @@ def test_replay_command_on_the_real_trace(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "replay-openb", "--trace-dir", str(TRACE),
                           "--pods", "nope"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "openb_pod_list_nope.csv: not found" in bad.stderr
+
+
+@pytest.mark.parametrize("policy", ["fgd", "fgd-cpufit"])
+def test_fgd_scores_each_node_state_once_and_chooses_as_node_by_node_scoring_does(policy: str) -> None:
+    """FGD scores each distinct node state (free CPU, model, free GPU milli) once and picks among nodes with
+    numpy; the choice must be the one scoring node by node gives (best score, then the node first in the
+    run's order) — on a random cluster filling up with random pods of every shape."""
+    import random
+
+    from hetsched.replay.engine import POLICIES
+
+    rng = random.Random(11)
+    nodes = [TraceNode(f"n{i}", rng.choice((32_000, 64_000, 96_000)), 400_000, rng.choice((0, 2, 4, 8)),
+                     rng.choice(("T4", "V100"))) for i in range(40)]
+    shapes = [(0, 0), (1, 250), (1, 500), (1, 1000), (2, 1000), (4, 1000), (8, 1000)]
+    pods = [TracePod(f"p{i}", rng.choice((1000, 4000, 8000)), 1000, *rng.choice(shapes),
+                     gpu_spec=rng.choice(((), ("V100",)))) for i in range(300)]
+    fgd = POLICIES[policy](pods)
+    cluster = Cluster.from_nodes(nodes)
+    cluster.rank = np.array(rng.sample(range(len(nodes)), len(nodes)), dtype=np.int64)
+    placed = 0
+    for pod in pods:
+        rows = cluster.feasible(pod)
+        if not len(rows):
+            continue
+        scored = []
+        for row in rows.tolist():  # the reference: every node scored on its own
+            gpus = tuple(int(g) for g in cluster.gpu_free[row, : int(cluster.gpu_count[row])])
+            score, choice = fgd._node_score(pod, int(cluster.cpu_free[row]), cluster.models[row], gpus)  # type: ignore[attr-defined]
+            scored.append((score, -int(cluster.rank[row]), row, choice))
+        best = max(scored, key=lambda item: (item[0], item[1]))
+        assert fgd(cluster, pod, rows, rng) == (best[2], best[3])
+        cluster.place(best[2], pod, best[3])
+        placed += 1
+        for row in range(len(nodes)):  # the state ids follow every placement
+            gpus = tuple(int(g) for g in cluster.gpu_free[row, : int(cluster.gpu_count[row])])
+            assert cluster.states[int(cluster.state_id[row])] == (int(cluster.cpu_free[row]), cluster.models[row], gpus)
+    assert placed > 100

@@ -17,6 +17,7 @@ Policies (definitions from the published simulator, traces.md §A2): ``fgd``, ``
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import random
 from collections import Counter
@@ -29,6 +30,10 @@ import numpy.typing as npt
 from hetsched.replay.openb import TraceNode, TracePod
 
 IntArray = npt.NDArray[np.int64]
+AFFINITIES = 9
+"""GPU affinities: 0 for a sharing pod, else the pod's GPU count (1–8)."""
+State = tuple[int, str, tuple[int, ...]]
+"""A node as the scores see it: free CPU milli, GPU model, free milli of each of its GPUs."""
 FULL = 1000
 
 
@@ -43,26 +48,43 @@ class Cluster:
     mem_free: IntArray
     gpu_free: IntArray
     gpu_count: IntArray
-    affinity: list[Counter[int]] = field(default_factory=list)
-    """Per node: how many GPU pods of each affinity (:func:`affinity`) it hosts (for GpuClustering)."""
+    affinity: IntArray = field(default_factory=lambda: np.zeros((0, AFFINITIES), dtype=np.int64))
+    """node × affinity (:func:`affinity`, 0–8): how many GPU pods of each it hosts (for GpuClustering)."""
     rank: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Per node: its place in the run's random node order; equal scores go to the lowest rank. The
     published simulator prefixes node names with a seeded random permutation and its scheduler breaks ties
     by the smallest name, so a tie is not a coin toss: it always favours the same nodes, which packs."""
+    state_id: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Per node: the id of its scoring state — (free CPU, model, free milli per GPU) — in :attr:`states`.
+    Nodes in one state score alike for every pod, so a policy scores each state once (kept by
+    :meth:`place`: one node changes per placement)."""
+    states: list[State] = field(default_factory=list)
+    _state_ids: dict[State, int] = field(default_factory=dict)
+
+    def _state(self, row: int) -> int:
+        gpus = tuple(self.gpu_free[row, : int(self.gpu_count[row])].tolist())
+        key = (int(self.cpu_free[row]), self.models[row], gpus)
+        found = self._state_ids.get(key)
+        if found is None:
+            found = self._state_ids[key] = len(self.states)
+            self.states.append(key)
+        return found
 
     @classmethod
     def from_nodes(cls, nodes: list[TraceNode]) -> Cluster:
         gpu = np.full((len(nodes), 8), -1, dtype=np.int64)
         for row, node in enumerate(nodes):
             gpu[row, : node.gpus] = FULL
-        return cls(
+        cluster = cls(
             names=[n.name for n in nodes], models=[n.model for n in nodes],
             cpu_cap=np.array([n.cpu_milli for n in nodes], dtype=np.int64),
             cpu_free=np.array([n.cpu_milli for n in nodes], dtype=np.int64),
             mem_free=np.array([n.memory_mib for n in nodes], dtype=np.int64),
             gpu_free=gpu, gpu_count=np.array([n.gpus for n in nodes], dtype=np.int64),
-            affinity=[Counter() for _ in nodes], rank=np.arange(len(nodes), dtype=np.int64),
+            affinity=np.zeros((len(nodes), AFFINITIES), dtype=np.int64), rank=np.arange(len(nodes), dtype=np.int64),
         )
+        cluster.state_id = np.array([cluster._state(row) for row in range(len(nodes))], dtype=np.int64)
+        return cluster
 
     @property
     def gpu_capacity(self) -> int:
@@ -89,7 +111,8 @@ class Cluster:
             self.gpu_free[row, gpu] -= pod.gpu_milli
             assert self.gpu_free[row, gpu] >= 0
         if pod.num_gpu:
-            self.affinity[row][affinity(pod)] += 1
+            self.affinity[row, affinity(pod)] += 1
+        self.state_id[row] = self._state(row)
 
 
 def affinity(pod: TracePod) -> int:
@@ -158,22 +181,27 @@ def gpupacking(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Rand
     """Three tiers: fits on partly used GPUs (100 − their free ratio / 10, ≥ 50); needs whole GPUs on a used
     node (50 − whole GPUs taken, ≥ 33); an idle node (max(33 − free GPUs, free GPUs)); CPU-only pods 0."""
     scores = np.zeros(len(rows), dtype=np.int64)
-    if pod.num_gpu:
-        for i, row in enumerate(rows.tolist()):
-            free = cluster.gpu_free[row, : int(cluster.gpu_count[row])]
-            whole = int((free == FULL).sum())
-            if whole == len(free):
-                scores[i] = max(33 - whole, whole)
-                continue
-            needed, taken_whole, ratio = pod.num_gpu, 0, 0
-            for g in sorted(free.tolist()):
-                if needed and g >= pod.gpu_milli:
-                    needed -= 1
-                    taken_whole += g == FULL
-                    ratio += g * 100 // FULL
-            scores[i] = max(50 - taken_whole, 33) if taken_whole else max(100 - ratio // 10, 50)
+    if pod.num_gpu:  # the score reads the node's GPUs only: once per distinct node state
+        unique, inverse = np.unique(cluster.state_id[rows], return_inverse=True)
+        per_state = [_packing(pod.num_gpu, pod.gpu_milli, cluster.states[state][2]) for state in unique.tolist()]
+        scores = np.asarray(per_state, dtype=np.int64)[inverse]
     row = _pick(cluster, rows, scores)
     return row, default_gpus(cluster, row, pod)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _packing(num_gpu: int, gpu_milli: int, free: tuple[int, ...]) -> int:
+    """GpuPacking's score of a node whose GPUs have ``free`` milli for a pod of ``num_gpu`` × ``gpu_milli``."""
+    whole = sum(1 for g in free if g == FULL)
+    if whole == len(free):
+        return max(33 - whole, whole)
+    needed, taken_whole, ratio = num_gpu, 0, 0
+    for g in sorted(free):
+        if needed and g >= gpu_milli:
+            needed -= 1
+            taken_whole += g == FULL
+            ratio += g * 100 // FULL
+    return max(50 - taken_whole, 33) if taken_whole else max(100 - ratio // 10, 50)
 
 
 def gpuclustering(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random) -> Choice:
@@ -185,16 +213,10 @@ def gpuclustering(cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.R
         max_spec = int(cluster.gpu_count.max()) * FULL
         left = _gpu_free_total(cluster, rows).astype(np.int64)
         fullness = 25 * (max_spec - left) // max_spec
-        mine = affinity(pod)
-        for i, row in enumerate(rows.tolist()):
-            held = cluster.affinity[row]
-            if held[mine] > 0:
-                base = 75 if len(held) == 1 else 50
-            elif held:
-                base = 0
-            else:
-                base = 25
-            scores[i] = base + int(fullness[i])
+        held = cluster.affinity[rows]
+        kinds = (held > 0).sum(axis=1)
+        base = np.where(held[:, affinity(pod)] > 0, np.where(kinds == 1, 75, 50), np.where(kinds > 0, 0, 25))
+        scores = base + fullness
     row = _pick(cluster, rows, scores)
     return row, default_gpus(cluster, row, pod)
 
@@ -322,21 +344,25 @@ class FGD:
         return best
 
     def __call__(self, cluster: Cluster, pod: TracePod, rows: IntArray, rng: random.Random) -> Choice:
-        best_score: tuple[int, int] | None = None
-        best_rows: list[tuple[int, list[int]]] = []
-        by_state: dict[tuple[int, str, tuple[int, ...]], Scored] = {}
-        for row in rows.tolist():
-            gpus = tuple(int(g) for g in cluster.gpu_free[row, : int(cluster.gpu_count[row])])
-            state = (int(cluster.cpu_free[row]), cluster.models[row], gpus)
-            cached = by_state.get(state)
-            if cached is None:
-                cached = by_state[state] = self._node_score(pod, *state)
-            score, choice = cached
-            if best_score is None or score > best_score:
-                best_score, best_rows = score, [(row, choice)]
-            elif score == best_score:
-                best_rows.append((row, choice))
-        return min(best_rows, key=lambda choice: int(cluster.rank[choice[0]]))
+        """Score each distinct node state among ``rows`` once; the best score wins, equal scores go to the
+        node first in the run's order (vectorised over the nodes; the same choice as scoring node by node)."""
+        ids = cluster.state_id[rows]
+        unique = np.unique(ids)
+        keys = np.empty(len(unique), dtype=np.int64)
+        choices: dict[int, list[int]] = {}
+        for index, state in enumerate(unique.tolist()):
+            (score, tie), choice = self._node_score(pod, *cluster.states[state])
+            keys[index] = score * _SCORE_RADIX + tie + _TIE_OFFSET  # (score, tie) compared as one integer
+            choices[state] = choice
+        best = unique[keys == keys.max()]
+        candidates = rows[np.isin(ids, best)]
+        row = int(candidates[np.argmin(cluster.rank[candidates])])
+        return row, choices[int(cluster.state_id[row])]
+
+
+_TIE_OFFSET = 1 << 24
+"""The tie-break is 0 or minus the GPU milli left on a node (at most 8 × 1000): offset to non-negative."""
+_SCORE_RADIX = 1 << 26
 
 
 POLICIES: dict[str, Callable[[list[TracePod]], Policy]] = {
