@@ -125,6 +125,31 @@ def test_replay_command_on_the_real_trace(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "replay-openb", "--trace-dir", str(TRACE),
                           "--pods", "nope"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "openb_pod_list_nope.csv: not found" in bad.stderr
+    bad = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "replay-openb", "--trace-dir", str(TRACE),
+                          "--jobs", "0"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "--jobs" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_report_is_the_same_for_any_number_of_processes(tmp_path: Path) -> None:
+    """Replays run on a process pool; one process or three, the JSON is byte for byte the same."""
+    (tmp_path / "csv").mkdir()
+    write(tmp_path / "csv", "openb_node_list_gpu_node.csv",
+          "sn,cpu_milli,memory_mib,gpu,model\n"
+          + "".join(f"n{i},{32000 * (1 + i % 3)},262144,{(0, 2, 4, 8)[i % 4]},{('T4', 'V100')[i % 2]}\n"
+                    for i in range(12)))
+    write(tmp_path / "csv", "openb_pod_list_tiny.csv", POD_HEADER + "".join(
+        f"p{i},{1000 * (1 + i % 7)},1024,{(0, 1, 1, 2)[i % 4]},{(0, 300, 1000, 1000)[i % 4]},,LS,Running,0,1,0\n"
+        for i in range(60)))
+    outputs = []
+    for jobs in ("1", "3"):
+        out = tmp_path / f"report-{jobs}.json"
+        run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "replay-openb", "--trace-dir", str(tmp_path),
+                              "--pods", "tiny", "--policy", "fgd,gpupacking,gpuclustering", "--seeds", "1-3",
+                              "--jobs", jobs, "--json", str(out)], capture_output=True, text=True, check=False)
+        assert run.returncode == 0, run.stderr
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+    assert json.loads(outputs[0])["policies"]["fgd"]["unallocated_gpu_pct_at_100"]["per_seed"].keys() == {"1", "2", "3"}
 
 
 @pytest.mark.parametrize("policy", ["fgd", "fgd-cpufit"])

@@ -463,6 +463,8 @@ def replay_openb(
     seeds: Annotated[str, typer.Option(help="shuffle seeds, e.g. 42-51")] = "42-51",
     json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,
     plot_out: Annotated[Path | None, typer.Option("--plot", help="write the allocation curve (PNG) here")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", "-j", help="replays run at once, one process each [default: the machine's cores]")] = None,
 ) -> None:
     """Replay Alibaba's openb GPU trace the published way (arrival only, 130 % inflation, shuffled per seed)
     and report unallocated GPUs at 100 % arrived demand per policy."""
@@ -473,8 +475,11 @@ def replay_openb(
         from hetsched.cli.extras import need
 
         need("report", "replay-openb --plot")
+    if jobs is not None and not 1 <= jobs <= 256:
+        say(errors, "error", f"--jobs must be between 1 and 256, not {jobs}")
+        raise typer.Exit(2)
     try:
-        report = run_replay(trace_dir, pods, resolve_policies(policy), _seeds(seeds))
+        report = run_replay(trace_dir, pods, resolve_policies(policy), _seeds(seeds), workers=jobs)
     except (TraceError, ValueError) as exc:
         say(errors, "error", f"{exc}")
         raise typer.Exit(2) from None

@@ -50,7 +50,8 @@ def run_replay(trace_dir: Path, pods: str, policies: list[str], seeds: list[int]
             raise TraceError(f"{path}: not found (--trace-dir {trace_dir}, --pods {pods})")
     load_nodes(node_file), load_pods(pod_file)  # fail fast, with line numbers, before forking
     jobs = [(node_file, pod_file, policy, seed) for policy in policies for seed in seeds]
-    with ProcessPoolExecutor(max_workers=workers or min(len(jobs), os.cpu_count() or 1)) as pool:
+    # one replay per process; map keeps the submission order, so the report is the same for any worker count
+    with ProcessPoolExecutor(max_workers=min(workers or os.cpu_count() or 1, len(jobs))) as pool:
         results = list(pool.map(_one, jobs))
     report: dict[str, Any] = {"trace_dir": str(trace_dir), "pods": pods, "seeds": seeds, "inflation": 1.3,
                               "policies": {}}
