@@ -165,3 +165,19 @@ pools:
   accelerators: [{{kind: ascend, model: Ascend910, count: 8}}]
 """)
     return path
+
+
+def tiny_openb_trace(folder: Path) -> Path:
+    """An openb-format trace in ``folder``: 12 GPU nodes (0–8 T4/V100 GPUs) and pod list ``tiny`` (60 pods:
+    CPU-only, sharing, whole 1- and 2-GPU)."""
+    (folder / "csv").mkdir(parents=True, exist_ok=True)
+    (folder / "csv" / "openb_node_list_gpu_node.csv").write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        + "".join(f"n{i},{32000 * (1 + i % 3)},262144,{(0, 2, 4, 8)[i % 4]},{('T4', 'V100')[i % 2]}\n"
+                  for i in range(12)))
+    (folder / "csv" / "openb_pod_list_tiny.csv").write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+        "scheduled_time\n"
+        + "".join(f"p{i},{1000 * (1 + i % 7)},1024,{(0, 1, 1, 2)[i % 4]},{(0, 300, 1000, 1000)[i % 4]},,LS,"
+                  "Running,0,1,0\n" for i in range(60)))
+    return folder

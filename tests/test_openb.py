@@ -13,6 +13,7 @@ import pytest
 
 from hetsched.replay.engine import Cluster, ReplayResult, TypicalPods, affinity, gpuclustering, replay, tune
 from hetsched.replay.openb import TraceError, TraceNode, TracePod, load_nodes, load_pods
+from tests.builders import tiny_openb_trace
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "alibaba-gpu-v2023"
 POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"\
@@ -132,14 +133,7 @@ def test_replay_command_on_the_real_trace(tmp_path: Path) -> None:
 
 def test_the_report_is_the_same_for_any_number_of_processes(tmp_path: Path) -> None:
     """Replays run on a process pool; one process or three, the JSON is byte for byte the same."""
-    (tmp_path / "csv").mkdir()
-    write(tmp_path / "csv", "openb_node_list_gpu_node.csv",
-          "sn,cpu_milli,memory_mib,gpu,model\n"
-          + "".join(f"n{i},{32000 * (1 + i % 3)},262144,{(0, 2, 4, 8)[i % 4]},{('T4', 'V100')[i % 2]}\n"
-                    for i in range(12)))
-    write(tmp_path / "csv", "openb_pod_list_tiny.csv", POD_HEADER + "".join(
-        f"p{i},{1000 * (1 + i % 7)},1024,{(0, 1, 1, 2)[i % 4]},{(0, 300, 1000, 1000)[i % 4]},,LS,Running,0,1,0\n"
-        for i in range(60)))
+    tiny_openb_trace(tmp_path)
     outputs = []
     for jobs in ("1", "3"):
         out = tmp_path / f"report-{jobs}.json"

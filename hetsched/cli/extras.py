@@ -2,7 +2,8 @@
 traceback.
 
 Who calls it: the commands whose feature lives in an optional dependency — ``simulate --report`` and
-``replay-openb --plot`` (``report``: matplotlib), ``device-plugin`` (``agents``: gRPC and protobuf). The
+``replay-openb --plot`` and ``sweep --plot`` (``report``: matplotlib), ``device-plugin`` (``agents``: gRPC and
+protobuf), ``sweep --dask`` (``distributed``: Dask). The
 NVIDIA backend reports a missing ``nvidia`` extra itself, as a tool error (``agents.backends.nvidia``).
 """
 
@@ -14,7 +15,8 @@ import typer
 
 from hetsched.cli.output import say, stderr_console
 
-EXTRAS = {"report": ("matplotlib",), "agents": ("grpc", "google.protobuf"), "nvidia": ("pynvml",)}
+EXTRAS = {"report": ("matplotlib",), "agents": ("grpc", "google.protobuf"), "nvidia": ("pynvml",),
+          "distributed": ("dask", "distributed")}
 """Extra (``pip install 'hetsched[EXTRA]'``) → the modules it provides."""
 
 

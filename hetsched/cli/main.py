@@ -22,7 +22,7 @@ from rich.text import Text
 
 from hetsched.api.manifest import ManifestError, check_cluster, load_files
 from hetsched.api.objects import AnyObject, Node
-from hetsched.cli import agents, doctor, install, serve
+from hetsched.cli import agents, doctor, install, serve, sweep
 from hetsched.cli.devices import devices_app
 from hetsched.cli.output import say, stderr_console, stdout_console
 from hetsched.scheduler.conf import ConfError, SchedulerConf, load_conf
@@ -42,6 +42,7 @@ app.command("webhook")(serve.webhook)
 app.command("doctor")(doctor.doctor)
 app.command("explain")(doctor.explain)
 app.command("install")(install.install)
+app.command("sweep")(sweep.sweep)
 console = stdout_console()
 errors = stderr_console()
 
@@ -416,15 +417,24 @@ def bench_live(
     _print_figures(figures, json_out)
 
 
+MAX_SEEDS = 10_000
+
+
 def _seeds(text: str) -> list[int]:
     """``42-51`` or ``1,2,5`` → list of ints."""
     try:
         if "-" in text:
             low, high = (int(part) for part in text.split("-", 1))
+            if not 0 <= high - low < MAX_SEEDS:
+                raise ValueError
             return list(range(low, high + 1))
-        return [int(part) for part in text.split(",") if part.strip()]
+        found = [int(part) for part in text.split(",", MAX_SEEDS) if part.strip()]
+        if len(found) > MAX_SEEDS:
+            raise ValueError
+        return found
     except ValueError:
-        raise ValueError(f"--seeds: expected a range like 42-51 or a list like 1,2,3, got {text!r}") from None
+        raise ValueError(f"--seeds: expected a range like 42-51 or a list like 1,2,3 (at most {MAX_SEEDS:,} seeds), "
+                         f"got {text[:60]!r}") from None
 
 
 @bench_app.command("ascend")

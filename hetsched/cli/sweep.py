@@ -1,0 +1,104 @@
+"""``hetsched sweep``: placement policies × openb pod lists × seeds, one replay per cell, one table and plot.
+
+Who calls it: users comparing policies before touching production (docs/replay.md). The grid and the table
+are ``replay.sweep``'s; this module picks the executor — a local process pool (``--jobs``), or a Dask
+cluster (``--dask ADDRESS``; ``--dask local`` starts a LocalCluster on 127.0.0.1) — and shows progress.
+Bad options and trace files exit 2 with one line naming them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from hetsched.cli.extras import need
+from hetsched.cli.output import say, stderr_console, stdout_console
+from hetsched.replay.openb import TraceError
+
+errors = stderr_console()
+console = stdout_console()
+DEFAULT_TRACE_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "alibaba-gpu-v2023"
+
+
+@contextlib.contextmanager
+def executor(jobs: int | None, dask: str | None) -> Iterator[Executor]:
+    """Where the cells run: ``jobs`` local processes, or the Dask cluster at ``dask`` ("local": a
+    LocalCluster of ``jobs`` single-threaded worker processes on loopback, closed afterwards)."""
+    if dask is None:
+        with ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+            yield pool
+        return
+    from distributed import Client, LocalCluster
+
+    if dask == "local":
+        with LocalCluster(n_workers=jobs or os.cpu_count() or 1, threads_per_worker=1,  # type: ignore[no-untyped-call]
+                          processes=True, host="127.0.0.1", dashboard_address=None) as cluster, \
+                Client(cluster) as client:  # type: ignore[no-untyped-call]
+            yield client.get_executor()
+        return
+    with Client(dask, timeout=30) as client:  # type: ignore[no-untyped-call]
+        yield client.get_executor()
+
+
+def sweep(
+    pods: Annotated[str, typer.Option(help="pod lists (csv/openb_pod_list_<NAME>.csv): a comma list, or all")]
+    = "default",
+    policy: Annotated[str, typer.Option(help="policies, as replay-openb takes them (a comma list, best, all)")]
+    = "fgd,best",
+    seeds: Annotated[str, typer.Option(help="shuffle seeds, e.g. 42-51")] = "42-51",
+    trace_dir: Annotated[Path, typer.Option(help="the alibaba-gpu-v2023 folder")] = DEFAULT_TRACE_DIR,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="cells at once [default: the machine's cores]")]
+    = None,
+    dask: Annotated[str | None, typer.Option(
+        help="run the cells on a Dask cluster: its scheduler address (tcp://host:8786; every worker needs "
+             "hetsched and the trace at --trace-dir), or 'local' (needs the 'distributed' extra)")] = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="write every cell here (CSV)")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the cells and the summary here")] = None,
+    plot_out: Annotated[Path | None, typer.Option("--plot", help="write the summary as bars (PNG) here")] = None,
+) -> None:
+    """Replay the openb trace for every policy × pod list × seed; one table (CSV/JSON), one plot. The same
+    table whatever runs the cells: local processes or a Dask cluster."""
+    from hetsched.cli.main import _seeds
+    from hetsched.replay.report import resolve_policies
+    from hetsched.replay.sweep import as_json, cells, pod_lists, run_sweep, summary, write_csv
+
+    if plot_out is not None:
+        need("report", "sweep --plot")
+    if dask is not None:
+        need("distributed", "sweep --dask")
+    try:
+        if jobs is not None and not 1 <= jobs <= 256:
+            raise ValueError(f"--jobs must be between 1 and 256, not {jobs}")
+        grid = cells(pod_lists(trace_dir, pods), resolve_policies(policy), _seeds(seeds))
+        with executor(jobs, dask) as pool:
+            rows = run_sweep(trace_dir, grid, pool)
+    except (TraceError, ValueError, OSError) as exc:
+        say(errors, "error", f"{exc}")
+        raise typer.Exit(2) from None
+    if csv_out is not None:
+        write_csv(rows, csv_out)
+    if json_out is not None:
+        json_out.write_text(json.dumps(as_json(rows), indent=2) + "\n", encoding="utf-8")
+    if plot_out is not None:
+        from hetsched.replay.sweep import plot
+
+        plot(rows, plot_out)
+    table = Table(title=f"openb sweep: unallocated GPU % at 100 % arrived ({len(rows)} replays)")
+    table.add_column("pod list")
+    table.add_column("policy")
+    table.add_column("mean ± std", justify="right")
+    table.add_column("wins / losses vs first", justify="right")
+    for entry in summary(rows):
+        wins = [v for k, v in entry.items() if k.startswith("wins_vs_")]
+        losses = [v for k, v in entry.items() if k.startswith("losses_vs_")]
+        table.add_row(entry["pods"], entry["policy"], f"{entry['mean']:.2f} ± {entry['std']:.2f}",
+                      f"{wins[0]} / {losses[0]}" if wins else "–")
+    console.print(table)
