@@ -48,7 +48,8 @@ def test_bench_latency_writes_the_figures_and_refuses_bad_input(tmp_path: Path) 
                          capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr
     figures = json.loads(out.read_text())
-    assert figures["nodes"] == 40 and figures["running_at_start"] >= 200  # 40 servers: some gangs never fit
+    assert figures["mode"] == "embedded" and figures["nodes"] == 40
+    assert figures["running_at_start"] >= 200  # 40 servers: some gangs never fit
     latency, cycles = figures["latency_ms"], figures["cycle_ms"]
     assert figures["jobs_measured"] > 0 and latency["count"] > 0 and cycles["count"] > 0
     assert 0 <= latency["p50"] <= latency["p99"] <= latency["max"]

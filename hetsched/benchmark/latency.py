@@ -286,7 +286,7 @@ def run_latency_benchmark(nodes: int, running: int, rate: float, *, seconds: flo
     run.run()
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
-        "nodes": nodes, "running_target": running, "running_at_start": bound, "arrival_rate": rate,
+        "mode": "embedded", "nodes": nodes, "running_target": running, "running_at_start": bound, "arrival_rate": rate,
         "seconds": seconds, "seed": seed, **run.figures(),
         "fill_seconds": round(filled - started, 2), "peak_rss_mb": round(peak_kb / 1024, 1),
     }

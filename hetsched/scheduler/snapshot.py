@@ -8,6 +8,7 @@ Invariants:
   tentatively places pods (and reverts on discard), never ``alloc``.
 - A :class:`TaskGroup` holds pending pods of one job that are interchangeable for placement (same task,
   same placement key, same priority), so nodes are evaluated once per group, not once per pod.
+- A shared (settled) :class:`JobInfo` is never changed in place: ``Snapshot.own`` gives the session a copy.
 """
 
 from __future__ import annotations
@@ -443,9 +444,13 @@ class StaleSnapshot(RuntimeError):
 
 @dataclass
 class Snapshot:
-    """What one cycle sees: a value — node arrays, node facts, chips, jobs and queues are copies the cache
-    never touches again — except the placed and running pod lists, built on first use and only while the
-    cache is unchanged (:attr:`fresh`). A session changes its own copies (statements allocate on them)."""
+    """What one cycle sees: a value — usage arrays, active jobs and queues are copies the cache never touches
+    again; node facts, chip inventories and fractional holdings are shared read-only with the other
+    snapshots of their version (numpy refuses a write; ``DeviceArrays.share`` copies first); settled jobs'
+    records are shared too and changed only through :meth:`own` — except the placed and running pod lists,
+    built on first use and only while the cache is unchanged (:attr:`fresh`), and the full :attr:`jobs`
+    map, built on first use while no later snapshot was taken. A session changes its own copies
+    (statements allocate on them)."""
 
     resources: ResourceIndex
     nodes: NodeArrays
