@@ -302,6 +302,8 @@ class FGD:
         self.typical = typical
         self.cpu_pods_to_full_gpus = cpu_pods_to_full_gpus
         self.memo: dict[tuple[int, str, tuple[int, ...]], float] = {}
+        self.scored: dict[tuple[tuple[int, int, int], State], Scored] = {}
+        """(pod CPU, GPU count, GPU milli), node state → :meth:`_node_score` (which reads nothing else)."""
 
     def _f(self, cpu_free: int, model: str, gpus: tuple[int, ...]) -> float:
         key = (cpu_free, model, tuple(sorted(gpus)))
@@ -350,8 +352,15 @@ class FGD:
         unique = np.unique(ids)
         keys = np.empty(len(unique), dtype=np.int64)
         choices: dict[int, list[int]] = {}
+        shape = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)
+        if len(self.scored) > MAX_SCORED:
+            self.scored.clear()
         for index, state in enumerate(unique.tolist()):
-            (score, tie), choice = self._node_score(pod, *cluster.states[state])
+            key = (shape, cluster.states[state])
+            scored = self.scored.get(key)
+            if scored is None:  # pods repeat shapes and nodes repeat states: ~95 % of scores are asked again
+                scored = self.scored[key] = self._node_score(pod, *key[1])
+            (score, tie), choice = scored
             keys[index] = score * _SCORE_RADIX + tie + _TIE_OFFSET  # (score, tie) compared as one integer
             choices[state] = choice
         best = unique[keys == keys.max()]
@@ -360,6 +369,8 @@ class FGD:
         return row, choices[int(cluster.state_id[row])]
 
 
+MAX_SCORED = 1 << 20
+"""Scores kept before the cache starts afresh (bounded memory on the longest pod lists)."""
 _TIE_OFFSET = 1 << 24
 """The tie-break is 0 or minus the GPU milli left on a node (at most 8 × 1000): offset to non-negative."""
 _SCORE_RADIX = 1 << 26
