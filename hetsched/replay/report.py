@@ -51,8 +51,12 @@ def run_replay(trace_dir: Path, pods: str, policies: list[str], seeds: list[int]
     load_nodes(node_file), load_pods(pod_file)  # fail fast, with line numbers, before forking
     jobs = [(node_file, pod_file, policy, seed) for policy in policies for seed in seeds]
     # one replay per process; map keeps the submission order, so the report is the same for any worker count
-    with ProcessPoolExecutor(max_workers=min(workers or os.cpu_count() or 1, len(jobs))) as pool:
-        results = list(pool.map(_one, jobs))
+    width = min(workers or os.cpu_count() or 1, len(jobs))
+    if width == 1:  # nothing to run beside it: no process to start
+        results = [_one(job) for job in jobs]
+    else:
+        with ProcessPoolExecutor(max_workers=width) as pool:
+            results = list(pool.map(_one, jobs))
     report: dict[str, Any] = {"trace_dir": str(trace_dir), "pods": pods, "seeds": seeds, "inflation": 1.3,
                               "policies": {}}
     for policy in policies:
