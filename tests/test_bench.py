@@ -4,6 +4,7 @@ checks rely on are present and the figures are consistent. Speed itself is never
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,13 @@ def test_a_latency_run_binds_whole_gangs_and_keeps_the_cluster_busy() -> None:
         else:
             assert not names & bound, job.key
     assert 200 <= len(bound) <= 600
+
+
+def test_bench_latency_through_an_apiserver_that_is_not_there_says_so(tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "latency", "--apiserver", "--nodes",
+                          "30", "--running", "100"], capture_output=True, text=True, check=False, timeout=120,
+                         env={**os.environ, "HETSCHED_KUBE_CACHE": str(tmp_path / "nothing")})
+    assert run.returncode == 1 and "needs the provisioned binaries" in run.stderr and "Traceback" not in run.stderr
 
 
 @pytest.mark.skipif(bool(missing()), reason=missing() or "available")

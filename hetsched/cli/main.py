@@ -375,7 +375,11 @@ def bench_latency(
             from hetsched.benchmark.latency_live import run_live_latency_benchmark
 
             check_sizes(size, kept, rate, seconds)
-            figures = run_live_latency_benchmark(size, kept, rate, seconds=seconds, seed=seed)
+            try:
+                figures = run_live_latency_benchmark(size, kept, rate, seconds=seconds, seed=seed)
+            except RuntimeError as exc:  # no binaries here, or the scheduler process never bound anything
+                say(errors, "error", f"{exc}")
+                raise typer.Exit(1) from None
         else:
             figures = run_latency_benchmark(size, kept, rate, seconds=seconds, seed=seed)
     _print_figures(figures, json_out)
