@@ -172,7 +172,7 @@ class LatencyRun:
         gc.freeze()
         at = 0.0
         while True:
-            at += self.rng.expovariate(self.rate / _mean_size())
+            at += self.rng.expovariate(self.rate / mean_size())
             if at >= self.seconds:
                 break
             job = self._new_job()
@@ -259,7 +259,8 @@ class LatencyRun:
         }
 
 
-def _mean_size() -> float:
+def mean_size() -> float:
+    """Pods per arriving job, on average."""
     return sum(s * w for s, w in zip(SIZES, SIZE_WEIGHTS, strict=True)) / sum(SIZE_WEIGHTS)
 
 

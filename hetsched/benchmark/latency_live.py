@@ -19,8 +19,6 @@ from __future__ import annotations
 import contextlib
 import heapq
 import random
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -28,9 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hetsched.benchmark.apiserver import missing, real_apiserver, stop_process
-from hetsched.benchmark.latency import SIZE_WEIGHTS, SIZES, stats
-from hetsched.benchmark.live import CRDS, parallel, setup_cluster
+from hetsched.benchmark.apiserver import real_apiserver, stop_process
+from hetsched.benchmark.latency import SIZE_WEIGHTS, SIZES, mean_size, stats
+from hetsched.benchmark.live import check_provisioned, parallel, setup_cluster, start_scheduler
 from hetsched.cluster.kubernetes import KubeClient
 
 NAMESPACE = "het"
@@ -194,11 +192,10 @@ class LiveRun:
 
     def arrive(self, pool: ThreadPoolExecutor) -> int:
         """Submit jobs on a Poisson schedule for ``seconds``; returns the pods submitted."""
-        mean_size = sum(s * w for s, w in zip(SIZES, SIZE_WEIGHTS, strict=True)) / sum(SIZE_WEIGHTS)
         started = time.monotonic()
         at, pods = 0.0, 0
         while True:
-            at += self.rng.expovariate(self.rate / mean_size)
+            at += self.rng.expovariate(self.rate / mean_size())
             if at >= self.seconds:
                 return pods
             delay = started + at - time.monotonic()
@@ -212,11 +209,7 @@ class LiveRun:
 
 def run_live_latency_benchmark(nodes: int, running: int, rate: float, *, seconds: float = 20.0,
                                seed: int = 1) -> dict[str, Any]:
-    why = missing()
-    if why:
-        raise RuntimeError(f"bench latency --apiserver needs the provisioned binaries: {why}")
-    if not CRDS.is_dir():
-        raise RuntimeError(f"bench latency --apiserver needs the CRDs at {CRDS} (run it from a source checkout)")
+    check_provisioned("bench latency --apiserver")
     with tempfile.TemporaryDirectory(prefix="hetsched-latency-") as tmp:
         directory = Path(tmp)
         with real_apiserver(directory) as api:
@@ -225,16 +218,10 @@ def run_live_latency_benchmark(nodes: int, running: int, rate: float, *, seconds
             run = LiveRun(client, nodes, running, rate, seconds, seed)
             filled = run.fill()
             watch = BindTimes(client)
-            token = directory / "token"
-            token.write_text(api.token)
             stop = threading.Event()
             threads = [threading.Thread(target=run.finish, args=(stop,), daemon=True),
                        threading.Thread(target=run.collect, args=(watch, stop), daemon=True)]
-            with (directory / "scheduler.log").open("w") as log:
-                process = subprocess.Popen([sys.executable, "-m", "hetsched.cli.main", "scheduler", "--server", api.url,
-                                            "--token-file", str(token), "--ca-file", api.ca, "--no-leader-elect",
-                                            "--period", "0.01", "--qps", "1000", "--burst", "1000"],
-                                           stdout=log, stderr=log)
+            process = start_scheduler(api, directory, qps=1000, burst=1000)
             try:
                 for thread in threads:
                     thread.start()

@@ -175,27 +175,40 @@ def _hetsched(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: 
             client.request("POST", "/api/v1/namespaces/het/pods", body=_pod(f"p{member:06d}", "het", "volcano", name))
 
     parallel(list(range(groups)), submit)
-    token = directory / "token"
-    token.write_text(api.token)
     watch = BindWatch(client, "het", pods)
-    with (directory / "hetsched-scheduler.log").open("w") as log:
-        process = subprocess.Popen([sys.executable, "-m", "hetsched.cli.main", "scheduler", "--server", api.url,
-                                    "--token-file", str(token), "--ca-file", api.ca, "--no-leader-elect",
-                                    "--period", "0.01", "--qps", f"{qps:g}", "--burst", str(burst),
-                                    "--bind-workers", str(workers)], stdout=log, stderr=log)
+    process = start_scheduler(api, directory, qps, burst, workers)
     try:
         return watch.rate(600)
     finally:
         stop_process(process)
 
 
+def start_scheduler(api: ApiServer, directory: Path, qps: float, burst: int,
+                    workers: int = 16) -> subprocess.Popen[bytes]:
+    """The ``hetsched scheduler`` process against ``api`` (a 10 ms period, no leader election), logging into
+    ``directory``; the caller stops it (``stop_process``)."""
+    token = directory / "token"
+    token.write_text(api.token)
+    with (directory / "hetsched-scheduler.log").open("w") as log:
+        return subprocess.Popen([sys.executable, "-m", "hetsched.cli.main", "scheduler", "--server", api.url,
+                                 "--token-file", str(token), "--ca-file", api.ca, "--no-leader-elect",
+                                 "--period", "0.01", "--qps", f"{qps:g}", "--burst", str(burst),
+                                 "--bind-workers", str(workers)], stdout=log, stderr=log)
+
+
+def check_provisioned(command: str, kube_scheduler: bool = False) -> None:
+    """A RuntimeError naming ``command`` when the binaries or the CRDs a live benchmark needs are absent."""
+    why = missing() or ("" if not kube_scheduler or KUBE_SCHEDULER.exists()
+                        else f"kube-scheduler not built at {KUBE_SCHEDULER}")
+    if why:
+        raise RuntimeError(f"{command} needs the provisioned binaries: {why}")
+    if not CRDS.is_dir():
+        raise RuntimeError(f"{command} needs the CRDs at {CRDS} (run it from a source checkout)")
+
+
 def run_live_benchmark(nodes: int, pods: int, *, qps: float = 1000.0, burst: int = 1000,
                        workers: int = 16) -> dict[str, Any]:
-    why = missing() or ("" if KUBE_SCHEDULER.exists() else f"kube-scheduler not built at {KUBE_SCHEDULER}")
-    if why:
-        raise RuntimeError(f"bench live needs the provisioned binaries: {why}")
-    if not CRDS.is_dir():
-        raise RuntimeError(f"bench live needs the CRDs at {CRDS} (run it from a source checkout)")
+    check_provisioned("bench live", kube_scheduler=True)
     with tempfile.TemporaryDirectory(prefix="hetsched-live-") as tmp:
         directory = Path(tmp)
         with real_apiserver(directory) as api:

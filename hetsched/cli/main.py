@@ -24,6 +24,7 @@ from hetsched.api.manifest import ManifestError, check_cluster, load_files
 from hetsched.api.objects import AnyObject, Node
 from hetsched.cli import agents, doctor, install, serve, sweep
 from hetsched.cli.devices import devices_app
+from hetsched.cli.options import DEFAULT_TRACE_DIR, check_jobs, parse_seeds
 from hetsched.cli.output import say, stderr_console, stdout_console
 from hetsched.scheduler.conf import ConfError, SchedulerConf, load_conf
 from hetsched.sim.results import Results
@@ -421,26 +422,6 @@ def bench_live(
     _print_figures(figures, json_out)
 
 
-MAX_SEEDS = 10_000
-
-
-def _seeds(text: str) -> list[int]:
-    """``42-51`` or ``1,2,5`` → list of ints."""
-    try:
-        if "-" in text:
-            low, high = (int(part) for part in text.split("-", 1))
-            if not 0 <= high - low < MAX_SEEDS:
-                raise ValueError
-            return list(range(low, high + 1))
-        found = [int(part) for part in text.split(",", MAX_SEEDS) if part.strip()]
-        if len(found) > MAX_SEEDS:
-            raise ValueError
-        return found
-    except ValueError:
-        raise ValueError(f"--seeds: expected a range like 42-51 or a list like 1,2,3 (at most {MAX_SEEDS:,} seeds), "
-                         f"got {text[:60]!r}") from None
-
-
 @bench_app.command("ascend")
 def bench_ascend(
     nodes: Annotated[int, typer.Option(help="Ascend 910 x8 nodes")] = 64,
@@ -451,7 +432,7 @@ def bench_ascend(
     from hetsched.benchmark.ascend import run_ascend_benchmark
 
     with user_errors():
-        report = run_ascend_benchmark(nodes, _seeds(seeds))
+        report = run_ascend_benchmark(nodes, parse_seeds(seeds))
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     table = _titled(f"Ascend 910 x8 policies, {nodes} nodes, seeds {seeds} (mean ± std)")
@@ -464,7 +445,6 @@ def bench_ascend(
     console.print(table)
 
 
-DEFAULT_TRACE_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "alibaba-gpu-v2023"
 
 
 @app.command("replay-openb")
@@ -489,11 +469,8 @@ def replay_openb(
         from hetsched.cli.extras import need
 
         need("report", "replay-openb --plot")
-    if jobs is not None and not 1 <= jobs <= 256:
-        say(errors, "error", f"--jobs must be between 1 and 256, not {jobs}")
-        raise typer.Exit(2)
     try:
-        report = run_replay(trace_dir, pods, resolve_policies(policy), _seeds(seeds), workers=jobs)
+        report = run_replay(trace_dir, pods, resolve_policies(policy), parse_seeds(seeds), workers=check_jobs(jobs))
     except (TraceError, ValueError) as exc:
         say(errors, "error", f"{exc}")
         raise typer.Exit(2) from None

@@ -20,12 +20,12 @@ import typer
 from rich.table import Table
 
 from hetsched.cli.extras import need
+from hetsched.cli.options import DEFAULT_TRACE_DIR, check_jobs, parse_seeds
 from hetsched.cli.output import say, stderr_console, stdout_console
 from hetsched.replay.openb import TraceError
 
 errors = stderr_console()
 console = stdout_console()
-DEFAULT_TRACE_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "alibaba-gpu-v2023"
 
 
 @contextlib.contextmanager
@@ -66,7 +66,6 @@ def sweep(
 ) -> None:
     """Replay the openb trace for every policy × pod list × seed; one table (CSV/JSON), one plot. The same
     table whatever runs the cells: local processes or a Dask cluster."""
-    from hetsched.cli.main import _seeds
     from hetsched.replay.report import resolve_policies
     from hetsched.replay.sweep import as_json, cells, pod_lists, run_sweep, summary, write_csv
 
@@ -75,10 +74,8 @@ def sweep(
     if dask is not None:
         need("distributed", "sweep --dask")
     try:
-        if jobs is not None and not 1 <= jobs <= 256:
-            raise ValueError(f"--jobs must be between 1 and 256, not {jobs}")
-        grid = cells(pod_lists(trace_dir, pods), resolve_policies(policy), _seeds(seeds))
-        with executor(jobs, dask) as pool:
+        grid = cells(pod_lists(trace_dir, pods), resolve_policies(policy), parse_seeds(seeds))
+        with executor(check_jobs(jobs), dask) as pool:
             rows = run_sweep(trace_dir, grid, pool)
     except (TraceError, ValueError, OSError) as exc:
         say(errors, "error", f"{exc}")
