@@ -99,7 +99,7 @@ def test_clustering_affinity_is_share_or_gpu_count() -> None:
 def test_sharing_pods_fill_gpus_without_exceeding_1000() -> None:
     nodes = [TraceNode("n0", 64_000, 100_000, 2, "T4"), TraceNode("n1", 64_000, 100_000, 0, "")]
     pods = [TracePod(f"s{i}", 1000, 10, 1, 300) for i in range(6)] + [TracePod("whole", 1000, 10, 1, 1000)]
-    for policy in ("fgd", "bestfit", "random", "gpupacking", "dotprod", "gpuclustering", "fgd-cpufit"):
+    for policy in ("fgd", "bestfit", "random", "gpupacking", "dotprod", "gpuclustering", "fgd-cpufit", "fgd-full"):
         result = replay(nodes, pods, policy, seed=3, ratio=1.0)
         assert result.allocated_pct[-1] <= 100.0
         free = result.cluster.gpu_free[0, :2]
@@ -146,7 +146,51 @@ def test_the_report_is_the_same_for_any_number_of_processes(tmp_path: Path) -> N
     assert json.loads(outputs[0])["policies"]["fgd"]["unallocated_gpu_pct_at_100"]["per_seed"].keys() == {"1", "2", "3"}
 
 
-@pytest.mark.parametrize("policy", ["fgd", "fgd-cpufit"])
+def _choose(policy: str, pods: list[TracePod], nodes: list[TraceNode], pod: TracePod) -> str:
+    """The node ``policy`` (built for the workload ``pods``) picks for ``pod`` on an empty cluster whose
+    node order is the list's."""
+    import random
+
+    from hetsched.replay.engine import POLICIES
+
+    cluster = Cluster.from_nodes(nodes)
+    row, _ = POLICIES[policy](pods)(cluster, pod, cluster.feasible(pod), random.Random(0))
+    return cluster.names[row]
+
+
+def test_fgd_full_weighs_rare_shapes_that_the_95_percent_cut_drops() -> None:
+    """The workload: 97 one-GPU pods and 3 eight-GPU pods. The published cut (shapes covering 95 % of pods)
+    keeps only the one-GPU shape, so to FGD every node is as good for a one-GPU pod and the tie goes to the
+    first node, breaking the only 8-GPU node; fgd-full, measuring against every shape, keeps it whole."""
+    one = TracePod("one", 4000, 10, 1, 1000)
+    pods = [one] * 97 + [TracePod("eight", 4000, 10, 8, 1000)] * 3
+    nodes = [TraceNode("big", 96_000, 400_000, 8, "G2"), TraceNode("small", 96_000, 400_000, 2, "G2")]
+    assert _choose("fgd", pods, nodes, one) == "big"
+    assert _choose("fgd-full", pods, nodes, one) == "small"
+
+
+def test_fgd_full_puts_cpu_only_pods_where_the_least_gpu_is_free() -> None:
+    """A CPU-only pod takes no GPU, so FGD scores every roomy node alike and takes the first; fgd-full's
+    look-ahead takes the node whose GPUs are already gone, keeping CPU next to the free GPUs."""
+    gpu_pod = TracePod("gpu", 8000, 10, 1, 1000)
+    cpu_pod = TracePod("cpu", 8000, 10, 0, 0)
+    pods = [gpu_pod] * 8 + [cpu_pod] * 2
+    nodes = [TraceNode(name, 96_000, 400_000, 2, "T4") for name in ("free", "full")]
+    import random
+
+    from hetsched.replay.engine import POLICIES
+
+    picks = {}
+    for policy in ("fgd", "fgd-full"):
+        cluster = Cluster.from_nodes(nodes)
+        cluster.place(1, gpu_pod, [0])
+        cluster.place(1, gpu_pod, [1])  # "full": both GPUs taken, CPU left
+        row, _ = POLICIES[policy](pods)(cluster, cpu_pod, cluster.feasible(cpu_pod), random.Random(0))
+        picks[policy] = cluster.names[row]
+    assert picks == {"fgd": "free", "fgd-full": "full"}
+
+
+@pytest.mark.parametrize("policy", ["fgd", "fgd-cpufit", "fgd-full"])
 def test_fgd_scores_each_node_state_once_and_chooses_as_node_by_node_scoring_does(policy: str) -> None:
     """FGD scores each distinct node state (free CPU, model, free GPU milli) once and picks among nodes with
     numpy; the choice must be the one scoring node by node gives (best score, then the node first in the

@@ -452,7 +452,8 @@ def replay_openb(
     pods: Annotated[str, typer.Option(help="pod list: csv/openb_pod_list_<NAME>.csv")] = "default",
     trace_dir: Annotated[Path, typer.Option(help="the alibaba-gpu-v2023 folder")] = DEFAULT_TRACE_DIR,
     policy: Annotated[str, typer.Option(help="fgd, bestfit, dotprod, gpupacking, gpuclustering, random, "
-                                             "fgd-cpufit, best (hetsched's recommended), all, or a comma list")
+                                             "fgd-full, fgd-cpufit, best (hetsched's recommended: fgd-full), all, "
+                                             "or a comma list")
                       ] = "all",
     seeds: Annotated[str, typer.Option(help="shuffle seeds, e.g. 42-51")] = "42-51",
     json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,

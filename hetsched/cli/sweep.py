@@ -93,9 +93,16 @@ def sweep(
     table.add_column("policy")
     table.add_column("mean ± std", justify="right")
     table.add_column("wins / losses vs first", justify="right")
+    table.add_column("mean diff", justify="right")
+    table.add_column("p (sign; signed-rank)", justify="right")
+    first = rows[0].policy if rows else ""
     for entry in summary(rows):
-        wins = [v for k, v in entry.items() if k.startswith("wins_vs_")]
-        losses = [v for k, v in entry.items() if k.startswith("losses_vs_")]
-        table.add_row(entry["pods"], entry["policy"], f"{entry['mean']:.2f} ± {entry['std']:.2f}",
-                      f"{wins[0]} / {losses[0]}" if wins else "–")
+        if entry["policy"] == first:
+            paired = ("–", "–", "–")
+        else:
+            rank = entry.get(f"signed_rank_p_vs_{first}")
+            paired = (f"{entry[f'wins_vs_{first}']} / {entry[f'losses_vs_{first}']}",
+                      f"{entry[f'mean_diff_vs_{first}']:+.3f}",
+                      f"{entry[f'sign_p_vs_{first}']:.3g}" + (f"; {rank:.3g}" if rank is not None else ""))
+        table.add_row(entry["pods"], entry["policy"], f"{entry['mean']:.2f} ± {entry['std']:.2f}", *paired)
     console.print(table)

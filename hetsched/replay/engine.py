@@ -11,7 +11,7 @@ by the policy too. After each arrival the GPU allocation ratio is sampled agains
 headline is the share of GPUs left unallocated when arrived demand is 100 % (:meth:`ReplayResult.unallocated_at`).
 
 Policies (definitions from the published simulator, traces.md §A2): ``fgd``, ``bestfit``, ``dotprod``,
-``gpupacking``, ``gpuclustering``, ``random``; hetsched's ``fgd-cpufit``.
+``gpupacking``, ``gpuclustering``, ``random``; hetsched's ``fgd-full`` (recommended) and ``fgd-cpufit``.
 """
 
 from __future__ import annotations
@@ -291,11 +291,25 @@ class FGD:
 
     The score is the published plugin's, ``int(sigmoid(ΔF / 1000) × 100)``, so nodes whose ΔF differ by less
     than a few hundredths of a GPU tie, and a tie goes to the node first in the run's order (which packs).
-    hetsched's ``fgd-cpufit`` (``--policy best``) refines it twice: among equal scores a CPU-only pod takes
-    the node with the least free GPU left (``cpu_pods_to_full_gpus``), so the CPU that GPU pods will need
-    stays next to the free GPUs; and its typical pods keep every multi-GPU shape (``keep_multi_gpu``).
-    Variants measured and found worse (docs/replay.md): comparing ΔF as a real number, breaking GPU pods'
-    ties by the tightest GPU or CPU fit or by node size, and typical pods cut at 98–100 %.
+
+    hetsched's ``fgd-full`` (``--policy best``) changes two things, both read off the measure itself rather
+    than tuned per pod list:
+
+    1. F is taken against the workload's full distribution of pod shapes (``TypicalPods`` at 100 %), the
+       expectation FGD stands for, instead of the published code's cut at the most frequent shapes covering
+       95 % of pods. The cut drops exactly the rare shapes that fragmentation hurts most: GPU-model
+       constraints (``gpu_spec``), multi-GPU pods and CPU-heavy ones.
+    2. A look-ahead for CPU-only pods (``cpu_pods_to_full_gpus``): their ΔF is zero on most nodes (they take
+       no GPU), so they tie; the tie goes to the node with the least free GPU left, because the CPU that
+       future GPU pods will ask of a node grows with the GPUs it has free. CPU is taken where no GPU pod
+       will want it, and stays next to the free GPUs.
+
+    ``fgd-cpufit`` (``best`` until the pod lists it was tuned on were compared with the 15 it was not,
+    docs/replay.md) is change 2 with typical pods cut at 95 % but keeping every multi-GPU shape
+    (``keep_multi_gpu``); that rule did not generalise. Variants measured and found worse on the tuning
+    lists (docs/replay.md): comparing ΔF as a real number, breaking GPU pods' ties by the tightest GPU or
+    CPU fit or by node size, the full distribution without change 2, weighting shapes by their GPU demand
+    or by how scarce room for them has become, and ordering the pods of a batch by size.
     """
 
     def __init__(self, typical: TypicalPods, cpu_pods_to_full_gpus: bool = False) -> None:
@@ -378,6 +392,7 @@ _SCORE_RADIX = 1 << 26
 
 POLICIES: dict[str, Callable[[list[TracePod]], Policy]] = {
     "fgd": lambda pods: FGD(TypicalPods.from_pods(pods)),
+    "fgd-full": lambda pods: FGD(TypicalPods.from_pods(pods, popularity=100.0), cpu_pods_to_full_gpus=True),
     "fgd-cpufit": lambda pods: FGD(TypicalPods.from_pods(pods, keep_multi_gpu=2), cpu_pods_to_full_gpus=True),
     "bestfit": lambda pods: bestfit,
     "dotprod": lambda pods: dotprod,

@@ -19,6 +19,7 @@ from typing import Any
 
 from hetsched.replay.engine import replay
 from hetsched.replay.openb import TraceError, load_nodes, load_pods
+from hetsched.replay.paired import sign_test, signed_rank_test
 
 NODE_LIST = "openb_node_list_gpu_node.csv"
 POD_LIST = re.compile(r"openb_pod_list_([A-Za-z0-9_.-]+)\.csv")
@@ -82,20 +83,38 @@ def run_sweep(trace_dir: Path, grid: list[Cell], executor: Executor) -> list[Row
 
 def summary(rows: list[Row]) -> list[dict[str, Any]]:
     """Per pod list and policy: mean, standard deviation and count of the unallocated GPU %, and against
-    the first policy of the sweep the seeds it wins and loses (same seed: a paired comparison)."""
+    the first policy of the sweep (same pod list, same seed: a paired comparison) the seeds it wins and
+    loses, the mean paired difference and the sign test's p (``replay.paired``). Then, when the sweep has
+    more than one pod list, one row per policy with ``pods`` "all": every pair pooled, with Wilcoxon's
+    signed-rank p as well — the figure that says whether an advantage holds across workloads."""
     by_key: dict[tuple[str, str], dict[int, float]] = {}
     for row in rows:
         by_key.setdefault((row.pods, row.policy), {})[row.seed] = row.unallocated_gpu_pct_at_100
     first = rows[0].policy if rows else ""
     result = []
+    pooled: dict[str, tuple[list[float], list[float]]] = {}
     for (pods, policy), values in by_key.items():
         base = by_key.get((pods, first), {})
-        paired = [(values[s], base[s]) for s in values if s in base]
-        result.append({"pods": pods, "policy": policy, "mean": statistics.fmean(values.values()),
-                       "std": statistics.pstdev(values.values()), "seeds": len(values),
-                       f"wins_vs_{first}": sum(1 for mine, theirs in paired if mine < theirs),
-                       f"losses_vs_{first}": sum(1 for mine, theirs in paired if mine > theirs)})
+        diffs = [values[s] - base[s] for s in values if s in base]
+        every, paired = pooled.setdefault(policy, ([], []))
+        every.extend(values.values())
+        paired.extend(diffs)
+        result.append({"pods": pods, "policy": policy, **_figures(list(values.values()), diffs, first)})
+    if len({pods for pods, _ in by_key}) > 1:
+        for policy, (every, paired) in pooled.items():
+            figures = _figures(every, paired, first)
+            figures[f"signed_rank_p_vs_{first}"] = signed_rank_test(paired)
+            result.append({"pods": "all", "policy": policy, **figures})
     return result
+
+
+def _figures(values: list[float], diffs: list[float], first: str) -> dict[str, Any]:
+    wins = sum(1 for d in diffs if d < 0)
+    losses = sum(1 for d in diffs if d > 0)
+    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values), "seeds": len(values),
+            f"wins_vs_{first}": wins, f"losses_vs_{first}": losses,
+            f"mean_diff_vs_{first}": statistics.fmean(diffs) if diffs else 0.0,
+            f"sign_p_vs_{first}": sign_test(wins, losses)}
 
 
 def write_csv(rows: list[Row], path: Path) -> None:
@@ -116,7 +135,7 @@ def plot(rows: list[Row], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    table = summary(rows)
+    table = [r for r in summary(rows) if r["pods"] != "all"]
     lists = list(dict.fromkeys(r["pods"] for r in table))
     policies = list(dict.fromkeys(r["policy"] for r in table))
     width = 0.8 / max(len(policies), 1)
