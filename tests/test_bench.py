@@ -57,6 +57,8 @@ def test_bench_latency_writes_the_figures_and_refuses_bad_input(tmp_path: Path) 
     assert latency["count"] + figures["jobs_that_waited_for_capacity"] + figures["jobs_waiting_at_end"] == (
         figures["jobs_measured"])
     assert 0 < figures["busy_share"] <= 1 and figures["peak_rss_mb"] > 0
+    if Path("/proc/self/clear_refs").exists():  # Linux: the steady state's own peak, apart from the fill's
+        assert 0 < figures["rss_after_fill_mb"] <= figures["steady_peak_rss_mb"] <= figures["peak_rss_mb"]
     for flags, named in ((["--nodes", "5"], "--nodes"), (["--arrival-rate", "0"], "--arrival-rate"),
                          (["--seconds", "nan"], "--seconds"), (["--seconds", "inf"], "--seconds"),
                          (["--running", "99999999"], "--running")):

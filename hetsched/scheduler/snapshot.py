@@ -22,7 +22,7 @@ import numpy as np
 from hetsched.api.objects import NetworkTopology, PodAffinityTerm, PodGroup, PodSpec, QueueAffinity, Taint
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray
+    from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray, Status
     from hetsched.scheduler.reasons import Reason
 
 CORE_RESOURCES = ("cpu", "memory", "pods")
@@ -492,6 +492,11 @@ class Snapshot:
     """False once the cache took a later snapshot (the only time it changes its settled records)."""
     settled_by_queue: dict[str, int] = field(default_factory=dict)
     """Queue → its settled jobs (all Running, none pending), for counts that need not see each one."""
+    parked: dict[str, tuple[Status, int | None]] = field(default_factory=dict)
+    """PodGroup key → the status (and :attr:`JobInfo.short`) of a job ``allocate`` found no room for and will
+    not try again until room may have been freed (``cache.parked``); empty in hand-built snapshots."""
+    room: int = 0
+    """The cache's count of events that may have freed room, when this snapshot was taken."""
 
     @property
     def active(self) -> dict[str, JobInfo]:

@@ -6,7 +6,8 @@ Who calls it: the session runner. Order: queue (``queue_order_key``, queues at t
 After every job had its gang turn, a second pass places the elastic pods (beyond minAvailable) of
 ready jobs, so one job's elastic pods never starve another job's gang.
 
-Best-effort pods (no requests) are left to ``backfill``, as in Volcano.
+Best-effort pods (no requests) are left to ``backfill``, as in Volcano. A job that found no room and for
+which none was freed since is not tried again (``scheduler.cache.parked``): its last status stands.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ def _candidates(session: Session) -> list[JobInfo]:
         valid = session.job_valid(job)
         if not valid.ok:
             session.decisions.unschedulable[job.key] = valid
+            continue
+        parked = session.snapshot.parked.get(job.key)
+        if parked is not None:  # no room for it last time, and none freed since (``cache.parked``)
+            session.decisions.unschedulable[job.key], job.short = parked
             continue
         jobs.append(job)
     return jobs

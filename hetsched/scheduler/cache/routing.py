@@ -42,6 +42,7 @@ from hetsched.scheduler.cache import build
 from hetsched.scheduler.cache.devicestate import DeviceLedger
 from hetsched.scheduler.cache.network import NetworkState
 from hetsched.scheduler.cache.nodes import NodeTable
+from hetsched.scheduler.cache.parked import ParkedJobs
 from hetsched.scheduler.cache.pods import (
     TASK_ANNOTATION,
     Groups,
@@ -72,6 +73,9 @@ class SchedulerCache:
         self.settled = SettledJobs()
         """Records of settled jobs, reused by every snapshot until their group changes (``cache.settled``)."""
         self.network = NetworkState()
+        self.parked = ParkedJobs()
+        """Jobs ``allocate`` found no room for, not tried again until room may have been freed
+        (``cache.parked``)."""
         self.generation = 0
         """Counts every change (events, assumed and forgotten binds): a snapshot is stale once it moved."""
         self._pods: dict[str, PodRecord] = {}
@@ -99,12 +103,19 @@ class SchedulerCache:
         obj = event.object
         if isinstance(obj, Pod):
             self._on_pod(event.type, obj)
-        elif isinstance(obj, Node):
-            self._on_node(event.type, obj)
-        elif isinstance(obj, PodGroup):
+            return
+        if isinstance(obj, PodGroup):
             if event.type != "DELETED":
                 self._register(obj.spec.minResources)
+            key = f"{obj.metadata.namespace}/{obj.metadata.name}"
+            group = self.groups.by_key.get(key)
+            if event.type != "MODIFIED" or group is None or group.podgroup is None or _moved(group.podgroup, obj):
+                self.parked.touched(key)  # a status the scheduler wrote changes nothing that placement reads
             self.groups.on_podgroup(event.type, obj, len(self.resources))
+            return
+        self.parked.freed()  # every other kind may change what fits where (nodes, chips, queues, classes …)
+        if isinstance(obj, Node):
+            self._on_node(event.type, obj)
         elif isinstance(obj, Queue):
             if event.type == "DELETED":
                 self._queues.pop(obj.metadata.name, None)
@@ -153,6 +164,7 @@ class SchedulerCache:
         if record is None or record.state != "bound" or record.pod.spec.nodeName:
             return
         self.generation += 1
+        self.parked.freed()
         self._unaccount(pod_key, record)
         pending = PodRecord(record.pod, record.group, record.task, -1, "pending", record.request, record.priority)
         self._pods[pod_key] = pending
@@ -173,9 +185,13 @@ class SchedulerCache:
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
         old = self._pods.pop(key, None)
         if old is not None:
+            if old.group:
+                self.parked.touched(old.group)
             self._unaccount(key, old)
             self._label_readers -= selects_by_labels(old.pod)
         if type_ == "DELETED":
+            if old is not None and old.placed:
+                self.parked.freed()
             return
         self._label_readers += selects_by_labels(pod)
         group_name = membership.group_name(pod.metadata.annotations, pod.metadata.labels)
@@ -188,6 +204,11 @@ class SchedulerCache:
         priority = pod.spec.priority if pod.spec.priority is not None else self._class_value(pod.spec.priorityClassName)
         record = PodRecord(pod, group, pod.metadata.annotations.get(TASK_ANNOTATION, ""), node, state, request,
                            priority)
+        if group:
+            self.parked.touched(group)
+        if old is not None and old.placed and not (record.placed and record.node == old.node and record.state ==
+                                                   old.state and np.array_equal(record.request, old.request)):
+            self.parked.freed()  # it held room and moved (a status update, or the store confirming a bind: not)
         self._pods[key] = record
         self._account(key, record)
 
@@ -301,4 +322,12 @@ class SchedulerCache:
             default_queue=self.default_queue, missing_groups=missing, network=self.network.arrays(self.nodes),
             fresh=lambda: self.generation == generation, _active=active, _settled=settled,
             settled_fresh=lambda: self.settled.epoch == epoch, settled_by_queue=dict(self.settled.jobs_by_queue),
+            parked=self.parked.for_snapshot(), room=self.parked.room,
         )
+
+
+def _moved(old: PodGroup, new: PodGroup) -> bool:
+    """Did a PodGroup change in what placement reads (its spec, labels or annotations), not only its status?"""
+    if old.spec is not new.spec and old.spec != new.spec:
+        return True
+    return old.metadata.labels != new.metadata.labels or old.metadata.annotations != new.metadata.annotations
