@@ -1,7 +1,7 @@
 """Run the openb comparison used in docs/replay.md and print its Markdown tables.
 
-    .venv/bin/python bench/openb_table.py                       # runs the replays (about 25 min on 2 cores)
-    .venv/bin/python bench/openb_table.py --trace-dir DIR       # every pod list in DIR/csv (23 in the full trace)
+    .venv/bin/python bench/openb_table.py                       # the 8 shared pod lists (about 5 min on 2 cores)
+    .venv/bin/python bench/openb_table.py --trace-dir DIR       # every pod list in DIR/csv (23 lists: 11 min)
     .venv/bin/python bench/openb_table.py --no-run              # only re-reads bench/out/openb/*.json
 
 Two parts. `default` with every policy, against the published figures. Then `hetsched sweep` over every pod

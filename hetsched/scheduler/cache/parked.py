@@ -2,10 +2,9 @@
 
 Who calls it: the cache (``cache.routing``) on every watch event and snapshot, and the runner after each
 cycle (:meth:`ParkedJobs.park`). kube-scheduler keeps unschedulable pods aside until a cluster event could
-make them schedulable; Volcano retries every pending job every cycle. In a busy cluster the retries are
-the larger part of a cycle (at 10,000 nodes under churn, failed gang placements were ~40 % of the
-scheduler's time), and they cannot succeed: a gang that did not fit fits later only if room was freed, the
-cluster changed, or the job itself changed.
+make them schedulable; Volcano retries every pending job every cycle. In a busy cluster those retries are
+a large part of every cycle, and they cannot succeed: a gang that did not fit fits later only if room was
+freed, the cluster changed, or the job itself changed.
 
 Rules (the invariant is that a parked job would fail again, the same way, if tried):
 
@@ -18,8 +17,8 @@ Rules (the invariant is that a parked job would fail again, the same way, if tri
 - Every parked job is released by any event that may free room or change what fits: a pod that held room
   leaving, or changing its node, state (terminating, finished) or requests — not a status update, nor the
   store confirming the scheduler's own bind —, a failed bind, any node, device ConfigMap, HyperNode, queue,
-  PriorityClass or budget event. A job's own pods or its PodGroup's spec
-  changing release that job. A PodGroup status written by the scheduler releases nothing.
+  PriorityClass or budget event. A job's own pods or its PodGroup's spec changing release that job. A
+  PodGroup status written by the scheduler releases nothing.
 - While parked, ``allocate`` does not try the job and reports its last status again, so its condition and
   ``explain`` stay as they were. Preemption and reclaim still see it.
 """
