@@ -146,14 +146,13 @@ def test_the_report_is_the_same_for_any_number_of_processes(tmp_path: Path) -> N
     assert json.loads(outputs[0])["policies"]["fgd"]["unallocated_gpu_pct_at_100"]["per_seed"].keys() == {"1", "2", "3"}
 
 
-def _choose(policy: str, pods: list[TracePod], nodes: list[TraceNode], pod: TracePod) -> str:
-    """The node ``policy`` (built for the workload ``pods``) picks for ``pod`` on an empty cluster whose
-    node order is the list's."""
+def _choose(policy: str, pods: list[TracePod], cluster: Cluster, pod: TracePod) -> str:
+    """The node ``policy`` (built for the workload ``pods``) picks for ``pod`` on ``cluster``, whose node
+    order is its list's."""
     import random
 
     from hetsched.replay.engine import POLICIES
 
-    cluster = Cluster.from_nodes(nodes)
     row, _ = POLICIES[policy](pods)(cluster, pod, cluster.feasible(pod), random.Random(0))
     return cluster.names[row]
 
@@ -165,8 +164,8 @@ def test_fgd_full_weighs_rare_shapes_that_the_95_percent_cut_drops() -> None:
     one = TracePod("one", 4000, 10, 1, 1000)
     pods = [one] * 97 + [TracePod("eight", 4000, 10, 8, 1000)] * 3
     nodes = [TraceNode("big", 96_000, 400_000, 8, "G2"), TraceNode("small", 96_000, 400_000, 2, "G2")]
-    assert _choose("fgd", pods, nodes, one) == "big"
-    assert _choose("fgd-full", pods, nodes, one) == "small"
+    assert _choose("fgd", pods, Cluster.from_nodes(nodes), one) == "big"
+    assert _choose("fgd-full", pods, Cluster.from_nodes(nodes), one) == "small"
 
 
 def test_fgd_full_puts_cpu_only_pods_where_the_least_gpu_is_free() -> None:
@@ -176,17 +175,12 @@ def test_fgd_full_puts_cpu_only_pods_where_the_least_gpu_is_free() -> None:
     cpu_pod = TracePod("cpu", 8000, 10, 0, 0)
     pods = [gpu_pod] * 8 + [cpu_pod] * 2
     nodes = [TraceNode(name, 96_000, 400_000, 2, "T4") for name in ("free", "full")]
-    import random
-
-    from hetsched.replay.engine import POLICIES
-
     picks = {}
     for policy in ("fgd", "fgd-full"):
         cluster = Cluster.from_nodes(nodes)
         cluster.place(1, gpu_pod, [0])
         cluster.place(1, gpu_pod, [1])  # "full": both GPUs taken, CPU left
-        row, _ = POLICIES[policy](pods)(cluster, cpu_pod, cluster.feasible(cpu_pod), random.Random(0))
-        picks[policy] = cluster.names[row]
+        picks[policy] = _choose(policy, pods, cluster, cpu_pod)
     assert picks == {"fgd": "free", "fgd-full": "full"}
 
 
