@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hetsched.replay.openb import TraceError, load_nodes, load_pods
+from hetsched.replay.openb import TraceError, TraceNode, load_nodes, load_pods
 from hetsched.replay.paired import sign_test, signed_rank_test
 
 OUT = Path("bench/out/openb")
@@ -73,14 +73,14 @@ def default_table() -> None:
         print(f"| {name} | {stats['mean']:.2f} ± {stats['std']:.2f} | {shown} | {diff} |")
 
 
-def cpu_asked(trace_dir: Path, pods: str) -> str:
-    """The CPU the pod list asks for when its GPU demand equals the cluster's GPUs, as a multiple of the
-    cluster's CPU: above 1, CPU runs out before GPUs do."""
-    folder = trace_dir / "csv"
+def cpu_asked(trace_dir: Path, nodes: list[TraceNode] | None, pods: str) -> str:
+    """The CPU the pod list asks for when its GPU demand equals the cluster's GPUs (``nodes``), as a
+    multiple of the cluster's CPU: above 1, CPU runs out before GPUs do."""
     try:
-        nodes = load_nodes(folder / "openb_node_list_gpu_node.csv")
-        listed = load_pods(folder / f"openb_pod_list_{pods}.csv")
+        listed = load_pods(trace_dir / "csv" / f"openb_pod_list_{pods}.csv")
     except TraceError:
+        return "–"
+    if nodes is None:
         return "–"
     gpus = sum(n.gpus for n in nodes) * 1000
     scale = gpus / sum(p.gpu_request for p in listed)
@@ -91,6 +91,10 @@ def sweep_tables(cells: list[dict[str, Any]], trace_dir: Path) -> None:
     value = {(c["pods"], c["policy"], c["seed"]): c["unallocated_gpu_pct_at_100"] for c in cells}
     lists = sorted({c["pods"] for c in cells}, key=lambda name: (name not in TUNED_ON, name))
     seeds = sorted({c["seed"] for c in cells})
+    try:
+        nodes: list[TraceNode] | None = load_nodes(trace_dir / "csv" / "openb_node_list_gpu_node.csv")
+    except TraceError:
+        nodes = None
 
     def diffs(policy: str, names: list[str]) -> list[float]:
         return [value[(n, policy, s)] - value[(n, "fgd", s)] for n in names for s in seeds]
@@ -103,7 +107,7 @@ def sweep_tables(cells: list[dict[str, Any]], trace_dir: Path) -> None:
         full = [value[(name, "fgd-full", s)] for s in seeds]
         new, old = diffs("fgd-full", [name]), diffs("fgd-cpufit", [name])
         published = PUBLISHED_FGD.get(name)
-        print(f"| {name} | {'yes' if name in TUNED_ON else 'no'} | {cpu_asked(trace_dir, name)} "
+        print(f"| {name} | {'yes' if name in TUNED_ON else 'no'} | {cpu_asked(trace_dir, nodes, name)} "
               f"| {'–' if published is None else f'{published:.2f}'} "
               f"| {statistics.fmean(fgd):.2f} ± {statistics.pstdev(fgd):.2f} "
               f"| {statistics.fmean(full):.2f} ± {statistics.pstdev(full):.2f} | {statistics.fmean(new):+.2f} "
