@@ -2,7 +2,10 @@
 replaced by something hostile (markup, huge or fractional numbers, exponents, long or non-ASCII text, deep
 nesting, wrong types), a key dropped, an item duplicated — fed to ``hetsched validate`` and ``hetsched
 simulate`` (in process, through the CLI). Every run ends with exit 0 or 2 and a message, never a
-traceback, and in bounded time (``simulate`` is bounded by ``--until``).
+traceback, and in bounded time (``simulate`` is bounded by ``--until``). Issue 29 added: a self-referencing
+anchor put in place of any value, integers at and past Kubernetes' int32/int64 bounds, HyperNodes whose
+``regexMatch`` is any hostile value (patterns that backtrack under Python's ``re``, backreferences), and
+every file-taking entry point given a device file, a FIFO or a directory instead of a file.
 
 CI runs ``HETSCHED_FUZZ_EXAMPLES`` cases (default 500); a long run: ``HETSCHED_FUZZ_EXAMPLES=20000``.
 """
@@ -14,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,11 +29,20 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SOURCES = [EXAMPLES / "workloads/seeds.yaml", EXAMPLES / "scenarios/preempt.yaml",
            EXAMPLES / "scenarios/fault-jobs.yaml", EXAMPLES / "scenarios/two-queues.yaml"]
 CASES = int(os.environ.get("HETSCHED_FUZZ_EXAMPLES", "500"))
+RECURSE = "__a_value_that_contains_itself__"
+"""Written out as ``&loop [1, *loop]``: a list that contains itself."""
 HOSTILE: list[Any] = [
     "[/x]", "[bold red]boom", "1e9999999", "-1", "0.5", "1500m", "9" * 400, "x" * 100_000, "名前",
     "\u0663", "", " ", None, True, 2**64, -(2**63), 1e308, float("inf"), 0.1, [], {}, [[[[[[]]]]]],
     {"a": {"b": {"c": {}}}}, "UPPERCASE", "a.b..c", "-leading", "${HOME}", "\x00", "inf", "NaN",
+    2**31 - 1, 2**31, -(2**31) - 1, 2**63, 2**63 - 1, -(2**63) - 1, 10**30,
+    ".*" * 30 + "x", "[a-z0-9-]*" * 25 + "!", "(a+)+$", "(a)\\1", "(?=x)y", "a{1000}{1000}", RECURSE,
 ]
+HYPERNODES = [
+    {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "rack-0"},
+     "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": "ascend-0.*"}}}]}},
+    {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "spine"},
+     "spec": {"tier": 2, "members": [{"type": "HyperNode", "selector": {"exactMatch": {"name": "rack-0"}}}]}}]
 
 
 def documents(path: Path) -> list[Any]:
@@ -75,8 +88,9 @@ def mutate(data: list[Any], draw: st.DrawFn) -> list[Any]:
 @st.composite
 def mutated(draw: st.DrawFn) -> str:
     source = draw(st.sampled_from(SOURCES))
-    data = mutate(documents(source), draw)
-    return yaml.safe_dump_all(data, sort_keys=False, allow_unicode=True)
+    data = documents(source) + (copy.deepcopy(HYPERNODES) if draw(st.booleans()) else [])
+    text = yaml.safe_dump_all(mutate(data, draw), sort_keys=False, allow_unicode=True, width=2**20)
+    return text.replace(RECURSE, "&loop [1, *loop]", 1).replace(RECURSE, "x")
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -115,7 +129,7 @@ def mutated_cluster(draw: st.DrawFn) -> tuple[str, str]:
         if draw(st.booleans()) else spec.read_text()
     faults = documents(EXAMPLES / "scenarios/faults.yaml")
     text = yaml.safe_dump_all(mutate(faults, draw) if draw(st.booleans()) else faults, sort_keys=False)
-    return cluster, text
+    return cluster.replace(RECURSE, "&loop [1, *loop]", 1), text.replace(RECURSE, "&loop {a: *loop}", 1)
 
 
 @settings(max_examples=max(CASES // 5, 20))
@@ -130,3 +144,36 @@ def test_mutated_cluster_specs_and_fault_files_are_a_clear_error_never_a_traceba
                        "--until", "20000", "-q")
     assert code in (0, 2, 3), output[-2000:]
     assert "Traceback" not in output
+
+
+def not_files(folder: Path) -> list[Path]:
+    """A character device that never ends, a FIFO nobody writes (an open would block), a directory."""
+    fifo = folder / "fifo"
+    os.mkfifo(fifo)
+    return [Path("/dev/zero"), fifo, folder]
+
+
+CLUSTER = str(EXAMPLES / "scenarios/ascend-4.yaml")
+WORKLOAD = str(EXAMPLES / "scenarios/fault-jobs.yaml")
+ENTRY_POINTS = {
+    "validate": lambda f: ["validate", f],
+    "simulate workload": lambda f: ["simulate", "--cluster", CLUSTER, f, "-q"],
+    "simulate --cluster": lambda f: ["simulate", "--cluster", f, WORKLOAD, "-q"],
+    "simulate --faults": lambda f: ["simulate", "--cluster", CLUSTER, WORKLOAD, "--faults", f, "-q"],
+    "simulate --scheduler-conf": lambda f: ["simulate", "--cluster", CLUSTER, WORKLOAD, "--scheduler-conf", f, "-q"],
+    "explain": lambda f: ["explain", "x", "--cluster", f],
+    "doctor --cluster": lambda f: ["doctor", "--cluster", f],
+    "install --values": lambda f: ["install", "--print", "--values", f],
+    "devices parse": lambda f: ["devices", "parse", f, "--vendor", "ascend"],
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_a_device_file_fifo_or_directory_is_refused_before_it_is_read(entry: str, tmp_path: Path) -> None:
+    """/dev/zero would be read until memory runs out and a FIFO would block forever: each is refused with
+    the path and 'not a regular file', exit 2, before a byte is read."""
+    for path in not_files(tmp_path):
+        code, output = run(*ENTRY_POINTS[entry](str(path)))
+        assert code == 2, (path, output[-2000:])
+        assert "not a regular file" in output and "Traceback" not in output, (path, output[-2000:])

@@ -21,7 +21,8 @@ FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "npu-sm
 if not FIXTURES.is_dir():
     pytest.skip(f"vendor-tool fixtures not found at {FIXTURES} (../shared/fixtures); skipped",
                 allow_module_level=True)
-OUTPUTS = sorted(FIXTURES.glob("*.txt"))
+OUTPUTS = [*sorted(FIXTURES.glob("*.txt")),  # and the layouts documented but not in ../shared (synthetic)
+           *sorted((Path(__file__).resolve().parent / "fixtures" / "npu-smi").glob("*.txt"))]
 CASES = int(os.environ.get("HETSCHED_HEALTH_EXAMPLES", "300"))
 GARBAGE = ["Critical", "OK", "Warning", "\u0663", "²", "9" * 30, "", "0000:C1:00.0", "|", "NaN", "-1", "ＯＫ"]
 _NPU = re.compile(r"^\|\s*(\S+)[^|]*\|\s*([^|]*?)\s*\|")
@@ -85,9 +86,11 @@ def test_a_missing_npu_row_or_a_duplicated_block_is_refused() -> None:
     text = (FIXTURES / "ascend-910b3-8chip.txt").read_text(encoding="utf-8")
     lines = text.splitlines()
     npu1 = next(i for i, line in enumerate(lines) if line.startswith("| 1     910B3"))
-    with pytest.raises(ToolOutputError, match="appears twice under one NPU"):
+    with pytest.raises(ToolOutputError, match="a chip row opens a block"):
         parse("\n".join(lines[:npu1] + lines[npu1 + 1:]))  # chip 1's row would have inherited NPU 0's OK
-    with pytest.raises(ToolOutputError, match="NPU ids repeat"):
+    with pytest.raises(ToolOutputError, match="NPU 0 chip '0' appears twice"):  # the rule above it gone too
+        parse("\n".join(lines[:npu1 - 1] + lines[npu1 + 1:]))
+    with pytest.raises(ToolOutputError, match="NPU 1 chip '0' appears twice"):
         parse("\n".join(lines[:npu1 + 3] + lines[npu1:npu1 + 3] + lines[npu1 + 3:]))
     with pytest.raises(ToolOutputError, match="the NPU id should be a number"):
         parse(text.replace("| 1     910B3", "| \u0663     910B3"))

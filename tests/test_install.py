@@ -187,7 +187,11 @@ def test_a_null_value_removes_a_default_key_as_helm_does() -> None:
     (["--set", "noequals"], "--set 'noequals': expected KEY.PATH=VALUE"),
     (["--set", "webhook.failurePolicy=Sometimes"], "values: webhook.failurePolicy: Input should be 'Fail' or"),
     (["--set", "namespace=Bad_Name"], "values: namespace: String should match pattern"),
-], ids=["type", "unknown", "syntax", "choice", "namespace"])
+    (["--set", f"scheduler.replicas={10**30}"], "values: scheduler.replicas: Input should be less than or equal "
+                                                "to 2147483647"),
+    (["--set", "scheduler.period=.inf"], "values: scheduler.period: Input should be a finite number"),
+    (["--set", "scheduler.conf=&a [*a]"], "--set scheduler.conf: recursive alias *a"),
+], ids=["type", "unknown", "syntax", "choice", "namespace", "int32", "infinite", "recursive"])
 def test_bad_values_are_one_line_naming_the_key(args: list[str], message: str) -> None:
     result = CliRunner().invoke(app, ["install", "--print", *args])
     assert result.exit_code == 2 and message in result.output, result.output
@@ -203,6 +207,7 @@ def test_hostile_values_files_are_clear_errors(tmp_path: Path) -> None:
         "list.yaml": "- not\n- a mapping\n",
         "broken.yaml": "scheduler: [unclosed\n",
         "binary.yaml": "\udcff",
+        "recursive.yaml": "scheduler: &s {conf: *s}\n",
     }
     for name, text in cases.items():
         path = tmp_path / name

@@ -186,3 +186,46 @@ def test_validate_reads_cluster_specs_too(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "validate", str(bad)],
                          capture_output=True, text=True, check=False)
     assert run.returncode == 2 and "pools[0] (gpu).count" in run.stderr and "Traceback" not in run.stderr
+
+
+PODGROUP = """apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {{name: pg}}
+spec: {{{spec}}}
+"""
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("minMember: 9223372036854775808", "spec.minMember: Input should be less than or equal to 2147483647"),
+    ("minMember: 2147483648", "spec.minMember: Input should be less than or equal to 2147483647"),
+    ("minTaskMember: {worker: -1}", "spec.minTaskMember.worker: must not be negative, got -1"),
+    ("minMember: 1e400", "spec.minMember"),
+    ("minMember: .nan", "spec.minMember"),
+], ids=["int64", "int32", "negative", "overflow", "nan"])
+def test_integers_stay_in_kubernetes_ranges_and_numbers_finite(spec: str, message: str) -> None:
+    """Kubernetes' int32 fields are int32 here: 2^63 members, a negative task minimum or an infinite count is
+    refused naming the field (not carried into arithmetic that overflows NumPy's int64 or loops)."""
+    with pytest.raises(ManifestError) as info:
+        load_text(PODGROUP.format(spec=spec))
+    assert message in str(info.value) and "PodGroup/pg" in str(info.value), str(info.value)
+
+
+def test_spread_bounds_and_timestamps_are_kubernetes_sized() -> None:
+    pod = """apiVersion: v1
+kind: Pod
+metadata: {{name: p, creationTimestamp: {stamp}}}
+spec:
+  containers: [{{name: c, image: x}}]
+  topologySpreadConstraints:
+  - {{maxSkew: {skew}, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}}
+"""
+    with pytest.raises(ManifestError, match="maxSkew: Input should be less than or equal to 2147483647"):
+        load_text(pod.format(skew=2**63, stamp=0))
+    with pytest.raises(ManifestError, match="creationTimestamp: Input should be a finite number"):
+        load_text(pod.format(skew=1, stamp=".inf"))
+    assert load_text(pod.format(skew=2**31 - 1, stamp=0))
+
+
+def test_a_self_referencing_anchor_is_refused_naming_the_line() -> None:
+    with pytest.raises(ManifestError, match=r"recursive alias \*loop at line 4"):
+        load_text("apiVersion: v1\nkind: Pod\nmetadata: &loop\n  labels: *loop\n")

@@ -178,3 +178,36 @@ def test_spod_info_reads_the_supernode_and_refuses_garbage() -> None:
                          ("x\n" * 300 + "Super Pod ID : 1\n", "no 'Super Pod ID' line")):
         with pytest.raises(ToolOutputError, match=re.escape(message)):
             npu_smi.parse_spod_info(bad)
+
+
+A3 = Path(__file__).resolve().parent / "fixtures" / "npu-smi" / "ascend-a3-910c-16chip.txt"
+
+
+def test_npu_smi_atlas_a3_reads_each_chip_from_its_own_block_synthetic() -> None:
+    """Atlas A3 (synthetic, in the documented layout): every NPU id printed twice, once per chip; 16 chips,
+    device ids 0–15 from Phy-ID, two per card; a chip's health is its own block's (chip 9's Alarm does not
+    spread to chip 8 of the same card)."""
+    text = A3.read_text(encoding="utf-8")
+    chips = npu_smi.parse(text)
+    assert [(c.id, c.card) for c in chips] == [(i, i // 2) for i in range(16)]
+    assert all(c.healthy and c.memory_mib == 65536 and c.model == "Ascend910" for c in chips)
+    lines = text.splitlines()
+    npu4 = [i for i, line in enumerate(lines) if line.startswith("| 4       Ascend910")]
+    lines[npu4[1]] = lines[npu4[1]].replace("| OK   ", "| Alarm", 1)
+    alarmed = npu_smi.parse("\n".join(lines))
+    assert [c.id for c in alarmed if not c.healthy] == [9] and alarmed[8].healthy
+    # the header may spell the column Phy-Id (seen in newer npu-smi)
+    assert [c.id for c in npu_smi.parse(text.replace("Phy-ID  ", "Phy-Id  "))] == list(range(16))
+
+
+def test_npu_smi_atlas_a3_refuses_a_lost_npu_row_synthetic() -> None:
+    """An A3 block whose NPU row is lost (with or without the rule above it) is refused: chip 9 never
+    inherits chip 8's health."""
+    lines = A3.read_text(encoding="utf-8").splitlines()
+    second = [i for i, line in enumerate(lines) if line.startswith("| 4       Ascend910")][1]
+    with pytest.raises(ToolOutputError, match=rf"line {second + 1}: a chip row opens a block"):
+        npu_smi.parse("\n".join(lines[:second] + lines[second + 1:]))
+    with pytest.raises(ToolOutputError, match=rf"line {second}: NPU 4 prints one chip per block"):
+        npu_smi.parse("\n".join(lines[:second - 1] + lines[second + 1:]))
+    with pytest.raises(ToolOutputError, match="NPU 4 chip '1' appears twice"):  # a block printed twice
+        npu_smi.parse("\n".join(lines[:second + 3] + lines[second:second + 3] + lines[second + 3:]))

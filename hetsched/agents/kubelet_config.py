@@ -11,19 +11,27 @@ from pathlib import Path
 
 import yaml
 
+from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
+
 DEFAULT_PATH = Path("/var/lib/kubelet/config.yaml")
+
+MAX_KUBELET_CONFIG = 1 << 20
+"""Bytes of a KubeletConfiguration file the node agent reads."""
 
 
 def read_policies(path: Path) -> tuple[str, str] | None:
     """(topologyManagerPolicy, cpuManagerPolicy) from a KubeletConfiguration file, None when absent."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, MAX_KUBELET_CONFIG)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read the kubelet configuration: {exc.strerror or exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the kubelet configuration: "
+                         f"{getattr(exc, 'strerror', None) or exc}") from None
     try:
-        data = yaml.safe_load(text) or {}
+        data = safe_load(text) or {}
+    except YamlLimitError as exc:
+        raise ValueError(f"{path}: kubelet configuration refused: {exc}") from None
     except yaml.YAMLError as exc:
         raise ValueError(f"{path}: malformed kubelet configuration: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):

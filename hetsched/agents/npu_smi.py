@@ -4,9 +4,12 @@ Who calls it: the Ascend backend (``agents.backends``) with the tool's live outp
 ``hetsched devices parse --vendor ascend FILE``.
 
 Layouts handled (all seen in public output): one chip per NPU (910B3, 910ProB: ``Chip | Bus-Id``), the
-older 310P layout with a ``Device`` column and no HBM column, and cards with several chips per NPU (one
-``Chip`` row each, optionally a ``Phy-ID`` column). The device id is the ``Device``/``Phy-ID`` value when
-the tool prints one, else the NPU id when every NPU has one chip, else the chips' running order. Memory is
+older 310P layout with a ``Device`` column and no HBM column, cards with several chips under one NPU row
+(one ``Chip`` row each, optionally a ``Phy-ID`` column), and Atlas A3 (910C) servers, where each of the
+card's two chips has its own block: the NPU row (the NPU id printed again, with that chip's own Health)
+and its ``Chip Phy-ID`` row — 8 NPU ids, 16 chips, device ids 0–15. The device id is the
+``Device``/``Phy-ID``/``Phy-Id`` value when the tool prints one, else the NPU id when every NPU has one
+chip, else the chips' running order. Memory is
 the HBM total when there is an HBM column, else the Memory-Usage total. Health levels: OK, Warning,
 Alarm, Critical, UNKNOWN (anything else reads as UNKNOWN). The process table after the chips is ignored.
 
@@ -14,10 +17,12 @@ On an Atlas A3 server (two chips per NPU card), ``npu-smi info -t spod-info`` sa
 server is in (:func:`parse_spod_info`), so the node agent can label it for HyperNode discovery.
 
 Bad output is a :class:`~hetsched.agents.tables.ToolOutputError` naming the line: no header, an NPU row
-without its chip row (truncated output), a row with neither a Health nor a Bus-Id, a cell that should be a
-number (ASCII digits: a '٣' is garbage), repeated NPU or device ids, a bus id under two NPUs (a duplicated
-or garbled row), a chip index twice under one NPU (its NPU row is missing), or no NPU at all. Invariant: a
-chip's health comes from its own NPU row, never from a neighbour's.
+without its chip row (truncated output), a chip row that opens a block (its NPU row is missing), a row
+with neither a Health nor a Bus-Id, a cell that should be a number (ASCII digits: a '٣' is garbage), one
+NPU's chip index twice (a duplicated row, or a missing NPU row), an NPU id printed again by a layout that
+prints one chip per block while one of its NPU rows holds several chips (an NPU row is missing), repeated
+device ids, a bus id under two NPUs (a duplicated or garbled row), or no NPU at all. Invariant: a chip's
+health comes from its own NPU row, never from a neighbour's.
 """
 
 from __future__ import annotations
@@ -50,6 +55,13 @@ def _int(value: str | None, row: Row, what: str) -> int:
     return int(value.strip())
 
 
+def _column(values: dict[str, str], *names: str) -> str:
+    """The value under the first of ``names`` present, header case ignored (``Phy-ID`` and ``Phy-Id`` are both
+    printed); '' when none is."""
+    folded = {key.lower(): value for key, value in values.items()}
+    return next((folded[name.lower()] for name in names if name.lower() in folded), "")
+
+
 def parse(text: str) -> list[ToolChip]:
     table = rows(text)
     header = next((i for i, r in enumerate(table) if "Health" in r.cells[1 if len(r.cells) > 1 else 0]
@@ -70,6 +82,9 @@ def parse(text: str) -> list[ToolChip]:
         if _BUS.match(row.cells[1]):
             if not found:
                 raise ToolOutputError(f"{TOOL}: line {row.number}: a chip row before any NPU row")
+            if row.after_rule:  # every layout opens a block with its NPU row
+                raise ToolOutputError(f"{TOOL}: line {row.number}: a chip row opens a block (its NPU row is "
+                                      f"missing?)")
             found[-1][2].append((row, columns(chip_head, row.cells)))
         elif row.cells[1].strip():
             found.append((row, columns(npu_head, row.cells), []))
@@ -78,21 +93,27 @@ def parse(text: str) -> list[ToolChip]:
     if not found:
         raise ToolOutputError(f"{TOOL}: line {table[header].number}: the header is followed by no NPU row")
     cards = [_int(npu.get("NPU"), row, "the NPU id") for row, npu, _ in found]
-    if len(set(cards)) != len(cards):
-        raise ToolOutputError(f"{TOOL}: line {found[0][0].number}: NPU ids repeat: {cards} (a duplicated row?)")
-    for npu_row, _, chips in found:  # a chip row never inherits another NPU's health
-        indexes = [chip.get("Chip", "").strip() for _, chip in chips]
-        if len(set(indexes)) != len(indexes):
-            raise ToolOutputError(f"{TOOL}: line {npu_row.number}: chip {indexes[0]!r} appears twice under one NPU "
-                                  f"(an NPU row is missing?)")
-    one_each = all(len(chips) == 1 for _, _, chips in found)
+    per_block = len(set(cards)) != len(cards)  # Atlas A3: each chip its own block, its NPU id printed again
+    seen: dict[tuple[int, str], int] = {}
+    for card, (_, _, chips) in zip(cards, found, strict=True):  # never another NPU row's health
+        if per_block and len(chips) > 1:
+            raise ToolOutputError(f"{TOOL}: line {chips[1][0].number}: NPU {card} prints one chip per block, but "
+                                  f"this chip row follows another (its NPU row is missing?)")
+        for chip_row, chip in chips:
+            index = _column(chip, "Chip").strip()
+            if (card, index) in seen:
+                raise ToolOutputError(f"{TOOL}: line {chip_row.number}: NPU {card} chip {index!r} appears twice "
+                                      f"(first at line {seen[card, index]}: a duplicated row, or an NPU row is "
+                                      f"missing?)")
+            seen[card, index] = chip_row.number
+    one_each = not per_block and all(len(chips) == 1 for _, _, chips in found)
     result: list[ToolChip] = []
     for npu_row, npu, chips in found:
         if not chips:
             raise ToolOutputError(f"{TOOL}: line {npu_row.number}: NPU row without its chip row (truncated output?)")
         card = _int(npu.get("NPU"), npu_row, "the NPU id")
         for chip_row, chip in chips:
-            device = chip.get("Device") or chip.get("Phy-ID")
+            device = _column(chip, "Device", "Phy-ID") or None
             if device is not None:
                 chip_id = _int(device, chip_row, "the device id")
             else:

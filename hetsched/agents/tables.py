@@ -27,17 +27,25 @@ class Row:
     number: int
     """1-based line number in the tool's output."""
     cells: list[str]
+    after_rule: bool = False
+    """The line just above is a ``+---+`` rule: the row opens a block (in ``npu-smi info`` an NPU row does)."""
 
 
 def rows(text: str) -> list[Row]:
     """Every ``|``-delimited line as its cells (without the outer bars); rules and other lines dropped."""
     found = []
+    ruled = False
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.rstrip()
+        if stripped and set(stripped) <= set("|+-=: ") and ("-" in stripped or "=" in stripped):
+            ruled = True
+            continue
         if not stripped.startswith("|") or set(stripped) <= set("|+-=: "):
+            ruled = False
             continue
         body = stripped[1:-1] if stripped.endswith("|") else stripped[1:]
-        found.append(Row(number, body.split("|")))
+        found.append(Row(number, body.split("|"), ruled))
+        ruled = False
     return found
 
 

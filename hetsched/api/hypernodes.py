@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from hetsched.api.objects import HyperNode, Node
+from hetsched.api.regex import compile_pattern
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class _Nodes:
         if selector.exactMatch is not None:
             return [selector.exactMatch.name] if selector.exactMatch.name in self.by_name else []
         if selector.regexMatch is not None:
-            pattern = re.compile(selector.regexMatch.pattern)
+            pattern = compile_pattern(selector.regexMatch.pattern)
             return [name for name in self.by_name if pattern.fullmatch(name)]
         assert selector.labelMatch is not None
         label_match = selector.labelMatch

@@ -24,7 +24,7 @@ from hetsched.api import hypernodes as hypernodes_tree
 from hetsched.api import workload_annotations
 from hetsched.api.objects import CLUSTER_SCOPED, KINDS, AnyObject, HyperNode, Job, Node, object_key
 from hetsched.api.validation import problems
-from hetsched.api.yamlsafe import YamlLimitError, safe_load_all
+from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load_all
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def load_files(paths: Iterable[str | Path]) -> list[AnyObject]:
     for path in paths:
         source = str(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_text(path)
         except (OSError, UnicodeDecodeError) as exc:
             reason = getattr(exc, "strerror", None) or exc
             problems.append(Problem(source, 0, "", "", "", f"cannot read file: {reason}"))

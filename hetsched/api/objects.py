@@ -14,7 +14,6 @@ Invariants:
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from functools import cached_property
@@ -33,6 +32,7 @@ from pydantic import (
 
 from hetsched.api import fault_labels
 from hetsched.api.quantity import QuantityError, format_quantity, parse_quantity
+from hetsched.api.regex import MAX_PATTERN, compile_pattern
 
 # --------------------------------------------------------------------------------------------- helpers
 
@@ -95,12 +95,22 @@ def is_extended_resource(name: str) -> bool:
     return "/" in name and not name.split("/", 1)[0].endswith("kubernetes.io")
 
 
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
+"""Kubernetes' and Volcano's ``int32`` fields (counts, priorities, exit codes, seconds): a value outside is
+refused by their API server, so it is refused here, naming the field, before any arithmetic sees it."""
+Count32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
+Int64 = Annotated[int, Field(ge=-(2**63), le=INT64_MAX)]
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
+    # every number finite (no inf or NaN from '.inf' or 1e400), as JSON and the API server allow
+    model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True, allow_inf_nan=False)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------------------------- metadata
@@ -245,7 +255,7 @@ class Toleration(_Model):
     operator: Literal["Equal", "Exists"] = "Equal"
     value: str = ""
     effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
-    tolerationSeconds: int | None = None
+    tolerationSeconds: Int64 | None = None
 
     def tolerates(self, taint: Taint) -> bool:
         """``v1helper.TolerationsTolerateTaint`` semantics."""
@@ -373,11 +383,11 @@ class TopologySpreadConstraint(_Strict):
     """Kubernetes' ``TopologySpreadConstraint``: matching pods per ``topologyKey`` domain may differ by at
     most ``maxSkew``."""
 
-    maxSkew: int = Field(ge=1)
+    maxSkew: int = Field(ge=1, le=INT32_MAX)
     topologyKey: str = Field(min_length=1)
     whenUnsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
     labelSelector: LabelSelector | None = None
-    minDomains: int | None = Field(default=None, ge=1)
+    minDomains: int | None = Field(default=None, ge=1, le=INT32_MAX)
     nodeAffinityPolicy: Literal["Honor", "Ignore"] | None = None
     nodeTaintsPolicy: Literal["Honor", "Ignore"] | None = None
     matchLabelKeys: list[str] = Field(default_factory=list)
@@ -397,7 +407,7 @@ class PodSpec(_Model):
     affinity: Affinity | None = None
     tolerations: list[Toleration] = Field(default_factory=list)
     priorityClassName: str = ""
-    priority: int | None = None
+    priority: Int32 | None = None
     preemptionPolicy: Literal["PreemptLowerPriority", "Never"] | None = None
     schedulerName: str = "default-scheduler"
     nodeName: str = ""
@@ -458,7 +468,7 @@ class PodSpec(_Model):
 
 
 class ContainerStateTerminated(_Model):
-    exitCode: int
+    exitCode: Int32
     reason: str = ""
     message: str = ""
     finishedAt: float | None = None
@@ -473,7 +483,7 @@ class ContainerState(_Model):
 class ContainerStatus(_Model):
     name: str
     ready: bool = False
-    restartCount: int = Field(default=0, ge=0)
+    restartCount: Count32 = 0
     state: ContainerState = Field(default_factory=ContainerState)
 
 
@@ -565,7 +575,7 @@ JobAction = Literal["AbortJob", "RestartJob", "RestartTask", "RestartPod", "Rest
 class LifecyclePolicy(_Strict):
     event: JobEvent | None = None
     events: list[JobEvent] = Field(default_factory=list)
-    exitCode: int | None = None
+    exitCode: Int32 | None = None
     action: JobAction
     timeout: str | None = None
     """A Go duration ("90s", "10m", "1h30m"): the action waits that long (Volcano's delayed action)."""
@@ -696,7 +706,7 @@ class PartitionPolicy(_Strict):
 
     totalPartitions: int = Field(ge=1, le=100_000)
     partitionSize: int = Field(ge=1, le=100_000)
-    minPartitions: int | None = Field(default=None, ge=0)
+    minPartitions: Count32 | None = None
     networkTopology: NetworkTopology | None = None
 
     @model_validator(mode="after")
@@ -710,11 +720,11 @@ class PartitionPolicy(_Strict):
 class TaskSpec(_Strict):
     name: Annotated[str, AfterValidator(lambda v: dns1123_label(v, "task name"))]
     replicas: int = Field(default=1, ge=0, le=100_000)
-    minAvailable: int | None = Field(default=None, ge=0)
+    minAvailable: Count32 | None = None
     template: PodTemplateSpec
     policies: list[LifecyclePolicy] = Field(default_factory=list)
     topologyPolicy: Literal["none", "best-effort", "restricted", "single-numa-node"] | None = None
-    maxRetry: int | None = Field(default=None, ge=0)
+    maxRetry: Count32 | None = None
     dependsOn: DependsOn | None = None
     partitionPolicy: PartitionPolicy | None = None
 
@@ -732,16 +742,16 @@ class TaskSpec(_Strict):
 
 class JobSpec(_Strict):
     schedulerName: str = "volcano"
-    minAvailable: int | None = Field(default=None, ge=0)
+    minAvailable: Count32 | None = None
     queue: str = "default"
     priorityClassName: str = ""
-    maxRetry: int = Field(default=3, ge=0)
+    maxRetry: Count32 = 3
     tasks: list[TaskSpec] = Field(min_length=1)
     policies: list[LifecyclePolicy] = Field(default_factory=list)
     plugins: dict[Literal["env", "svc", "ssh", "mpi", "pytorch", "tensorflow"], list[str]] = Field(
         default_factory=dict)
-    ttlSecondsAfterFinished: int | None = Field(default=None, ge=0)
-    minSuccess: int | None = Field(default=None, ge=1)
+    ttlSecondsAfterFinished: Count32 | None = None
+    minSuccess: int | None = Field(default=None, ge=1, le=INT32_MAX)
     volumes: list[dict[str, Any]] = Field(default_factory=list)
     runningEstimate: str | None = None
     networkTopology: NetworkTopology | None = None
@@ -793,14 +803,14 @@ class JobState(_Model):
 
 class JobStatus(_Model):
     state: JobState = Field(default_factory=JobState)
-    minAvailable: int = 0
-    pending: int = 0
-    running: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    terminating: int = 0
-    unknown: int = 0
-    retryCount: int = 0
+    minAvailable: Count32 = 0
+    pending: Count32 = 0
+    running: Count32 = 0
+    succeeded: Count32 = 0
+    failed: Count32 = 0
+    terminating: Count32 = 0
+    unknown: Count32 = 0
+    retryCount: Count32 = 0
     runningDuration: float | None = None
     conditions: list[Condition] = Field(default_factory=list)
 
@@ -855,8 +865,8 @@ class SubGroupPolicy(_Strict):
 
 
 class PodGroupSpec(_Strict):
-    minMember: int = Field(default=1, ge=0)
-    minTaskMember: dict[str, int] = Field(default_factory=dict)
+    minMember: Count32 = 1
+    minTaskMember: dict[str, Count32] = Field(default_factory=dict)
     queue: str = "default"
     priorityClassName: str = ""
     minResources: ResourceList = Field(default_factory=dict)
@@ -877,9 +887,9 @@ class PodGroupSpec(_Strict):
 class PodGroupStatus(_Model):
     phase: Literal["Pending", "Inqueue", "Running", "Unknown", "Completed"] = "Pending"
     conditions: list[Condition] = Field(default_factory=list)
-    running: int = 0
-    succeeded: int = 0
-    failed: int = 0
+    running: Count32 = 0
+    succeeded: Count32 = 0
+    failed: Count32 = 0
 
 
 class PodGroup(_Model):
@@ -914,7 +924,7 @@ class QueueSpec(_Strict):
     guarantee: Guarantee = Field(default_factory=Guarantee)
     reclaimable: bool = True
     parent: str = ""
-    priority: int = 0
+    priority: Int32 = 0
     affinity: QueueAffinity | None = None
     type: str | None = None
     extendClusters: list[dict[str, Any]] | None = None
@@ -923,10 +933,10 @@ class QueueSpec(_Strict):
 
 class QueueStatus(_Model):
     state: Literal["Open", "Closed", "Closing", "Unknown"] = "Open"
-    pending: int = 0
-    running: int = 0
-    inqueue: int = 0
-    completed: int = 0
+    pending: Count32 = 0
+    running: Count32 = 0
+    inqueue: Count32 = 0
+    completed: Count32 = 0
     allocated: ResourceList = Field(default_factory=dict)
 
 
@@ -942,45 +952,13 @@ class ExactMatch(_Strict):
     name: Annotated[str, AfterValidator(lambda v: dns1123_subdomain(v, "member name"))]
 
 
-MAX_PATTERN = 256
-"""Characters of a member's ``regexMatch.pattern``."""
-
-
-def _nested_repeat(items: Any, inside: bool = False) -> bool:
-    """Does a parsed pattern repeat something that itself repeats (``(a+)+``, ``(a|aa)*``)? Python's regular
-    expressions backtrack: such a pattern can take exponential time on one node name."""
-    for op, arg in items:
-        name = str(op)
-        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            if inside or _nested_repeat(arg[2], inside=True):
-                return True
-        elif name == "SUBPATTERN":
-            if _nested_repeat(arg[3], inside):
-                return True
-        elif name == "BRANCH":
-            if inside or any(_nested_repeat(branch, inside) for branch in arg[1]):
-                return True
-        elif name in ("ASSERT", "ASSERT_NOT") and _nested_repeat(arg[1], inside):
-            return True
-    return False
-
-
 class RegexMatch(_Strict):
     pattern: str = Field(min_length=1, max_length=MAX_PATTERN)
 
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        parser = importlib.import_module("re._parser")  # the standard library's own parser of patterns
-
-        try:
-            re.compile(value)
-            parsed = parser.parse(value)
-        except (re.error, RecursionError, OverflowError) as exc:
-            raise ValueError(f"not a regular expression: {exc}") from None
-        if _nested_repeat(parsed.data):
-            raise ValueError("a repetition inside a repetition or alternation ((a+)+, (a|b)*) is refused: it can "
-                             "take exponential time")
+        compile_pattern(value)  # RE2, as Volcano: linear time, so no pattern needs refusing for its shape
         return value
 
 
@@ -1019,7 +997,7 @@ class HyperNodeSpec(_Strict):
 
 
 class HyperNodeStatus(_Model):
-    nodeCount: int = Field(default=0, ge=0)
+    nodeCount: Count32 = 0
     conditions: list[Condition] = Field(default_factory=list)
 
 

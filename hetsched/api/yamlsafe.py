@@ -1,7 +1,8 @@
 """Reading YAML that may be hostile: every file and request body hetsched reads goes through here.
 
 Who calls it: ``api.manifest`` (workloads, ``validate``), ``cluster.spec`` and ``cluster.dump``
-(``--cluster``), ``sim.faults`` and ``scheduler.conf``.
+(``--cluster``), ``sim.faults``, ``scheduler.conf``, the install values (``--values``, ``--set``), the node
+agents' configuration files and every CLI command that reads a file (:func:`read_text`).
 
 libyaml's C loader where present (PyYAML's pure-Python one otherwise), behind limits with clear errors:
 - size: at most ``MAX_BYTES`` of text;
@@ -9,11 +10,22 @@ libyaml's C loader where present (PyYAML's pure-Python one otherwise), behind li
   (Kubernetes objects are under 20 levels; 5,000 would exhaust the stack);
 - aliases: an anchor may be reused, but the document as expanded may be at most ``MAX_EXPANSION`` nodes
   larger than as written (a "billion laughs" document is a few lines that expand to 10^9 nodes: validation,
-  or an error message quoting it, would run out of time or memory).
+  or an error message quoting it, would run out of time or memory);
+- recursion: an alias to a collection that is still open (``&a [*a]``) is refused before any object is
+  built — a self-containing value would send every reader (validation, printing, copying) into endless
+  recursion.
+
+Files are read by :func:`read_text`: regular files only (a device such as ``/dev/zero``, a FIFO or a
+directory is refused before a byte is read, and a FIFO never blocks the open), their size checked against
+the limit by ``fstat`` before reading, and never more than the limit read whatever the size says.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -28,15 +40,51 @@ class YamlLimitError(ValueError):
     """Input beyond a limit; the message says which."""
 
 
+def read_text(path: str | Path, limit: int = MAX_BYTES, errors: str = "strict") -> str:
+    """The UTF-8 text of the regular file ``path``; an ``OSError`` whose ``strerror`` says why otherwise (not a
+    regular file, larger than ``limit`` bytes, unreadable), a ``UnicodeDecodeError`` for bytes that are not
+    UTF-8 (unless ``errors`` is ``"replace"``). At most ``limit + 1`` bytes are ever read, so a file that
+    grows while it is read is refused too."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a device, FIFO or socket"
+            raise OSError(errno.EINVAL, f"not a regular file ({kind})", str(path))
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"{info.st_size:,} bytes is more than the {limit:,} hetsched reads",
+                          str(path))
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(descriptor, min(2**20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise OSError(errno.EFBIG, f"more than the {limit:,} bytes hetsched reads", str(path))
+    finally:
+        os.close(descriptor)
+    return b"".join(chunks).decode("utf-8", errors)
+
+
 def _prescan(text: str) -> None:
     depth = 0
+    open_anchors: list[str | None] = []  # the anchor of each collection still open, outermost first
     for event in yaml.parse(text, Loader=Loader):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
                 raise YamlLimitError(f"nested more than {MAX_DEPTH} levels deep")
+            open_anchors.append(event.anchor)
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
+            open_anchors.pop()
+        elif isinstance(event, yaml.AliasEvent) and event.anchor in open_anchors:
+            mark = event.start_mark
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            raise YamlLimitError(f"recursive alias *{event.anchor}{where}: a value may not contain itself")
 
 
 def _sizes(value: Any, unique: dict[int, int]) -> tuple[int, int]:

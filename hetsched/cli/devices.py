@@ -15,12 +15,16 @@ from rich.table import Table
 
 from hetsched.agents import cnmon, npu_smi
 from hetsched.agents.tables import ToolOutputError
+from hetsched.api.yamlsafe import read_text
 from hetsched.cli.output import say, stderr_console, stdout_console
 
 devices_app = typer.Typer(no_args_is_help=True, help="Inspect accelerator tools' output as the node agent reads it.")
 console = stdout_console()
 errors = stderr_console()
 PARSERS = {"ascend": npu_smi.parse, "cambricon": cnmon.parse}
+
+MAX_TOOL_OUTPUT = 16 * 2**20
+"""Bytes of saved tool output `devices parse` reads (a 16-chip server prints a few KB)."""
 
 
 @devices_app.command("parse")
@@ -31,7 +35,7 @@ def parse(
 ) -> None:
     """Print the chips found in FILE (id, model, health, memory, bus id); exit 2 on unreadable output."""
     try:
-        text = file.read_text(encoding="utf-8", errors="replace")
+        text = read_text(file, MAX_TOOL_OUTPUT, errors="replace")
         chips = PARSERS[vendor](text)
     except (OSError, ToolOutputError) as exc:
         say(errors, "error", f"{file}: {exc}")

@@ -28,7 +28,7 @@ import yaml
 
 from hetsched.api.manifest import ManifestError, Problem, parse_document
 from hetsched.api.objects import AnyObject, Node
-from hetsched.api.yamlsafe import YamlLimitError, safe_load_all
+from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load_all
 from hetsched.cli.output import say, stderr_console, stdout_console
 from hetsched.diagnose.checks import ClusterFacts, ComponentStatus, run_checks
 from hetsched.diagnose.findings import Finding, exit_code
@@ -71,7 +71,7 @@ def _raw_documents(paths: list[Path]) -> list[tuple[str, int, Any]]:
     documents = []
     for path in paths:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_text(path)
             docs = safe_load_all(text)
         except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlLimitError) as exc:
             raise _fail(f"{path}: cannot read: {str(exc).splitlines()[0]}") from None

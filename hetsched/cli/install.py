@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from hetsched.api.yamlsafe import YamlLimitError, safe_load
+from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
 from hetsched.cli.output import stderr_console
 from hetsched.install.chart import write_chart
 from hetsched.install.manifests import documents
@@ -32,9 +32,7 @@ def read_values(files: list[Path], sets: list[str]) -> Values:
     documents_: list[tuple[str, Any]] = []
     for path in files:
         try:
-            if path.stat().st_size > MAX_VALUES_BYTES:
-                raise ValueError(f"{path}: larger than {MAX_VALUES_BYTES} bytes; not a values file")
-            text = path.read_text(encoding="utf-8")
+            text = read_text(path, MAX_VALUES_BYTES)
         except (OSError, UnicodeDecodeError) as exc:
             raise ValueError(f"{path}: cannot read: {exc}") from None
         try:

@@ -30,7 +30,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from hetsched.api.hypernodes import TIER_LABEL
-from hetsched.api.yamlsafe import YamlLimitError, safe_load
+from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
 from hetsched.cli.shutdown import Shutdown
 from hetsched.cluster.backoff import Backoff
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock
@@ -40,6 +40,8 @@ from hetsched.metrics.serve import PORTS, MetricsServer, leader_gauge
 log = logging.getLogger("hetsched")
 S = TypeVar("S")
 STANDBY_POLL = 0.1
+MAX_CONFIG_BYTES = 1 << 20
+"""Bytes of a ``--config`` file (a mapping of option names to values)."""
 """Seconds between a standby's looks at its elector: it starts work within this of taking the Lease, and
 stops within this of SIGTERM."""
 
@@ -48,7 +50,7 @@ def _load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | No
     """``--config FILE``: its keys become the defaults of the other options (flags and env still win)."""
     if value:
         try:
-            data = safe_load(Path(value).read_text(encoding="utf-8")) or {}
+            data = safe_load(read_text(value, MAX_CONFIG_BYTES)) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlLimitError) as exc:
             raise typer.BadParameter(f"cannot read {value}: {exc}") from None
         if not isinstance(data, dict):

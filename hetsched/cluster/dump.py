@@ -30,7 +30,7 @@ import yaml
 
 from hetsched.api.manifest import ManifestError, Problem, parse_document
 from hetsched.api.objects import TIME_KEYS, AnyObject, Node, Pod
-from hetsched.api.yamlsafe import YamlLimitError, safe_load_all
+from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load_all
 from hetsched.cluster.spec import is_cluster_spec, load_cluster_spec
 
 SERVER_OWNED = frozenset({"managedFields", "resourceVersion", "selfLink", "generation"})
@@ -82,7 +82,7 @@ def _running(pod: Pod) -> Pod | None:
 def load_dump(path: Path) -> ClusterFiles:
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
         documents = safe_load_all(text)
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or exc

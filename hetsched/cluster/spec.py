@@ -40,13 +40,13 @@ from hetsched.api.manifest import ManifestError, Problem
 from hetsched.api.objects import MAX_TIER, HyperNode, Node, ResourceList, StringMap, Taint, quantity_strings
 from hetsched.api.quantity import parse_quantity
 from hetsched.api.validation import format_location
-from hetsched.api.yamlsafe import YamlLimitError, safe_load_all
+from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load_all
 from hetsched.devices.catalog import MODEL_LABEL, TOPOLOGIES, chips_of, default_topology
 from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, Chip, DeviceSet, NodeDevices
 
 
 class AcceleratorSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     kind: AcceleratorKind
     model: str = Field(min_length=1)
     count: int = Field(ge=1, le=16)
@@ -100,14 +100,14 @@ class TopologyLevel(BaseModel):
     """One tier of a pool's position in the network: ``size`` units of the level below (servers, for the
     first level) form one HyperNode of ``tier``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     tier: int = Field(ge=1, le=MAX_TIER)
     size: int = Field(ge=1, le=100_000)
     prefix: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]{0,60}[a-z0-9])?$")
 
 
 class PoolSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     count: int = Field(ge=0, le=100_000)
     namePrefix: str | None = None
@@ -146,7 +146,7 @@ class PoolSpec(BaseModel):
 
 
 class ClusterSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     apiVersion: Literal["hetsched.io/v1alpha1"] = "hetsched.io/v1alpha1"
     kind: Literal["ClusterSpec"] = "ClusterSpec"
     metadata: dict[str, str] = Field(default_factory=dict)
@@ -213,7 +213,7 @@ class ClusterSpec(BaseModel):
 def is_cluster_spec(path: str | Path) -> bool:
     """Does this file look like a cluster spec (``kind: ClusterSpec`` at the top level)?"""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path)
     except (OSError, UnicodeDecodeError):
         return False
     return any(line.strip() == "kind: ClusterSpec" for line in text.splitlines())
@@ -223,7 +223,7 @@ def load_cluster_spec(path: str | Path) -> ClusterSpec:
     """Read and validate a cluster spec file; raise :class:`ManifestError` naming file, pool and field."""
     source = str(path)
     try:
-        documents = safe_load_all(Path(path).read_text(encoding="utf-8"))
+        documents = safe_load_all(read_text(path))
     except YamlLimitError as exc:
         raise ManifestError([Problem(source, 0, "", "", "", str(exc))]) from None
     except (OSError, UnicodeDecodeError) as exc:

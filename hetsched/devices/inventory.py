@@ -69,7 +69,7 @@ Health = Literal["Healthy", "Unhealthy", "NetworkUnhealthy"]
 
 
 class Chip(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     id: int = Field(ge=0, le=63)
     health: Health = "Healthy"
     numa: int = Field(default=0, ge=0)
@@ -79,7 +79,7 @@ class Chip(BaseModel):
 
 
 class DeviceSet(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     resource: str = Field(min_length=1)
     model: str = ""
     topology: str = "generic"
@@ -91,7 +91,7 @@ class DeviceSet(BaseModel):
 
 
 class NodeDevices(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     version: Literal["hetsched.io/v1"] = CONTRACT_VERSION
     devices: list[DeviceSet] = Field(default_factory=list)
 

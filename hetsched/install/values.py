@@ -14,7 +14,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hetsched.api.objects import INT32_MAX
 from hetsched.api.validation import first_problem
+from hetsched.api.yamlsafe import YamlLimitError, safe_load
 from hetsched.scheduler.conf import DEFAULT_CONF_YAML
 
 VENDORS = ("ascend", "cambricon", "nvidia", "fake")
@@ -22,7 +24,7 @@ VENDORS = ("ascend", "cambricon", "nvidia", "fake")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 class Image(_Model):
@@ -45,17 +47,17 @@ def _resources(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> Any:
 
 
 class Scheduler(_Model):
-    replicas: int = Field(2, ge=1, description="one active (Lease), the others standby")
+    replicas: int = Field(2, ge=1, le=INT32_MAX, description="one active (Lease), the others standby")
     resources: dict[str, Any] = _resources("500m", "512Mi", "4", "4Gi")
-    period: float = Field(1.0, gt=0, description="seconds between scheduling cycles")
-    qps: float = Field(1000, gt=0, description="API requests per second for binds")
-    burst: int = Field(2000, ge=1, description="burst of API requests for binds")
+    period: float = Field(1.0, gt=0, le=3600, description="seconds between scheduling cycles")
+    qps: float = Field(1000, gt=0, le=1e6, description="API requests per second for binds")
+    burst: int = Field(2000, ge=1, le=INT32_MAX, description="burst of API requests for binds")
     conf: str = Field(DEFAULT_CONF_YAML, description="the Volcano scheduler configuration (actions, tiers); "
                                                      "kept in the ConfigMap hetsched-scheduler-conf")
 
 
 class Controller(_Model):
-    replicas: int = Field(2, ge=1, description="one active (Lease), the others standby")
+    replicas: int = Field(2, ge=1, le=INT32_MAX, description="one active (Lease), the others standby")
     resources: dict[str, Any] = _resources("200m", "256Mi", "2", "2Gi")
 
 
@@ -68,8 +70,8 @@ class Restrict(_Model):
 
 
 class Webhook(_Model):
-    replicas: int = Field(2, ge=1, description="admission webhook servers (on different nodes where they can "
-                                               "be; a PodDisruptionBudget keeps one up)")
+    replicas: int = Field(2, ge=1, le=INT32_MAX, description="admission webhook servers (on different nodes "
+                                                             "where they can be; a PodDisruptionBudget keeps one up)")
     resources: dict[str, Any] = _resources("100m", "128Mi", "1", "512Mi")
     restrict: Restrict = Field(default_factory=Restrict)
     port: int = Field(9443, ge=1, le=65535, description="HTTPS port of the webhook server")
@@ -82,7 +84,7 @@ class Webhook(_Model):
 
 class DevicePlugin(_Model):
     enabled: bool = Field(True, description="serve this vendor's chips to kubelet")
-    period: float = Field(5, gt=0, description="seconds between health checks")
+    period: float = Field(5, gt=0, le=3600, description="seconds between health checks")
     ascendRuntime: bool = Field(False, description="Ascend: hand chips over as ASCEND_VISIBLE_DEVICES for the "
                                                    "Ascend container runtime, not as device nodes")
     resources: dict[str, Any] = _resources("50m", "64Mi", "500m", "512Mi")
@@ -90,7 +92,7 @@ class DevicePlugin(_Model):
 
 class NodeAgent(_Model):
     enabled: bool = Field(True, description="publish chip health, the node condition, taint and labels")
-    period: float = Field(10, gt=0, description="seconds between checks")
+    period: float = Field(10, gt=0, le=3600, description="seconds between checks")
     resources: dict[str, Any] = _resources("50m", "64Mi", "500m", "512Mi")
 
 
@@ -188,9 +190,11 @@ def parse_set(pair: str) -> dict[str, Any]:
     if not sep or not path or any(not part for part in path.split(".")):
         raise ValueError(f"--set {pair!r}: expected KEY.PATH=VALUE")
     try:
-        value: Any = yaml.safe_load(text) if text else ""
+        value: Any = safe_load(text) if text else ""
     except yaml.YAMLError:
         value = text
+    except YamlLimitError as exc:
+        raise ValueError(f"--set {path}: {exc}") from None
     for part in reversed(path.split(".")):
         value = {part: value}
     return value  # type: ignore[no-any-return]

@@ -30,7 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hetsched.api.validation import first_problem
-from hetsched.api.yamlsafe import YamlLimitError, safe_load
+from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
 from hetsched.scheduler.framework import EXTENSION_POINTS, Arguments
 
 SWITCHES = sorted({point.switch for point in EXTENSION_POINTS.values()})
@@ -64,7 +64,7 @@ class ConfError(ValueError):
 
 
 class PluginOption(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
     name: str = Field(min_length=1)
     arguments: dict[str, Any] = Field(default_factory=dict)
 
@@ -87,18 +87,18 @@ class PluginOption(BaseModel):
 
 
 class Tier(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     plugins: list[PluginOption] = Field(min_length=1)
 
 
 class ActionConfiguration(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
 class SchedulerConf(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     actions: str
     tiers: list[Tier] = Field(min_length=1)
     configurations: list[ActionConfiguration] = Field(default_factory=list)
@@ -167,7 +167,9 @@ def default_conf() -> SchedulerConf:
 
 def load_conf(path: str | Path) -> SchedulerConf:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path)
     except OSError as exc:
         raise ConfError(f"{path}: cannot read file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfError(f"{path}: cannot read file: not UTF-8 text ({exc.reason})") from None
     return parse_conf(text, str(path))

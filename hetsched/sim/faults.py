@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hetsched.api.disruption import owner_job
 from hetsched.api.objects import Condition, Job, Node, Pod, max_unavailable
 from hetsched.api.validation import first_problem
-from hetsched.api.yamlsafe import YamlLimitError, safe_load
+from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, DeviceSet, parse_node_devices
 from hetsched.ports import NotFound, TooManyRequests
@@ -45,7 +45,7 @@ HEALTH = {"ChipUnhealthy": "Unhealthy", "ChipNetworkUnhealthy": "NetworkUnhealth
 
 
 class Fault(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     at: float = Field(ge=0, le=365 * 24 * 3600, allow_inf_nan=False)
     node: str = Field(min_length=1)
     kind: FaultKind
@@ -58,7 +58,7 @@ class Fault(BaseModel):
 
 
 class _File(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     faults: list[Fault] = Field(default_factory=list)
 
 
@@ -68,7 +68,7 @@ class FaultError(ValueError):
 
 def load_faults(path: Path) -> list[Fault]:
     try:
-        data = safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(read_text(path))
     except (OSError, UnicodeDecodeError, yaml.YAMLError, YamlLimitError) as exc:
         raise FaultError(f"{path}: cannot read: {exc}") from None
     try:

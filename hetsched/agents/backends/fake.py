@@ -40,6 +40,7 @@ from hetsched.agents.chips import Level, ToolChip
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.api.validation import first_problem
+from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
 from hetsched.devices.catalog import default_topology
 
 MAX_BYTES = 1 << 20
@@ -47,7 +48,7 @@ LABELS = {"ascend": "huawei-ascend", "cambricon": "cambricon-mlu", "nvidia": "nv
 
 
 class _Chip(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     id: int = Field(ge=0, le=63)
     health: Level = "OK"
     memoryMiB: int = Field(default=16384, ge=0)
@@ -55,7 +56,7 @@ class _Chip(BaseModel):
 
 
 class _File(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     resource: str = "hetsched.io/fake"
     model: str = "FakeChip"
     like: Literal["ascend", "cambricon", "nvidia", "none"] = "none"
@@ -78,14 +79,12 @@ class FakeBackend:
 
     def _read(self) -> _File:
         try:
-            if self.config.stat().st_size > MAX_BYTES:
-                raise ToolOutputError(f"fake device config {self.config}: larger than {MAX_BYTES} bytes")
-            data = yaml.safe_load(self.config.read_text(encoding="utf-8"))
+            data = safe_load(read_text(self.config, MAX_BYTES))
         except UnicodeDecodeError as exc:
             raise ToolOutputError(f"fake device config {self.config}: not text: {exc.reason}") from None
         except OSError as exc:
             raise ToolError(f"fake device config {self.config}: cannot read: {exc}") from None
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, YamlLimitError) as exc:
             raise ToolOutputError(f"fake device config {self.config}: not YAML: {exc}") from None
         try:
             return _File.model_validate(data)
