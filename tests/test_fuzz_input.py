@@ -177,3 +177,26 @@ def test_a_device_file_fifo_or_directory_is_refused_before_it_is_read(entry: str
         code, output = run(*ENTRY_POINTS[entry](str(path)))
         assert code == 2, (path, output[-2000:])
         assert "not a regular file" in output and "Traceback" not in output, (path, output[-2000:])
+
+
+OUTPUTS = {
+    "simulate --output": ["simulate", "--cluster", CLUSTER, WORKLOAD, "-q", "--until", "600", "--output"],
+    "simulate --metrics": ["simulate", "--cluster", CLUSTER, WORKLOAD, "-q", "--until", "600", "--metrics"],
+    "demo --export": ["demo", "--export"],
+    "install --chart": ["install", "--chart"],
+}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("entry", sorted(OUTPUTS))
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(entry: str, tmp_path: Path) -> None:
+    """A full device (/dev/full), a folder that does not exist or a file where a folder should be: the
+    command says it cannot write there, exit 2, never a traceback."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    targets = ["/dev/full", str(blocker / "sub")] if entry in ("demo --export", "install --chart") else \
+        ["/dev/full", str(tmp_path / "missing" / "out")]
+    for target in targets:
+        code, output = run(*OUTPUTS[entry], target)
+        assert code == 2 and "cannot write the" in output and target in output, (target, output[-2000:])
+        assert "Traceback" not in output

@@ -24,7 +24,7 @@ from hetsched.api import hypernodes as hypernodes_tree
 from hetsched.api import workload_annotations
 from hetsched.api.objects import CLUSTER_SCOPED, KINDS, AnyObject, HyperNode, Job, Node, object_key
 from hetsched.api.validation import problems
-from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load_all
+from hetsched.api.yamlsafe import YamlLimitError, iter_load_all, read_text
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,13 @@ def load_text(text: str, source: str = "<string>") -> list[AnyObject]:
 def _entries(text: str, source: str) -> list[tuple[str, int, AnyObject]]:
     objects: list[tuple[str, int, AnyObject]] = []
     problems: list[Problem] = []
-    try:
-        documents = safe_load_all(text)
+    try:  # one raw document held at a time: each becomes its object (or its problems) and is let go
+        for index, doc in enumerate(iter_load_all(text), start=1):
+            result = parse_document(doc, source, index)
+            if isinstance(result, list):
+                problems.extend(result)
+            else:
+                objects.append((source, index, result))
     except YamlLimitError as exc:
         raise ManifestError([Problem(source, 0, "", "", "", str(exc))]) from None
     except yaml.YAMLError as exc:
@@ -113,16 +118,6 @@ def _entries(text: str, source: str) -> list[tuple[str, int, AnyObject]]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ManifestError([Problem(source, 0, "", "", "", f"malformed YAML{where}: {reason}")]) from None
-    index = 0
-    for doc in documents:
-        if doc is None:  # an empty document between two '---' separators
-            continue
-        index += 1
-        result = parse_document(doc, source, index)
-        if isinstance(result, list):
-            problems.extend(result)
-        else:
-            objects.append((source, index, result))
     if problems:
         raise ManifestError(problems)
     return objects

@@ -25,12 +25,16 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-MAX_BYTES = 64 * 2**20
+MAX_BYTES = 16 * 2**20
+"""Bytes of one file. At this size reading stays under 1 GB (``bench/input_memory.py``: 86,537 one-pod Jobs
+peak at 826 MB, ``hetsched validate`` of them at about 0.9 GB; a ``kubectl get nodes -o yaml`` List of 9,653
+Nodes at 727 MB)."""
 MAX_DEPTH = 100
 MAX_EXPANSION = 100_000
 Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -109,19 +113,27 @@ def _sizes(value: Any, unique: dict[int, int]) -> tuple[int, int]:
     return expanded, written
 
 
-def safe_load_all(text: str) -> list[Any]:
-    """Every document of ``text`` (empty ones left out); ``yaml.YAMLError`` for malformed YAML,
-    :class:`YamlLimitError` past a limit."""
+def iter_load_all(text: str) -> Iterator[Any]:
+    """Every document of ``text`` (empty ones left out), one at a time: a caller that turns each into an
+    object and lets it go holds one raw document, not the whole file's (a 16 MiB file of small Jobs is
+    300 MB as raw dicts). The whole text is checked first (syntax, depth, recursion), so a malformed or
+    hostile document anywhere raises before the first is yielded: ``yaml.YAMLError`` for malformed YAML,
+    :class:`YamlLimitError` past a limit (an alias expansion past its limit raises at its document)."""
     if len(text) > MAX_BYTES:
         raise YamlLimitError(f"{len(text):,} characters is more than the {MAX_BYTES:,} hetsched reads")
     _prescan(text)
-    documents = [document for document in yaml.load_all(text, Loader=Loader) if document is not None]
-    unique: dict[int, int] = {}
-    for document in documents:
-        expanded, written = _sizes(document, unique)
+    for document in yaml.load_all(text, Loader=Loader):
+        if document is None:
+            continue
+        expanded, written = _sizes(document, {})  # an alias never crosses documents
         if expanded - written > MAX_EXPANSION:
             raise YamlLimitError(f"aliases expand the document by more than {MAX_EXPANSION:,} nodes")
-    return documents
+        yield document
+
+
+def safe_load_all(text: str) -> list[Any]:
+    """Every document of ``text`` (empty ones left out), as :func:`iter_load_all`, in a list."""
+    return list(iter_load_all(text))
 
 
 def safe_load(text: str) -> Any:

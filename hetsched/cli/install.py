@@ -15,7 +15,7 @@ import typer
 import yaml
 
 from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
-from hetsched.cli.output import stderr_console
+from hetsched.cli.output import stderr_console, writing
 from hetsched.install.chart import write_chart
 from hetsched.install.manifests import documents
 from hetsched.install.render import Concrete, plain_yaml
@@ -71,7 +71,9 @@ def install(
         errors.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     if chart is not None:
-        for path in write_chart(chart):
+        with writing(chart, "chart"):
+            written = write_chart(chart)
+        for path in written:
             errors.print(f"wrote {path}", highlight=False, markup=False)
     if print_:
         typer.echo(render(chosen), nl=False)

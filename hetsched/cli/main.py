@@ -25,7 +25,7 @@ from hetsched.api.objects import AnyObject, Node
 from hetsched.cli import agents, doctor, install, serve, sweep
 from hetsched.cli.devices import devices_app
 from hetsched.cli.options import DEFAULT_TRACE_DIR, check_jobs, parse_seeds
-from hetsched.cli.output import say, stderr_console, stdout_console
+from hetsched.cli.output import say, stderr_console, stdout_console, write_file, writing
 from hetsched.scheduler.conf import ConfError, SchedulerConf, load_conf
 from hetsched.sim.results import Results
 
@@ -130,15 +130,16 @@ def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None
 
         results = simulation.run(update)
     if output is not None:
-        output.write_text(json.dumps(results.to_json(), indent=2) + "\n", encoding="utf-8")
+        write_file(output, json.dumps(results.to_json(), indent=2) + "\n", "results")
     if report is not None:
         from hetsched.sim.report import render
 
-        report.write_text(render(results, title), encoding="utf-8")
+        write_file(report, render(results, title), "report")
     if observers is not None and metrics is not None:
         from hetsched.metrics.serve import write
 
-        write(observers[0].registry, metrics)
+        with writing(metrics, "metrics"):
+            write(observers[0].registry, metrics)
     if not quiet:
         print_summary(results)
         for path, what in ((output, "results"), (report, "report"), (metrics, "metrics")):
@@ -301,11 +302,12 @@ def demo(
 
     with user_errors():
         if export is not None:
-            export.mkdir(parents=True, exist_ok=True)
-            (export / "cluster.yaml").write_text(scenario._example("clusters/mixed.yaml"), encoding="utf-8")
-            (export / "seeds.yaml").write_text(scenario._example("workloads/seeds.yaml"), encoding="utf-8")
-            (export / "background.yaml").write_text(
-                yaml.safe_dump_all(scenario.background_documents(seed), sort_keys=False), encoding="utf-8")
+            with writing(export, "scenario"):
+                export.mkdir(parents=True, exist_ok=True)
+            write_file(export / "cluster.yaml", scenario._example("clusters/mixed.yaml"), "scenario")
+            write_file(export / "seeds.yaml", scenario._example("workloads/seeds.yaml"), "scenario")
+            write_file(export / "background.yaml",
+                       yaml.safe_dump_all(scenario.background_documents(seed), sort_keys=False), "scenario")
             console.print(f"wrote {export}/cluster.yaml, seeds.yaml, background.yaml; run: hetsched simulate "
                           f"--cluster {export}/cluster.yaml {export}/background.yaml {export}/seeds.yaml")
             return
@@ -322,7 +324,7 @@ def _print_figures(figures: dict[str, Any], json_out: Path | None) -> None:
     """A benchmark's figures: printed as JSON, and written to ``--json`` when given."""
     text = json.dumps(figures, indent=2)
     if json_out is not None:
-        json_out.write_text(text + "\n", encoding="utf-8")
+        write_file(json_out, text + "\n", "figures")
     console.print_json(text)
 
 
@@ -434,7 +436,7 @@ def bench_ascend(
     with user_errors():
         report = run_ascend_benchmark(nodes, parse_seeds(seeds))
     if json_out is not None:
-        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_file(json_out, json.dumps(report, indent=2) + "\n", "report")
     table = _titled(f"Ascend 910 x8 policies, {nodes} nodes, seeds {seeds} (mean ± std)")
     table.add_column("policy")
     metrics = list(next(iter(report["policies"].values())))
@@ -476,9 +478,10 @@ def replay_openb(
         say(errors, "error", f"{exc}")
         raise typer.Exit(2) from None
     if json_out is not None:
-        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_file(json_out, json.dumps(report, indent=2) + "\n", "report")
     if plot_out is not None:
-        plot(report, plot_out)
+        with writing(plot_out, "plot"):
+            plot(report, plot_out)
     table = _titled(f"openb {pods}: unallocated GPU % at 100 % arrived (seeds {seeds})")
     for column in ("policy", "mean ± std", "published"):
         table.add_column(column, justify="left" if column == "policy" else "right")

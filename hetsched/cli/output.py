@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
+import typer
 from rich.console import Console
 from rich.text import Text
 
@@ -38,3 +42,20 @@ def say(console: Console, level: str, message: object) -> None:
     """``error: <message>`` (or warning, …) with the level styled and the message printed as plain text."""
     console.print(Text.assemble((f"{level}: ", STYLES.get(level, "")), str(message)), highlight=False,
                   soft_wrap=True)
+
+
+@contextmanager
+def writing(path: Path, what: str) -> Iterator[None]:
+    """Around writing an output file: an ``OSError`` (a full device, a missing folder, no permission) is
+    ``error: cannot write the <what> to <path>: <reason>`` and exit 2, never a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        say(stderr_console(), "error", f"cannot write the {what} to {path}: {exc.strerror or exc}")
+        raise typer.Exit(2) from None
+
+
+def write_file(path: Path, text: str, what: str) -> None:
+    """``text`` to ``path`` (UTF-8), as :func:`writing` says."""
+    with writing(path, what):
+        path.write_text(text, encoding="utf-8")

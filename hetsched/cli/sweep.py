@@ -21,7 +21,7 @@ from rich.table import Table
 
 from hetsched.cli.extras import need
 from hetsched.cli.options import DEFAULT_TRACE_DIR, check_jobs, parse_seeds
-from hetsched.cli.output import say, stderr_console, stdout_console
+from hetsched.cli.output import say, stderr_console, stdout_console, write_file, writing
 from hetsched.replay.openb import TraceError
 
 errors = stderr_console()
@@ -81,13 +81,15 @@ def sweep(
         say(errors, "error", f"{exc}")
         raise typer.Exit(2) from None
     if csv_out is not None:
-        write_csv(rows, csv_out)
+        with writing(csv_out, "table"):
+            write_csv(rows, csv_out)
     if json_out is not None:
-        json_out.write_text(json.dumps(as_json(rows), indent=2) + "\n", encoding="utf-8")
+        write_file(json_out, json.dumps(as_json(rows), indent=2) + "\n", "table")
     if plot_out is not None:
         from hetsched.replay.sweep import plot
 
-        plot(rows, plot_out)
+        with writing(plot_out, "plot"):
+            plot(rows, plot_out)
     table = Table(title=f"openb sweep: unallocated GPU % at 100 % arrived ({len(rows)} replays)")
     table.add_column("pod list")
     table.add_column("policy")
