@@ -309,7 +309,12 @@ def explain(
             console.print(f"{wanted}: {said}", highlight=False, markup=False, soft_wrap=True)
         return
     key = _job_key(snapshot.jobs, job)
-    explanation = explain_job(snapshot, conf, key, facts.now)
+    try:
+        explanation = explain_job(snapshot, conf, key, facts.now)
+    except Exception as exc:  # the scheduler sets such a job aside and goes on; explain says what it hit
+        raise _fail(f"{key}: explaining it raised {type(exc).__name__}: {str(exc)[:300]} (the scheduler sets such a "
+                    f"job aside, retries it with back-off and schedules every other job; its PodGroup's "
+                    f"Unschedulable condition and SchedulingError Events carry the same error)") from None
     accounts = ChipAccounts(settings_of(conf))
     maps = {name: chip_map(snapshot, name, accounts) for name in node or []}
     missing = [name for name in node or [] if name not in snapshot.nodes.index]

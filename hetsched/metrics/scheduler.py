@@ -83,6 +83,8 @@ class SchedulerMetrics:
             "Pending pods left unplaced by a cycle, by first reason (one count per pod per cycle)",
             ["reason"], registry=r)
         self.bind_failures = Counter("hetsched_bind_failures", "Binds the API refused", registry=r)
+        self.set_aside = Counter("hetsched_scheduler_set_aside", "Jobs set aside because handling them raised "
+                                 "(the rest of the cycle went on without them)", registry=r)
         self.evictions = Counter("hetsched_evictions", "Evictions requested", ["action"], registry=r)
         self.eviction_failures = Counter("hetsched_eviction_failures", "Evictions refused or moot", registry=r)
         self.accounts = ChipAccounts(settings)
@@ -148,6 +150,7 @@ class SchedulerMetrics:
             for value in values:
                 child.observe(value)
         self.bind_failures.inc(len(result.failed_binds))
+        self.set_aside.inc(len(result.set_aside))
         for eviction in decisions.evictions:
             self.evictions.labels(eviction.action).inc()
         self.eviction_failures.inc(len(result.failed_evictions))

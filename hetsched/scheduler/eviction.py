@@ -308,13 +308,14 @@ def _enough(session: Session, job: JobInfo) -> bool:
 def starving(session: Session) -> list[JobInfo]:
     """Jobs whose gang is not met and that may evict: pending pods, not placed this cycle, not blocked by
     a static predicate on every node; highest priority first, then oldest."""
-    jobs = [
-        job for job in session.snapshot.active.values()
-        if job.phase in ("Inqueue", "Running") and job.preempts and not job.unresolvable
-        and session.job_starving(job)
-        and any(g.pending and not g.best_effort for g in job.groups)
-        and session.snapshot.queues[job.queue].state == "Open"
-    ]
+    jobs = []
+    for job in session.jobs():
+        with session.working_on(job):
+            if (job.phase in ("Inqueue", "Running") and job.preempts and not job.unresolvable
+                    and session.job_starving(job)
+                    and any(g.pending and not g.best_effort for g in job.groups)
+                    and session.snapshot.queues[job.queue].state == "Open"):
+                jobs.append(job)
     return sorted(jobs, key=lambda j: (-j.priority, j.created, j.key))
 
 

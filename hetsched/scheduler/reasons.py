@@ -73,6 +73,8 @@ class ReasonCode(enum.Enum):
     NO_HYPERNODE_ROOM = "NoHyperNodeRoom"
     HYPERNODE_SPLIT = "HyperNodeSplit"
     SUBGROUP_NO_ROOM = "SubGroupNoRoom"
+    SET_ASIDE = "SchedulingError"
+    """Handling the job raised (a bug, or input no check caught): it is set aside with back-off."""
 
 
 Amounts = tuple[tuple[str, int, int], ...]
@@ -208,6 +210,9 @@ SPECS: dict[ReasonCode, Spec] = {
                   + _join(r, "amounts", "{resource} (minResources {amount} > capability {limit})"),
         "queue capability"),
     ReasonCode.QUEUE_MISSING: Spec(("queue",), "queue {queue} does not exist", "queue missing"),
+    ReasonCode.SET_ASIDE: Spec(
+        ("error", "backoff"), "scheduling this job raised an error ({error}); it is set aside for {backoff:g} s "
+        "and retried then, while every other job is scheduled", "scheduling error"),
     ReasonCode.QUEUE_NOT_OPEN: Spec(("queue", "state"), "queue {queue} is {state}", "queue closed"),
     ReasonCode.QUEUE_NOT_LEAF: Spec(("queue",), "queue {queue} has child queues; jobs go to leaf queues",
                                     "queue not leaf"),

@@ -11,6 +11,16 @@ each assumed in the cache before the bind call and forgotten if the bind fails �
 pipelined pods, then PodGroup conditions. A failed bind (the pod vanished or was bound elsewhere) is
 reported in the cycle's result; the next cycle decides again from fresh state.
 
+Fault isolation: an exception while an action works on one job (``Session.handling`` names it: a plugin that
+raises on it, input no check caught, a bug) never aborts the cycle for everyone. The job is *set aside* —
+its PodGroup gets the ``Unschedulable`` condition with the error (``explain`` shows it), a Warning Event
+``SchedulingError`` and a count in the cycle's result (the ``hetsched_scheduler_set_aside_total`` metric) —
+and the cycle is decided again from a fresh snapshot without it (deciding has no side effects, so nothing
+half-done survives). A set-aside job is retried after a back-off that doubles with each failure
+(``SET_ASIDE_BASE`` … ``SET_ASIDE_MAX`` seconds of the injected clock). At most ``MAX_SET_ASIDE`` jobs are
+set aside per cycle; an exception no job can be blamed for (a plugin's session open or close) raises, as
+before, to the process, which logs it and retries the cycle.
+
 Observation: given a stopwatch (``ports.Stopwatch``; the process passes ``time.perf_counter``), a cycle
 measures its snapshot, each action, each plugin's session open/close, the apply phase and the whole cycle
 into :class:`CycleTimings`; every observer (``metrics.scheduler`` for Prometheus) then sees the finished
@@ -38,6 +48,7 @@ from hetsched.scheduler.actions.registry import ACTIONS
 from hetsched.scheduler.cache import KINDS, SchedulerCache
 from hetsched.scheduler.conf import SchedulerConf, default_conf
 from hetsched.scheduler.decisions import Decisions
+from hetsched.scheduler.reasons import Reason, ReasonCode
 from hetsched.scheduler.session import Session
 from hetsched.scheduler.snapshot import Snapshot
 
@@ -58,6 +69,22 @@ class CycleTimings:
         return sum(self.actions.values()) + sum(self.plugins.values())
 
 
+MAX_SET_ASIDE = 8
+"""Jobs set aside in one cycle before the cycle gives up (the others are caught in later cycles)."""
+SET_ASIDE_BASE = 10.0
+SET_ASIDE_MAX = 600.0
+
+
+@dataclass
+class SetAside:
+    """A job whose handling raised: skipped until ``until`` (the injected clock)."""
+
+    error: str
+    failures: int
+    until: float
+    backoff: float
+
+
 @dataclass
 class CycleResult:
     decisions: Decisions
@@ -67,6 +94,8 @@ class CycleResult:
     now: float = 0.0
     """The injected clock's reading at the start of the cycle."""
     timings: CycleTimings = field(default_factory=CycleTimings)
+    set_aside: list[tuple[str, str]] = field(default_factory=list)
+    """(job key, error) of each job set aside in this cycle (its handling raised)."""
 
 
 CycleObserver = Callable[[SchedulerCache, CycleResult], None]
@@ -87,6 +116,8 @@ class Scheduler:
         self.cache = SchedulerCache(scheduler_names, default_queue)
         self._unwatch = store.watch(KINDS, self.cache.handle)
         self.cycles = 0
+        self.set_aside: dict[str, SetAside] = {}
+        """Jobs whose handling raised, with their back-off (see the module docstring)."""
         self._reported: dict[str, str] = {}
         self._reported_at = -1
         self.stopwatch = stopwatch
@@ -98,30 +129,64 @@ class Scheduler:
     def _tick(self) -> float:
         return self.stopwatch() if self.stopwatch is not None else 0.0
 
-    def decide(self, timings: CycleTimings | None = None, now: float | None = None) -> tuple[Snapshot, Decisions]:
-        """One cycle without side effects: the pure part (used directly by the benchmark)."""
+    def decide(self, timings: CycleTimings | None = None, now: float | None = None,
+               set_aside: list[tuple[str, str]] | None = None) -> tuple[Snapshot, Decisions]:
+        """One cycle without side effects: the pure part (used directly by the benchmark). A job whose
+        handling raises is set aside (appended to ``set_aside``) and the cycle decided again without it."""
         timings = timings if timings is not None else CycleTimings()
         now = self.clock.now() if now is None else now
-        started = self._tick()
-        snapshot = self.cache.snapshot()
-        timings.snapshot = self._tick() - started
-        session = Session(snapshot, self.conf, now=now, stopwatch=self.stopwatch)
-        for action in self.conf.action_names:
-            began = self._tick()
-            ACTIONS[action](session)
-            timings.actions[action] = timings.actions.get(action, 0.0) + self._tick() - began
-        decisions = session.close()
-        timings.plugins = session.plugin_seconds
-        return snapshot, decisions
+        for attempt in range(MAX_SET_ASIDE + 1):
+            started = self._tick()
+            snapshot = self.cache.snapshot()
+            timings.snapshot += self._tick() - started
+            held = {key: Reason.of(ReasonCode.SET_ASIDE, error=entry.error, backoff=entry.backoff)
+                    for key, entry in self.set_aside.items() if entry.until > now}
+            session = Session(snapshot, self.conf, now=now, stopwatch=self.stopwatch, set_aside=held)
+            try:
+                for action in self.conf.action_names:
+                    began = self._tick()
+                    ACTIONS[action](session)
+                    timings.actions[action] = timings.actions.get(action, 0.0) + self._tick() - began
+                decisions = session.close()
+            except Exception as exc:
+                culprit = session.handling
+                if culprit is None or attempt == MAX_SET_ASIDE:
+                    raise
+                error = self._set_aside(culprit, exc, now)
+                if set_aside is not None:
+                    set_aside.append((culprit, error))
+                continue
+            timings.plugins = session.plugin_seconds
+            self._forget_recovered(snapshot, now)
+            return snapshot, decisions
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _set_aside(self, key: str, exc: Exception, now: float) -> str:
+        error = f"{type(exc).__name__}: {exc}"[:300]
+        previous = self.set_aside.get(key)
+        failures = previous.failures + 1 if previous is not None else 1
+        backoff = min(SET_ASIDE_BASE * 2 ** (failures - 1), SET_ASIDE_MAX)
+        self.set_aside[key] = SetAside(error, failures, now + backoff, backoff)
+        return error
+
+    def _forget_recovered(self, snapshot: Snapshot, now: float) -> None:
+        """Drop the set-aside records of jobs retried without an error, and of jobs that are gone or settled."""
+        for key in [k for k, entry in self.set_aside.items() if entry.until <= now or k not in snapshot.active]:
+            del self.set_aside[key]
 
     def run_once(self) -> CycleResult:
         started = self._tick()
         timings = CycleTimings()
         now = self.clock.now()
-        snapshot, decisions = self.decide(timings, now)
+        set_aside: list[tuple[str, str]] = []
+        snapshot, decisions = self.decide(timings, now, set_aside)
         applying = self._tick()
         self.cycles += 1
-        result = CycleResult(decisions, snapshot, now=now, timings=timings)
+        result = CycleResult(decisions, snapshot, now=now, timings=timings, set_aside=set_aside)
+        for key, message in set_aside:
+            podgroup = self.cache.podgroup(key)
+            if podgroup is not None:
+                self.status.record_event(podgroup, "SchedulingError", f"set aside: {message}", "Warning")
         for key, update in decisions.podgroups.items():
             if update.phase is not None:
                 self._update_podgroup(key, update.phase, None)

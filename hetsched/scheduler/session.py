@@ -9,7 +9,8 @@ The combination rules are documented in ``scheduler.framework``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,7 @@ from hetsched.scheduler.snapshot import JobInfo, QueueInfo, RunningPod, Snapshot
 
 class Session:
     def __init__(self, snapshot: Snapshot, conf: SchedulerConf, now: float = 0.0,
-                 stopwatch: Stopwatch | None = None) -> None:
+                 stopwatch: Stopwatch | None = None, set_aside: Mapping[str, Reason] | None = None) -> None:
         self.snapshot = snapshot
         self.nodes = snapshot.nodes
         self.conf = conf
@@ -63,6 +64,14 @@ class Session:
         self.node_mask: BoolArray | None = None
         """While a gang with a network-topology bound is placed: the nodes of the HyperNode it is tried in
         (``scheduler.placement``); None: every node."""
+        self.handling: str | None = None
+        """The job an action is working on (its key), None between jobs: when something raises, the runner
+        sets this job aside and runs the cycle again without it (``scheduler.runner``)."""
+        for key, why in (set_aside or {}).items():  # raised in an earlier attempt: no action touches them
+            job = snapshot.job(key)
+            if job is not None and not job.shared:
+                job.set_aside = True
+                self.decisions.unschedulable[key] = Status(Code.UNSCHEDULABLE, (why,), "isolation")
         self.bind_annotations: dict[str, dict[str, str]] = {}
         """Pod key → annotations to write at bind (device hand-off), filled by plugins on allocation."""
         self.plugins: list[Plugin] = []
@@ -122,7 +131,22 @@ class Session:
         return (-queue.priority, *(p.queue_order_key(queue) for p in self._queue_order), queue.name)
 
     def job_order_key(self, job: JobInfo) -> tuple[Any, ...]:
-        return (*(p.job_order_key(job) for p in self._job_order), job.created, job.key)
+        self.handling = job.key
+        key = (*(p.job_order_key(job) for p in self._job_order), job.created, job.key)
+        self.handling = None
+        return key
+
+    @contextmanager
+    def working_on(self, job: JobInfo) -> Iterator[None]:
+        """Around an action's work on one job: :attr:`handling` names it, and stays naming it when the work
+        raises (the runner reads it to set the job aside)."""
+        previous, self.handling = self.handling, job.key
+        yield
+        self.handling = previous
+
+    def jobs(self) -> list[JobInfo]:
+        """The active jobs actions may act on: every one not set aside (``JobInfo.set_aside``)."""
+        return [job for job in self.snapshot.active.values() if not job.set_aside]
 
     def task_order_key(self, group: TaskGroup) -> tuple[Any, ...]:
         return (*(p.task_order_key(group) for p in self._task_order), group.pending[0])

@@ -238,6 +238,9 @@ class JobInfo:
     """Disruption budget: how many of its pods may be missing at once through voluntary evictions."""
     short: int | None = None
     """Pods the gang lacked at its last attempt this cycle (None when not attempted)."""
+    set_aside: bool = False
+    """Handling this job raised in an earlier attempt (``scheduler.runner``'s fault isolation): no action
+    places, admits or evicts for it until its back-off ends; everything else is scheduled meanwhile."""
     subgroups: dict[str, NetworkTopology] = field(default_factory=dict)
     """Network-bounded sub-groups with pending pods → the bound each must stay within."""
     shared: bool = False

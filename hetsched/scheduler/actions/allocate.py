@@ -25,29 +25,34 @@ NAME = "allocate"
 
 def _candidates(session: Session) -> list[JobInfo]:
     enqueue_configured = "enqueue" in session.conf.action_names
-    jobs = []
-    for job in session.snapshot.active.values():
-        if job.phase == "Pending":
-            if enqueue_configured:
-                continue
-            job.phase = "Inqueue"  # without an enqueue action every job is admitted (Volcano's behaviour)
-            session.decisions.podgroups[job.key] = PodGroupUpdate("Inqueue", None)
-        if job.phase not in ("Inqueue", "Running") or not any(g.pending and not g.best_effort for g in job.groups):
-            continue
-        if session.snapshot.queues[job.queue].state == "NotFound":
-            session.decisions.unschedulable[job.key] = Status(
-                Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_MISSING, queue=job.queue),), NAME)
-            continue
-        valid = session.job_valid(job)
-        if not valid.ok:
-            session.decisions.unschedulable[job.key] = valid
-            continue
-        parked = session.snapshot.parked.get(job.key)
-        if parked is not None:  # no room for it last time, and none freed since (``cache.parked``)
-            session.decisions.unschedulable[job.key], job.short = parked
-            continue
-        jobs.append(job)
+    jobs: list[JobInfo] = []
+    for job in session.jobs():
+        with session.working_on(job):
+            _candidate(session, job, enqueue_configured, jobs)
     return jobs
+
+
+def _candidate(session: Session, job: JobInfo, enqueue_configured: bool, jobs: list[JobInfo]) -> None:
+    if job.phase == "Pending":
+        if enqueue_configured:
+            return
+        job.phase = "Inqueue"  # without an enqueue action every job is admitted (Volcano's behaviour)
+        session.decisions.podgroups[job.key] = PodGroupUpdate("Inqueue", None)
+    if job.phase not in ("Inqueue", "Running") or not any(g.pending and not g.best_effort for g in job.groups):
+        return
+    if session.snapshot.queues[job.queue].state == "NotFound":
+        session.decisions.unschedulable[job.key] = Status(
+            Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_MISSING, queue=job.queue),), NAME)
+        return
+    valid = session.job_valid(job)
+    if not valid.ok:
+        session.decisions.unschedulable[job.key] = valid
+        return
+    parked = session.snapshot.parked.get(job.key)
+    if parked is not None:  # no room for it last time, and none freed since (``cache.parked``)
+        session.decisions.unschedulable[job.key], job.short = parked
+        return
+    jobs.append(job)
 
 
 def execute(session: Session) -> None:
@@ -64,10 +69,12 @@ def execute(session: Session) -> None:
     served: list[JobInfo] = []
     for job in jobs_by_queue(session, jobs, skip):
         served.append(job)
-        place_job(session, job, [g for g in job.groups if not g.best_effort])
+        with session.working_on(job):
+            place_job(session, job, [g for g in job.groups if not g.best_effort])
     for job in served:
-        if session.job_ready(job):
-            place_job(session, job, [g for g in job.groups if not g.best_effort], gang=False)
+        with session.working_on(job):
+            if session.job_ready(job):
+                place_job(session, job, [g for g in job.groups if not g.best_effort], gang=False)
     for job in jobs:
         if job.failure is not None:
             code = Code.WAIT if job.pipelined else (

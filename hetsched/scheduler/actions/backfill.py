@@ -17,16 +17,17 @@ NAME = "backfill"
 
 def execute(session: Session) -> None:
     jobs = [
-        job for job in session.snapshot.active.values()
+        job for job in session.jobs()
         if job.phase in ("Inqueue", "Running") and any(g.best_effort and g.pending for g in job.groups)
     ]
     for job in sorted(jobs, key=session.job_order_key):
         groups = [g for g in job.groups if g.best_effort]
         job.best_effort_counts = False
         try:
-            if session.job_ready(job):
-                place_job(session, job, groups, gang=False)
-            elif session.job_valid(job).ok:
-                place_job(session, job, groups)
+            with session.working_on(job):
+                if session.job_ready(job):
+                    place_job(session, job, groups, gang=False)
+                elif session.job_valid(job).ok:
+                    place_job(session, job, groups)
         finally:
             job.best_effort_counts = True

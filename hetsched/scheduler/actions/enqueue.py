@@ -22,27 +22,29 @@ NAME = "enqueue"
 
 
 def execute(session: Session) -> None:
-    pending = [job for job in session.snapshot.active.values() if job.phase == "Pending"]
+    pending = [job for job in session.jobs() if job.phase == "Pending"]
     queues = session.snapshot.queues
     capacity = session.snapshot.total_capacity()
     names = session.snapshot.resources.names
     for job in jobs_by_queue(session, pending):
-        larger = np.flatnonzero((job.min_resources > 0) & (job.min_resources > capacity + 1e-6))
-        if larger.size:  # no amount of waiting helps: say so, do not let it wait as if it could run
-            amounts = tuple((names[c], int(job.min_resources[c]), int(capacity[c])) for c in larger)
-            larger_than = Reason.of(ReasonCode.LARGER_THAN_CLUSTER, amounts=amounts)
-            session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (larger_than,), NAME)
-            continue
-        state = queues[job.queue].state
-        if state != "Open":
-            closed = queue_state_reason(job.queue, state)
-            session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (closed,), NAME)
-            continue
-        admitted = session.job_enqueueable(job)
-        if not admitted.ok:
-            session.decisions.unschedulable[job.key] = admitted
-            continue
-        job.phase = "Inqueue"
-        session.job_enqueued(job)
-        session.decisions.enqueued.append(job.key)
-        session.decisions.podgroups[job.key] = PodGroupUpdate("Inqueue", None)
+        with session.working_on(job):
+            larger = np.flatnonzero((job.min_resources > 0) & (job.min_resources > capacity + 1e-6))
+            if larger.size:  # no amount of waiting helps: say so, do not let it wait as if it could run
+                amounts = tuple((names[c], int(job.min_resources[c]), int(capacity[c])) for c in larger)
+                larger_than = Reason.of(ReasonCode.LARGER_THAN_CLUSTER, amounts=amounts)
+                session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (larger_than,),
+                                                                  NAME)
+                continue
+            state = queues[job.queue].state
+            if state != "Open":
+                closed = queue_state_reason(job.queue, state)
+                session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (closed,), NAME)
+                continue
+            admitted = session.job_enqueueable(job)
+            if not admitted.ok:
+                session.decisions.unschedulable[job.key] = admitted
+                continue
+            job.phase = "Inqueue"
+            session.job_enqueued(job)
+            session.decisions.enqueued.append(job.key)
+            session.decisions.podgroups[job.key] = PodGroupUpdate("Inqueue", None)

@@ -29,5 +29,6 @@ def execute(session: Session) -> None:
             if pod.job != job.key and jobs[pod.job].queue == job.queue and jobs[pod.job].priority < job.priority
         ]
         if candidates:
-            evict_for(session, NAME, job, candidates,
-                      f"preempted by {job.key} (priority {job.priority}) in queue {job.queue}")
+            with session.working_on(job):
+                evict_for(session, NAME, job, candidates,
+                          f"preempted by {job.key} (priority {job.priority}) in queue {job.queue}")

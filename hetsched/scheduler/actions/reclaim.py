@@ -68,6 +68,7 @@ def execute(session: Session) -> None:
             if _above(session, queues[jobs[pod.job].queue], mine) and jobs[pod.job].priority <= job.priority
         ]
         if candidates:
-            evict_for(session, NAME, job, candidates,
-                      f"reclaimed by queue {mine} (below its deserved share) for {job.key}",
-                      partial(_unit_allowed, session, mine))
+            with session.working_on(job):
+                evict_for(session, NAME, job, candidates,
+                          f"reclaimed by queue {mine} (below its deserved share) for {job.key}",
+                          partial(_unit_allowed, session, mine))
