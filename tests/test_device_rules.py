@@ -6,6 +6,9 @@ Ascend 910B x8/x16, 310P Duo cards, Cambricon MLU-Link modes and NVIDIA link mat
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +17,7 @@ from hetsched.devices.ascend310p import Ascend310PDuo
 from hetsched.devices.ascend910 import LEFT, RIGHT, Ascend910Compat, Ascend910Hccs
 from hetsched.devices.ascend910b import Ascend910B8, Ascend910B16
 from hetsched.devices.cambricon import MLULink
+from hetsched.devices.generic import Generic
 from hetsched.devices.nvidia import NvidiaLinks
 from hetsched.devices.policy import bits, popcount
 
@@ -154,3 +158,23 @@ def test_victims_always_free_a_legal_set_and_choices_are_legal(data: st.DataObje
         for pod in victims:
             released |= held[pod]
         assert policy.choose(free | released, n) != 0
+
+
+@pytest.mark.parametrize("make", [lambda: Generic(12), Ascend910B16, lambda: Ascend310PDuo(8)],
+                         ids=["generic-12", "910b-16", "310p-duo-8"])
+def test_answers_computed_on_demand_equal_the_full_tables(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nodes with more than TABLE_CHIPS chips are answered per free mask on demand (issue 29); the answers are
+    exactly the full tables' for every mask and request, as arrays and one mask at a time."""
+    from hetsched.devices import policy as module
+
+    chosen = make()
+    masks = np.arange(1 << chosen.CHIPS, dtype=np.int64)
+    for n in range(1, chosen.CHIPS + 1):
+        full = chosen._build_tables(n)
+        monkeypatch.setattr(module, "TABLE_CHIPS", 0)
+        lazy = chosen._build_tables(n)
+        monkeypatch.undo()
+        assert isinstance(lazy.choice, module.Computed)
+        assert np.array_equal(lazy.choice[masks], full.choice) and np.array_equal(lazy.score[masks], full.score)
+        assert np.array_equal(lazy.capacity(masks[::7]), full.capacity(masks[::7]))
+        assert int(lazy.choice[int(masks[-1])]) == int(full.choice[-1])

@@ -306,3 +306,28 @@ def test_a_pod_chooses_its_own_mlu_link_policy() -> None:
     assert "no free chip set that meets the device topology" in h.condition("restricted")
     assert "annotation hetsched.io/mlu-link-policy must be one of best-effort, guaranteed, restricted, " \
            "got 'strict'" in h.condition("typo")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("chips", [32, 48, 63])
+def test_a_node_with_many_chips_schedules_every_chip_once(chips: int) -> None:
+    """Issue 29: a 32-chip node built a 2^32-entry lookup table (a 32 GiB MemoryError inside the cycle) and
+    chips 16 and up were never charged to the pods holding them. Now nodes up to 63 chips of a kind are
+    answered per free mask on demand: four-chip pods fill the node exactly, every chip given once, chips
+    above 15 included, and the next pod waits for room."""
+    pods = chips // 4
+    objects: list[AnyObject] = [accel_node("big", topology="generic", chips=chips, cpu="512"),
+                                *gang("fill", pods, limits={ASCEND: 4}, cpu="1"), *gang("late", 1, limits={ASCEND: 4},
+                                                                                        cpu="1")]
+    h = harness(objects)
+    h.cycle()
+    h.cycle()
+    given = allocations(h)
+    held = [chip for name, (_, chosen) in given.items() if name.startswith("fill") for chip in chosen[ASCEND]]
+    assert len(given) == pods and sorted(held) == list(range(4 * pods)), given
+    assert "late-0" not in given  # no room left: it is not given a chip someone holds
+    # the cache charged what the pods hold, ids above 15 included: the last pod freed lets "late" in
+    h.cluster.delete("Pod", "default/fill-0")
+    h.cycle()
+    late = allocations(h).get("late-0")
+    assert late is not None and sorted(late[1][ASCEND]) == sorted(given["fill-0"][1][ASCEND])

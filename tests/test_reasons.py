@@ -20,7 +20,7 @@ SAMPLES: dict[str, Any] = {
     "missing": 2, "min_member": 4, "cause": nodes_unavailable(12, {INSUFFICIENT: 12}), "pods": 3,
     "amounts": (("huawei.com/Ascend910", 16000, 8000), ("cpu", 4500, -1)), "state": "Closed", "child": "team-a",
     "factor": 1.2, "bound": "tier ≤ 2", "tier": 2, "needed": 4, "best": 3, "domains": 3, "subgroup": "shard/1",
-    "error": "allocate: ZeroDivisionError: division by zero", "backoff": 20.0,
+    "error": "allocate: ZeroDivisionError: division by zero", "backoff": 20.0, "valid": 3, "failed": 1,
 }
 
 

@@ -22,7 +22,7 @@ from hetsched.api.objects import AnyObject, Pod
 from hetsched.cluster.spec import parse_cluster_spec
 from hetsched.scheduler.conf import DEFAULT_CONF_YAML, ConfError, parse_conf
 from hetsched.sim.simulator import Simulation
-from tests.builders import accel_node, gang, harness, pod, podgroup, priority_class, queue
+from tests.builders import accel_node, gang, harness, node, pod, podgroup, priority_class, queue
 from tests.test_preemption import ASCEND, CONF, evicted, pods_of, running
 
 GPU = "nvidia.com/gpu"
@@ -239,3 +239,15 @@ def test_generate_name_is_named_on_creation_and_nodes_carry_every_kubelets_label
     with pytest.raises(ManifestError, match=r"metadata: name: required field is missing \(or give "
                                             r"metadata.generateName\)"):
         load_text(GENERATED.replace("{generateName: train-}", "{namespace: x}"))
+
+
+def test_a_gang_with_a_failed_pod_is_not_valid_and_says_why() -> None:
+    """Volcano's ValidTaskNum leaves failed pods out: a 2-pod gang (minMember 2) whose pod failed is not
+    placed half, and its PodGroup says a pod failed, not nothing (issue 29)."""
+    h = harness([node("n1", cpu="4"), *gang("g", 2)])
+    failed = h.cluster.get("Pod", "default/g-1")
+    assert isinstance(failed, Pod)
+    h.cluster.update(failed.model_copy(update={"status": failed.status.model_copy(update={"phase": "Failed"})}))
+    h.cycle()
+    assert h.bindings() == {}
+    assert "1 pod(s) of the gang failed: 1 valid pod(s), the gang needs minMember=2" in h.condition("g")

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hetsched.api.validation import first_problem
+from hetsched.devices.policy import MAX_CHIPS
 
 NODE_ANNOTATION = "hetsched.io/devices"
 ASCEND_NAMESPACE = "kube-system"
@@ -70,7 +71,8 @@ Health = Literal["Healthy", "Unhealthy", "NetworkUnhealthy"]
 
 class Chip(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    id: int = Field(ge=0, le=63)
+    id: int = Field(ge=0, le=MAX_CHIPS - 1)
+    """A node's chips of one resource are one int64 bitmask in the scheduler: ids 0–62."""
     health: Health = "Healthy"
     numa: int = Field(default=0, ge=0)
     memoryMiB: int = Field(default=0, ge=0)

@@ -5,9 +5,11 @@ plugin uses :meth:`TopologyPolicy.tables` to evaluate all nodes at once.
 
 A node's free chips of one resource are a bitmask (bit i = chip i). A policy answers, for a request of
 ``n`` chips on a free mask: is ``n`` legal, which chips to take (a mask, 0 = infeasible, with the policy's
-preference order) and how well the node fits (a score, higher is better). Because a node has at most 16
-chips of one kind, these answers are precomputed for *every* possible free mask (2^chips entries) on first
-use; evaluating 10,000 nodes is then one array lookup.
+preference order) and how well the node fits (a score, higher is better). For the usual servers (at most
+``TABLE_CHIPS`` = 16 chips of one kind) these answers are precomputed for *every* possible free mask
+(2^chips entries, at most 65,536) on first use; evaluating 10,000 nodes is then one array lookup. Larger
+nodes (up to ``MAX_CHIPS``, the most a 64-bit mask holds with its sign bit clear) are answered per distinct
+free mask on demand and remembered (:class:`Computed`): never a table of 2^32 entries for a 32-chip node.
 
 Invariants (checked by property tests): ``choose`` returns 0 or a subset of ``free`` with exactly ``n`` bits,
 and only for legal ``n``.
@@ -15,14 +17,22 @@ and only for legal ``n``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+TABLE_CHIPS = 16
+"""Policies of at most this many chips get full lookup tables; larger ones compute answers on demand."""
+MAX_CHIPS = 63
+"""Chips of one resource on one node: masks are int64 (bit 63, the sign, stays clear)."""
+MAX_REMEMBERED = 1 << 18
+"""Answers a :class:`Computed` keeps before it starts afresh (bounded memory whatever the masks)."""
 
 
 def popcount(mask: int) -> int:
@@ -42,12 +52,39 @@ def lowest(mask: int, n: int) -> int:
     return chosen if popcount(chosen) == n else 0
 
 
+class Computed:
+    """A lookup "table" indexed like an array (an int or an array of free masks) whose entries are computed
+    on first use and remembered: for nodes with more chips than a full table can hold."""
+
+    def __init__(self, answer: Callable[[int], float], dtype: type[np.int64] | type[np.float64]) -> None:
+        self._answer = answer
+        self._dtype = dtype
+        self._known: dict[int, float] = {}
+
+    def _one(self, mask: int) -> float:
+        found = self._known.get(mask)
+        if found is None:
+            if len(self._known) >= MAX_REMEMBERED:
+                self._known.clear()
+            found = self._known[mask] = self._answer(mask)
+        return found
+
+    def __getitem__(self, masks: Any) -> Any:
+        if isinstance(masks, int | np.integer):
+            return self._dtype(self._one(int(masks)))
+        array = np.asarray(masks, dtype=np.int64)
+        unique, inverse = np.unique(array, return_inverse=True)
+        values = np.fromiter((self._one(int(m)) for m in unique), dtype=self._dtype, count=len(unique))
+        return values[inverse].reshape(array.shape)
+
+
 @dataclass(frozen=True)
 class Tables:
-    """Per free mask (index): the chips chosen for one pod (0 = infeasible) and the fit score."""
+    """Per free mask (index): the chips chosen for one pod (0 = infeasible) and the fit score — arrays of
+    2^chips entries, or :class:`Computed` lookups for larger nodes."""
 
-    choice: IntArray
-    score: FloatArray
+    choice: Any
+    score: Any
 
     def capacity(self, free: IntArray) -> IntArray:
         """How many pods of this size fit on each node, taking chips in the policy's order."""
@@ -159,6 +196,9 @@ class TopologyPolicy:
         return tables
 
     def _build_tables(self, n: int) -> Tables:
+        if self.CHIPS > TABLE_CHIPS:
+            return Tables(Computed(lambda free: self._checked_choice(free, n), np.int64),
+                          Computed(lambda free: self.score(free, n) if self.choose(free, n) else 0.0, np.float64))
         size = 1 << self.CHIPS
         choice = np.zeros(size, dtype=np.int64)
         score = np.zeros(size, dtype=np.float64)
@@ -169,6 +209,11 @@ class TopologyPolicy:
                 choice[free] = chosen
                 score[free] = self.score(free, n)
         return Tables(choice, score)
+
+    def _checked_choice(self, free: int, n: int) -> int:
+        chosen = self.choose(free, n)
+        assert chosen & ~free == 0 and (not chosen or popcount(chosen) == n), (self.NAME, free, n, chosen)
+        return chosen
 
     def _key(self) -> tuple[object, ...]:
         """Parameters that change the policy's answers (part of the table cache key)."""

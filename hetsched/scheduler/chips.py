@@ -25,13 +25,10 @@ from hetsched.devices.policy import TopologyPolicy
 from hetsched.scheduler.framework import IntArray
 from hetsched.scheduler.snapshot import DeviceArrays, Snapshot
 
-_BYTE_COUNTS = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
-
 
 def popcounts(masks: IntArray) -> IntArray:
-    """Set bits per element (chip masks fit in 16 bits)."""
-    masks = masks.astype(np.int64)
-    counts: IntArray = _BYTE_COUNTS[masks & 0xFF] + _BYTE_COUNTS[(masks >> 8) & 0xFF]
+    """Set bits per element (chip masks: non-negative int64, up to 63 chips)."""
+    counts: IntArray = np.bitwise_count(masks.astype(np.int64)).astype(np.int64)
     return counts
 
 

@@ -59,6 +59,7 @@ class ReasonCode(enum.Enum):
     NODES_UNAVAILABLE = "NodesUnavailable"
     GANG_UNSCHEDULABLE = "GangUnschedulable"
     GANG_INCOMPLETE = "GangIncomplete"
+    GANG_FAILED_PODS = "GangHasFailedPods"
     LARGER_THAN_CLUSTER = "LargerThanCluster"
     LARGER_THAN_QUEUE = "LargerThanQueueCapability"
     QUEUE_MISSING = "QueueMissing"
@@ -201,6 +202,10 @@ SPECS: dict[ReasonCode, Spec] = {
     ReasonCode.GANG_INCOMPLETE: Spec(
         ("pods", "min_member"), "{pods}/{min_member} pods exist; the gang needs minMember={min_member}",
         "gang incomplete"),
+    ReasonCode.GANG_FAILED_PODS: Spec(
+        ("valid", "failed", "min_member"),
+        "{failed} pod(s) of the gang failed: {valid} valid pod(s), the gang needs minMember={min_member} (the job's "
+        "policies decide: restart the job, or a controller replaces the failed pods)", "gang has failed pods"),
     ReasonCode.LARGER_THAN_CLUSTER: Spec(
         ("amounts",), lambda r: "the gang is larger than the whole cluster: "
                                 + _join(r, "amounts", "{resource} {amount} > {limit}"), "larger than cluster"),

@@ -219,6 +219,9 @@ class JobInfo:
     total_pods: int
     allocated: FloatArray
     min_resources: FloatArray
+    failed: int = 0
+    """Pods that failed (or are being deleted while pending): counted in ``total_pods``, but not valid for the
+    gang (Volcano's ValidTaskNum leaves them out)."""
     # session state, changed by statements:
     session_allocated: int = 0
     session_placed: list[IntArray] = field(default_factory=list)

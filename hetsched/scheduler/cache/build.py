@@ -109,7 +109,7 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
             total_pods=len(group.pods), allocated=group.allocated.astype(np.float64),
             min_resources=resources.vector(podgroup.spec.minResources).astype(np.float64),
             preempts=not never and class_preempts(podgroup),
-            max_unavailable=_budget(podgroup, len(group.pods)), subgroups=subgroups,
+            max_unavailable=_budget(podgroup, len(group.pods)), subgroups=subgroups, failed=group.failed,
         )
         for (task, placement_key, priority, models, mlu_link, numa_policy, labels, subgroup), keys in (
                 by_placement.items()):

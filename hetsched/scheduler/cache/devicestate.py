@@ -38,6 +38,8 @@ from hetsched.scheduler.framework import IntArray
 from hetsched.scheduler.snapshot import NUMA_ANNOTATION, DeviceArrays, NumaArrays, sharing_mask
 
 CHIP_SLOTS = 16
+"""Columns of the per-chip arrays (shares, memory, NUMA) to start with: a resource's arrays widen to its
+highest chip id when a node with more chips arrives (up to ``devices.policy.MAX_CHIPS``)."""
 MAX_NUMA = 8
 
 
@@ -76,10 +78,24 @@ class ChipState:
             self.used = np.concatenate([self.used, zeros])
             self.unhealthy = np.concatenate([self.unhealthy, zeros])
             self.network = np.concatenate([self.network, zeros])
-            self.shared = np.vstack([self.shared, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
-            self.memory = np.vstack([self.memory, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
-            self.numa = np.vstack([self.numa, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
-            self.shared_memory = np.vstack([self.shared_memory, np.zeros((extra, CHIP_SLOTS), dtype=np.int64)])
+            slots = self.shared.shape[1]
+            self.shared = np.vstack([self.shared, np.zeros((extra, slots), dtype=np.int64)])
+            self.memory = np.vstack([self.memory, np.zeros((extra, slots), dtype=np.int64)])
+            self.numa = np.vstack([self.numa, np.zeros((extra, slots), dtype=np.int64)])
+            self.shared_memory = np.vstack([self.shared_memory, np.zeros((extra, slots), dtype=np.int64)])
+
+    def widen(self, slots: int) -> None:
+        """Give the per-chip arrays at least ``slots`` columns (chip ids ``0 … slots - 1``)."""
+        extra = slots - self.shared.shape[1]
+        if extra > 0:
+            self.version += 1
+            self.share_version += 1
+            rows = self.shared.shape[0]
+            pad = np.zeros((rows, extra), dtype=np.int64)
+            self.shared = np.hstack([self.shared, pad])
+            self.memory = np.hstack([self.memory, pad])
+            self.numa = np.hstack([self.numa, pad])
+            self.shared_memory = np.hstack([self.shared_memory, pad])
 
     def copy(self, rows: int) -> DeviceArrays:
         """A snapshot's view: ``used`` copied every time; the inventory facts and the fractional holdings
@@ -186,10 +202,10 @@ class DeviceLedger:
             state.chips[row] = device_set.mask()
             state.unhealthy[row] = device_set.mask("Unhealthy")
             state.network[row] = device_set.mask("NetworkUnhealthy")
+            state.widen(max(chip.id for chip in device_set.chips) + 1)
             for chip in device_set.chips:
-                if chip.id < CHIP_SLOTS:
-                    state.memory[row, chip.id] = chip.memoryMiB
-                    state.numa[row, chip.id] = min(chip.numa, MAX_NUMA - 1)
+                state.memory[row, chip.id] = chip.memoryMiB
+                state.numa[row, chip.id] = min(chip.numa, MAX_NUMA - 1)
 
     # ----------------------------------------------------------------------------- pods
 
@@ -235,16 +251,17 @@ class DeviceLedger:
                 continue
             share = requests.get(SHARE_OF.get(resource, ""), 0) // 1000
             memory = requests.get(MEMORY_OF.get(resource, ""), 0) // 1000
+            on_node = int(devices.chips[row])
             if share > 0:
-                taken = [c for c in named.get(resource, []) if c < CHIP_SLOTS] or self._room(
+                taken = [c for c in named.get(resource, []) if 0 <= c < 63 and on_node >> c & 1] or self._room(
                     devices, row, share, memory)[:1]  # bound without a hand-off: the first chip with room
                 if taken:
                     shares[resource] = (taken[0], share, memory)
             amount = requests.get(resource, 0)
             if amount <= 0:
                 continue
-            if resource in named:
-                mask = sum(1 << c for c in named[resource] if c < CHIP_SLOTS)
+            if resource in named:  # every chip id the node has is charged (a 32-chip node's 16–31 too)
+                mask = sum(1 << c for c in set(named[resource]) if 0 <= c < 63) & on_node
             else:
                 free = int(devices.chips[row] & ~devices.used[row] & ~devices.unhealthy[row])
                 mask = lowest(free, -(-amount // 1000)) or free
@@ -253,7 +270,8 @@ class DeviceLedger:
 
     @staticmethod
     def _room(devices: ChipState, row: int, share: int, memory: int) -> list[int]:
-        return [c for c in range(CHIP_SLOTS) if devices.chips[row] >> c & 1 and not devices.used[row] >> c & 1
+        return [c for c in range(devices.shared.shape[1])
+                if devices.chips[row] >> c & 1 and not devices.used[row] >> c & 1
                 and devices.shared[row, c] + share <= 1000
                 and (not memory or devices.shared_memory[row, c] + memory <= devices.memory[row, c])]
 

@@ -49,10 +49,11 @@ class Gang(Plugin, JobValid, JobReady, JobPipelined, JobStarving, JobOrder):
     NAME = NAME
 
     def job_valid(self, job: JobInfo) -> Status:
-        valid = job.total_pods
+        valid = job.total_pods - job.failed  # Volcano's ValidTaskNum: a failed pod never completes a gang
         if valid < job.min_member:
-            return Status(Code.UNSCHEDULABLE,
-                          (Reason.of(ReasonCode.GANG_INCOMPLETE, pods=valid, min_member=job.min_member),), NAME)
+            reason = Reason.of(ReasonCode.GANG_INCOMPLETE, pods=valid, min_member=job.min_member) if not job.failed \
+                else Reason.of(ReasonCode.GANG_FAILED_PODS, valid=valid, failed=job.failed, min_member=job.min_member)
+            return Status(Code.UNSCHEDULABLE, (reason,), NAME)
         return Status(Code.SUCCESS)
 
     def job_ready(self, job: JobInfo) -> bool:
