@@ -9,6 +9,7 @@ import http.client
 import json
 import socket
 import ssl
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -225,3 +226,120 @@ def test_a_hypernode_is_validated_like_every_volcano_object() -> None:
         assert response["allowed"] is False and message in response["status"]["message"]
         assert "HyperNode/leaf-0" in response["status"]["message"] and "spec.members[0].selector" in \
             response["status"]["message"]
+
+
+@pytest.mark.parametrize("replicas", [None, [1], {}, "1e400", True, -1, 10**12], ids=str)
+def test_odd_replicas_in_mutate_are_denied_naming_the_field_and_the_connection_lives(webhook: Any,
+                                                                                     replicas: Any) -> None:
+    """Issue 29: ``replicas: null`` (or a list, a mapping, 1e400) dropped the connection with a traceback; now
+    a denial naming the field, and the same keep-alive connection serves the next review."""
+    server, context, _ = webhook
+    connection = connect(server, context)
+    job = json.loads(json.dumps(JOB))
+    job["spec"]["tasks"][0]["replicas"] = replicas
+    body = json.dumps(review(job)).replace('"1e400"', "1e400").encode()  # JSON's 1e400: infinity once parsed
+    status, answer = post(connection, "/mutate", body)
+    assert status == 200 and answer["response"]["allowed"] is False, answer
+    assert "Job/train: spec.tasks[0].replicas: must be an integer from 0 to 100,000" in \
+        answer["response"]["status"]["message"]
+    status, answer = post(connection, "/mutate", review(JOB))
+    assert status == 200 and answer["response"]["allowed"] is True
+    connection.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_trickling_client_is_cut_off_at_the_deadline(webhook: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that sends its headers a byte at a time never times out a read (each byte comes in time);
+    the request's deadline cuts it off long before it could finish (here 2 s against the ~100 s the
+    trickle would take), so 2,000 such clients cannot hold 2,000 threads for ever."""
+    server, context, _ = webhook
+    monkeypatch.setattr(server.server, "DEADLINE", 2.0)
+    request = f"POST /validate HTTP/1.1\r\nHost: x\r\nX-Slow: {'a' * 300}\r\nContent-Length: 10\r\n\r\n".encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        cut = False
+        for index in range(len(request)):
+            try:
+                tls.sendall(request[index:index + 1])
+                tls.settimeout(0.3)
+                if tls.recv(1) == b"":
+                    cut = True
+                    break
+            except TimeoutError:
+                continue
+            except (OSError, ssl.SSLError):
+                cut = True
+                break
+        assert cut, "the trickled request was served to the end"
+        assert index < len(request) - 1
+
+
+@pytest.mark.timeout(120)
+def test_connections_beyond_the_limit_are_closed_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most ``max_connections`` connections (threads) at once: idle ones hold their slots (their read
+    timeout is long here), the next is closed at once instead of getting a thread, and a slot freed serves
+    a review again."""
+    from hetsched.cluster import webhook as module
+
+    monkeypatch.setattr(module._TLSServer, "TIMEOUT", 300.0)
+    monkeypatch.setattr(module._TLSServer, "DEADLINE", 300.0)
+    tls = generate(["127.0.0.1"])
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_bytes(tls.cert)
+    key.write_bytes(tls.key)
+    server = WebhookServer(str(cert), str(key), port=0, max_connections=4)
+    server.start()
+    context = ssl.create_default_context(cadata=tls.ca.decode())
+    idle = [socket.create_connection(("127.0.0.1", server.port), timeout=60) for _ in range(4)]
+    try:
+        for _ in range(3):  # over the limit: closed without a byte (a read would block 300 s otherwise)
+            with socket.create_connection(("127.0.0.1", server.port), timeout=60) as extra:
+                assert extra.recv(1) == b""
+        idle.pop().close()
+        for _ in range(200):  # the freed slot comes back once its thread has ended
+            connection = connect(server, context)
+            try:
+                status, answer = post(connection, "/validate", review(JOB))
+                break
+            except (OSError, http.client.HTTPException):
+                threading.Event().wait(0.05)
+            finally:
+                connection.close()
+        else:
+            raise AssertionError("no slot came back after a connection closed")
+        assert status == 200 and answer["response"]["allowed"] is True
+    finally:
+        for sock in idle:
+            sock.close()
+        server.stop()
+
+
+def test_large_reviews_wait_for_room_in_the_body_budget(tmp_path: Path) -> None:
+    """The bodies judged at once stay within the budget: with room for one maximal review, three sent
+    together are all answered (one after the other), none refused and none allowed unread."""
+    tls = generate(["127.0.0.1"])
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_bytes(tls.cert)
+    key.write_bytes(tls.key)
+    server = WebhookServer(str(cert), str(key), port=0, body_budget=MAX_BODY)
+    server.start()
+    context = ssl.create_default_context(cadata=tls.ca.decode())
+    job = json.loads(json.dumps(JOB))
+    job["metadata"]["annotations"] = {"filler": "x" * (MAX_BODY - 4096)}
+    answers: list[Any] = []
+
+    def send() -> None:
+        connection = connect(server, context)
+        answers.append(post(connection, "/validate", review(job)))
+        connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(3)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        server.stop()
+    assert len(answers) == 3 and all(status == 200 for status, _ in answers), [a[0] for a in answers]
+    assert server.server.budget.free == MAX_BODY

@@ -102,6 +102,8 @@ Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
 refused by their API server, so it is refused here, naming the field, before any arithmetic sees it."""
 Count32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
 Int64 = Annotated[int, Field(ge=-(2**63), le=INT64_MAX)]
+MAX_REPLICAS = 100_000
+"""Pods of one task (hetsched's bound, far below int32: the simulator and the webhook size work by it)."""
 
 
 class _Model(BaseModel):
@@ -719,7 +721,7 @@ class PartitionPolicy(_Strict):
 
 class TaskSpec(_Strict):
     name: Annotated[str, AfterValidator(lambda v: dns1123_label(v, "task name"))]
-    replicas: int = Field(default=1, ge=0, le=100_000)
+    replicas: int = Field(default=1, ge=0, le=MAX_REPLICAS)
     minAvailable: Count32 | None = None
     template: PodTemplateSpec
     policies: list[LifecyclePolicy] = Field(default_factory=list)

@@ -17,17 +17,28 @@ Who calls it: the API server (``ValidatingWebhookConfiguration`` → ``/validate
   look pods up) every review on this path is refused: it never allows what it could not check.
 - It cannot be tricked or blocked: a body that is not an AdmissionReview with a request and a uid gets
   HTTP 400; a review it cannot read (no object for a create or an update) is denied, never allowed; an
-  unknown path is 404; a body over ``MAX_BODY`` is refused (413) before it is read; JSON nested too deep is
-  a 400; each connection has a read timeout and its own thread (HTTP/1.1 keep-alive, so the API server
-  reuses it); metric labels are bounded (known paths and kinds, else ``other``).
+  odd value where a number belongs (``replicas: null``, ``[1]``, ``{}``, ``1e400``) is denied naming the
+  field, and any other error while judging one review is a denial (``code`` 500), never a dropped
+  connection or a traceback; an unknown path is 404; a body over ``MAX_BODY`` is refused (413) before it is
+  read; JSON nested too deep is a 400; metric labels are bounded (known paths and kinds, else ``other``).
+- It cannot be starved or blown past its memory limit: each connection has its own thread (HTTP/1.1
+  keep-alive, so the API server reuses it), at most ``MAX_CONNECTIONS`` at once (more are closed at once);
+  each recv waits at most ``TIMEOUT`` and a whole request — line, headers and body — must arrive within
+  ``DEADLINE`` (a client trickling a byte at a time is cut off); the bodies being read and judged at once
+  hold at most ``BODY_BUDGET`` bytes (a review waits for room, or gets 503 at its deadline), so 40
+  concurrent 7 MB reviews are judged a few at a time within the pod's 512 Mi.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
+import os
+import socket
 import ssl
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,7 +46,7 @@ from typing import Any
 
 from hetsched.api.job_update import update_problem
 from hetsched.api.manifest import parse_document
-from hetsched.api.objects import Job
+from hetsched.api.objects import MAX_REPLICAS, Job
 from hetsched.cluster.kubernetes import epoch_times
 from hetsched.cluster.restriction import Restriction
 from hetsched.metrics.agents import WebhookMetrics
@@ -47,6 +58,36 @@ KINDS = frozenset({"Job", "Queue", "PodGroup", "Command", "PodDisruptionBudget",
                    "HyperNode"})
 MAX_BODY = 8 * 2**20
 """Bytes of one review: an object and its old version, each within etcd's 1.5 MiB, with room to spare."""
+BODY_BUDGET = 24 * 2**20
+"""Bytes of review bodies read and judged at once (a 7 MB review becomes ~10× that as objects)."""
+MAX_CONNECTIONS = 128
+"""Connections served at once (each a thread); the API server keeps a few per replica."""
+DEADLINE = 15.0
+"""Seconds for one whole request to arrive and be judged (the API server's own webhook timeout is 10 s)."""
+
+
+class _Budget:
+    """Bytes that may be in flight; :meth:`take` waits until they are free, or until its deadline."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.free = size
+        self._changed = threading.Condition()
+
+    def take(self, amount: int, deadline: float) -> bool:
+        with self._changed:
+            while self.free < amount:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            self.free -= amount
+            return True
+
+    def give(self, amount: int) -> None:
+        with self._changed:
+            self.free += amount
+            self._changed.notify_all()
 
 
 class MalformedReview(ValueError):
@@ -78,7 +119,12 @@ def review(body: Any, path: str, restriction: Restriction | None = None) -> dict
         if problem:
             response = {"uid": uid, "allowed": False, "status": {"code": 400, "reason": "Invalid", "message": problem}}
     else:
-        patch = defaults(raw)
+        try:
+            patch = defaults(raw)
+        except BadValue as exc:
+            patch = []
+            response = {"uid": uid, "allowed": False, "status": {"code": 400, "reason": "Invalid",
+                                                                 "message": str(exc)}}
         if patch:
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
@@ -100,18 +146,41 @@ def validate(raw: dict[str, Any], old: dict[str, Any] | None) -> str:
     return ""
 
 
+class BadValue(ValueError):
+    """A field of the object under review that cannot be defaulted (denied, naming the field)."""
+
+
+def _replicas(task: dict[str, Any], index: int, name: str) -> int:
+    value = task.get("replicas", 1)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REPLICAS:
+        raise BadValue(f"{SOURCE}: Job/{name}: spec.tasks[{index}].replicas: must be an integer from 0 to "
+                       f"{MAX_REPLICAS:,}, got {json.dumps(value)[:40] if _jsonable(value) else type(value).__name__}")
+    return value
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return True
+
+
 def defaults(raw: dict[str, Any]) -> list[dict[str, Any]]:
-    """Volcano's Job defaults as JSON Patch operations (none for other kinds)."""
+    """Volcano's Job defaults as JSON Patch operations (none for other kinds); :class:`BadValue` for a value
+    the defaults would be computed from that is not one (``replicas: null``)."""
     if raw.get("kind") != "Job" or not isinstance(raw.get("spec"), dict):
         return []
     spec = raw["spec"]
+    metadata = raw.get("metadata")
+    name = str(metadata.get("name", ""))[:253] if isinstance(metadata, dict) else ""
     patch: list[dict[str, Any]] = []
     for field, value in (("schedulerName", "volcano"), ("queue", "default"), ("maxRetry", 3)):
         if field not in spec:
             patch.append({"op": "add", "path": f"/spec/{field}", "value": value})
     tasks = spec.get("tasks") if isinstance(spec.get("tasks"), list) else []
     if "minAvailable" not in spec:
-        total = sum(int(t.get("replicas", 1)) for t in tasks if isinstance(t, dict))
+        total = sum(_replicas(t, i, name) for i, t in enumerate(tasks) if isinstance(t, dict))
         patch.append({"op": "add", "path": "/spec/minAvailable", "value": total})
     for index, task in enumerate(tasks):
         if isinstance(task, dict) and not task.get("name"):
@@ -133,11 +202,19 @@ class _Handler(BaseHTTPRequestHandler):
         log.warning("admission request refused (%d): %s", code, message)
         self._answer(code, json.dumps({"error": message}).encode())
 
+    def handle_one_request(self) -> None:
+        """One request, within one deadline from the moment the server starts waiting for it (the server's
+        reaper cuts the connection when it passes: a trickling client cannot hold its thread)."""
+        server: _TLSServer = self.server  # type: ignore[assignment]
+        self.deadline = time.monotonic() + server.DEADLINE
+        server.watch(self.request, self.deadline)
+        try:
+            super().handle_one_request()
+        finally:
+            server.unwatch(self.request)
+
     def do_POST(self) -> None:
-        metrics: WebhookMetrics | None = getattr(self.server, "metrics", None)
-        started = time.perf_counter()
-        path = self.path.split("?", 1)[0]
-        label = path if path in PATHS else "other"
+        server: _TLSServer = self.server  # type: ignore[assignment]
         try:
             length = int(self.headers.get("Content-Length", ""))
         except ValueError:
@@ -146,16 +223,43 @@ class _Handler(BaseHTTPRequestHandler):
         if length < 0 or length > MAX_BODY:
             self.close_connection = True  # the body is not read
             return self._error(413, f"the review is {length:,} bytes; at most {MAX_BODY:,} are read")
+        if not server.budget.take(length, self.deadline):  # room for its bytes and what they become
+            self.close_connection = True
+            return self._error(503, "too many large reviews at once; retry")
+        try:
+            self._judge(length)
+        finally:
+            server.budget.give(length)
+
+    def _judge(self, length: int) -> None:
+        metrics: WebhookMetrics | None = getattr(self.server, "metrics", None)
+        started = time.perf_counter()
+        path = self.path.split("?", 1)[0]
+        label = path if path in PATHS else "other"
         data = self.rfile.read(length)
+        if len(data) < length:  # the client went away, or the deadline cut it off
+            self.close_connection = True
+            return
         if path not in PATHS:
             return self._error(404, f"unknown path {path[:100]!r}; the webhook serves {', '.join(PATHS)}")
+        body: Any = None
         try:
             body = json.loads(data)
+            del data
             result = review(body, path, getattr(self.server, "restriction", None))
         except (ValueError, RecursionError, UnicodeDecodeError) as exc:  # MalformedReview, JSON errors
             if metrics is not None:
                 metrics.reviews.labels(label, "other", "malformed").inc()
             return self._error(400, f"malformed AdmissionReview: {str(exc)[:200]}")
+        except Exception as exc:  # a bug on one odd object: denied (never allowed), and the next review served
+            log.warning("admission review failed: %s: %s", type(exc).__name__, str(exc)[:200])
+            request = body.get("request") if isinstance(body, dict) else None
+            uid = request.get("uid") if isinstance(request, dict) else None
+            if not isinstance(uid, str):
+                return self._error(400, "malformed AdmissionReview: the request has no uid")
+            result = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
+                "uid": uid, "allowed": False, "status": {"code": 500, "reason": "InternalError", "message": (
+                    f"{SOURCE}: the webhook could not judge this object ({type(exc).__name__}); it is refused")}}}
         if metrics is not None:
             kind = ((body["request"].get("kind") or {}) if isinstance(body["request"].get("kind"), dict) else {})
             kind_label = kind.get("kind") if kind.get("kind") in KINDS else "other"
@@ -176,37 +280,108 @@ class _Handler(BaseHTTPRequestHandler):
 class _TLSServer(ThreadingHTTPServer):
     """HTTPS where each connection's TLS handshake runs in that connection's own thread, bounded by
     ``TIMEOUT``: a client that connects and says nothing ties up only its own thread, never the accept
-    loop (so neither other reviews nor :meth:`WebhookServer.stop` wait on it)."""
+    loop (so neither other reviews nor :meth:`WebhookServer.stop` wait on it). At most
+    ``MAX_CONNECTIONS`` connections (threads) at once; a reaper thread cuts any whose request passed its
+    deadline (``DEADLINE``: the TLS handshake and each request, line to last byte)."""
 
     TIMEOUT = 10.0
+    DEADLINE = DEADLINE
+    REAP = 0.25
+    """Seconds between the reaper's looks at the deadlines."""
     daemon_threads = True
     request_queue_size = 1024
     """The listen backlog (socketserver's default is 5: a burst of connections beyond it waits for the
     clients' SYN retries, 1 s and 3 s — measured as a 2.6 s p99 with 100 clients before this)."""
 
-    def __init__(self, address: tuple[str, int], context: ssl.SSLContext) -> None:
+    def __init__(self, address: tuple[str, int], context: ssl.SSLContext,
+                 max_connections: int = MAX_CONNECTIONS, budget: int = BODY_BUDGET) -> None:
         super().__init__(address, _Handler)
         self.context = context
+        self.budget = _Budget(budget)
+        self.slots = threading.BoundedSemaphore(max_connections)
+        self._deadlines: dict[Any, float] = {}
+        self._raw: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._reaper = threading.Thread(target=self._reap, daemon=True, name="webhook-reaper")
+        self._reaper.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):  # full: close at once rather than queue a thread
+            log.warning("webhook: at its connection limit; refusing one from %s", client_address)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def watch(self, connection: Any, deadline: float) -> None:
+        with self._lock:
+            self._deadlines[connection] = deadline
+
+    def unwatch(self, connection: Any) -> None:
+        with self._lock:
+            self._deadlines.pop(connection, None)
+
+    def _reap(self) -> None:
+        while not self._stopped.wait(self.REAP):
+            now = time.monotonic()
+            with self._lock:
+                late = [c for c, deadline in self._deadlines.items() if deadline < now]
+                for connection in late:
+                    del self._deadlines[connection]
+                    raw = self._raw.get(connection, connection)
+                    with contextlib.suppress(OSError):
+                        raw.shutdown(socket.SHUT_RDWR)  # its blocked read returns; its thread ends
+
+    def server_close(self) -> None:
+        self._stopped.set()
+        super().server_close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed (cut at its deadline, reset by the client): one line, no traceback."""
+        error = sys.exc_info()[1]
+        log.debug("webhook connection from %s ended: %s: %s", client_address, type(error).__name__, error)
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         request.settimeout(self.TIMEOUT)
+        self.watch(request, time.monotonic() + self.DEADLINE)
         try:
             secure = self.context.wrap_socket(request, server_side=True)  # the handshake, in this thread
         except (OSError, ssl.SSLError) as exc:
             log.debug("TLS handshake with %s failed: %s", client_address, exc)
             return
+        finally:
+            self.unwatch(request)
+        # the TLS socket took the connection over; the reaper shuts it down through a second handle (a read
+        # blocked in the handler's thread then returns, without touching the TLS state from another thread)
+        handle = socket.socket(fileno=os.dup(secure.fileno()))
+        with self._lock:
+            self._raw[secure] = handle
         try:
             super().finish_request(secure, client_address)
         finally:
+            with self._lock:
+                self._raw.pop(secure, None)
+            handle.close()
             secure.close()
 
 
 class WebhookServer:
     def __init__(self, cert: str, key: str, host: str = "127.0.0.1", port: int = 9443,
-                 metrics: WebhookMetrics | None = None, restriction: Restriction | None = None) -> None:
+                 metrics: WebhookMetrics | None = None, restriction: Restriction | None = None, *,
+                 max_connections: int = MAX_CONNECTIONS, body_budget: int = BODY_BUDGET) -> None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
-        self.server = _TLSServer((host, port), context)
+        self.server = _TLSServer((host, port), context, max_connections, max(body_budget, MAX_BODY))
         self.server.metrics = metrics  # type: ignore[attr-defined]  # read by the handler
         self.server.restriction = restriction  # type: ignore[attr-defined]
         self.port = int(self.server.server_address[1])
