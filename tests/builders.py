@@ -3,6 +3,7 @@ cluster (the same code path the simulator and, later, the live scheduler use).""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,3 +182,13 @@ def tiny_openb_trace(folder: Path) -> Path:
         + "".join(f"p{i},{1000 * (1 + i % 7)},1024,{(0, 1, 1, 2)[i % 4]},{(0, 300, 1000, 1000)[i % 4]},,LS,"
                   "Running,0,1,0\n" for i in range(60)))
     return folder
+
+
+def handed_off(made: Pod, node_name: str, chips: dict[str, list[int]]) -> Pod:
+    """``made`` bound to ``node_name`` earlier by the scheduler, holding ``chips``: the hand-off with its
+    provenance stamp (the pod's uid and the node), as the scheduler writes it at bind."""
+    uid = f"uid-{made.metadata.namespace or 'default'}-{made.metadata.name}"
+    annotations = {**made.metadata.annotations, "hetsched.io/allocation": json.dumps(chips),
+                   "hetsched.io/allocation-for": f"{uid}/{node_name}"}
+    metadata = made.metadata.model_copy(update={"uid": uid, "annotations": annotations})
+    return made.model_copy(update={"metadata": metadata, "spec": made.spec.model_copy(update={"nodeName": node_name})})

@@ -156,40 +156,74 @@ def test_a_failing_tool_reports_every_chip_unhealthy_not_an_empty_list(world: Si
     stream.cancel()
 
 
+NODE = "npu-node-0"
+"""The node the plugin under test serves (the pods it reads are bound there)."""
+
+
 def bound_pod(name: str, uid: str, chips: list[int], created: float, bound_at: int | None,
-              started: bool = False) -> Pod:
-    """A pod on this node as the scheduler bound it: its chips, and its place in the bind order."""
-    annotations = {"hetsched.io/allocation": json.dumps({"hetsched.io/fake": chips})}
+              started: bool = False, stamp: str | None = None) -> Pod:
+    """A pod on this node as the scheduler bound it: its chips, the provenance stamp (its uid and this node,
+    unless ``stamp`` says otherwise), and its place in the bind order."""
+    annotations = {"hetsched.io/allocation": json.dumps({"hetsched.io/fake": chips}),
+                   "hetsched.io/allocation-for": stamp if stamp is not None else f"{uid}/{NODE}"}
     if bound_at is not None:
         annotations["predicate-time"] = str(bound_at)
     made = pod(name, annotations=annotations)
     status = made.status.model_copy(update={"startTime": 5.0, "phase": "Running"}) if started else made.status
     return made.model_copy(update={"metadata": made.metadata.model_copy(update={"uid": uid, "creationTimestamp":
-                                                                                created}), "status": status})
+                                                                                created}), "status": status,
+                                   "spec": made.spec.model_copy(update={"nodeName": NODE})})
 
 
-def test_allocate_mounts_the_schedulers_chips_and_refuses_foreign_ids(world: SimpleNamespace) -> None:
-    """Kubelet asks for the chips of the pod it admits — the first by bind order of those it has not admitted:
-    that pod's chips are mounted, whatever kubelet picked; a pod kubelet admitted before (this plugin
-    restarted since) is never served again."""
+def preferred(world: SimpleNamespace, available: list[str], size: int) -> list[str]:
+    request = api_pb2.PreferredAllocationRequest(container_requests=[api_pb2.ContainerPreferredAllocationRequest(
+        available_deviceIDs=available, allocation_size=size)])
+    return list(world.stub.GetPreferredAllocation(request).container_responses[0].deviceIDs)
+
+
+def allocate(world: SimpleNamespace, ids: list[str]) -> dict[str, str]:
+    request = api_pb2.AllocateRequest(container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=ids)])
+    return dict(world.stub.Allocate(request).container_responses[0].envs)
+
+
+ALL = ["fake-0", "fake-1", "fake-2", "fake-3"]
+
+
+def test_kubelet_is_steered_to_the_schedulers_chips_and_only_its_ids_are_mounted(world: SimpleNamespace) -> None:
+    """Kubelet asks which chips to prefer for the pod it admits — the first by bind order of those it has not
+    admitted: the scheduler's chips for that pod, when kubelet offers them. Allocate mounts exactly the ids
+    kubelet allocated; a pod kubelet admitted before (this plugin restarted since) is never served again."""
     world.bound.extend([bound_pod("train-1", "u1", [0, 2], created=10.0, bound_at=2_000),
                         bound_pod("train-0", "u0", [1, 3], created=20.0, bound_at=1_000),  # bound first
                         bound_pod("running", "u2", [1, 3], created=1.0, bound_at=500, started=True)])
-
-    def allocate(ids: list[str]) -> dict[str, str]:
-        request = api_pb2.AllocateRequest(container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=ids)])
-        return dict(world.stub.Allocate(request).container_responses[0].envs)
-
-    # kubelet picked fake-0 and fake-1; the scheduler chose 1 and 3 for the pod bound first, then 0 and 2
-    assert allocate(["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "1,3"}
-    assert allocate(["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "0,2"}
-    assert allocate(["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "0,1"}  # no hand-off left: kubelet's pick
+    assert preferred(world, ALL, 2) == ["fake-1", "fake-3"]
+    assert allocate(world, ["fake-1", "fake-3"]) == {"FAKE_VISIBLE_DEVICES": "1,3"}
+    assert preferred(world, ["fake-0", "fake-2"], 2) == ["fake-0", "fake-2"]
+    assert allocate(world, ["fake-0", "fake-2"]) == {"FAKE_VISIBLE_DEVICES": "0,2"}
+    assert allocate(world, ["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "0,1"}  # no hand-off left: kubelet's
     sample = world.metrics.registry.get_sample_value
     name = "hetsched_device_plugin_allocations_total"
     assert sample(name, {"resource": "hetsched.io/fake", "source": "scheduler"}) == 2
     assert sample(name, {"resource": "hetsched.io/fake", "source": "kubelet"}) == 1
-    with pytest.raises(grpc.RpcError) as info:
-        allocate(["fake-0", "Ascend910-9"])
+
+
+def test_a_forged_or_squatting_hand_off_never_gets_another_pods_chips(world: SimpleNamespace) -> None:
+    """Issue 29: a tenant pod whose annotations name chips 0 and 1 (held by a running pod of another team)
+    while kubelet allocated 2 and 3 gets 2 and 3 — kubelet's ids, never the annotation's. Hand-offs that
+    are not the scheduler's for that very pod are not even a preference: a copied one (another pod's uid), one
+    without the stamp, and a squatter naming 4 chips for a 2-chip request."""
+    world.bound.extend([
+        bound_pod("copied", "u-tenant", [0, 1], created=1.0, bound_at=1, stamp="u-victim/" + NODE),
+        bound_pod("unstamped", "u-other", [0, 1], created=1.0, bound_at=2, stamp=""),
+        bound_pod("squatter", "u-squat", [0, 1, 2, 3], created=1.0, bound_at=3)])
+    assert allocate(world, ["fake-2", "fake-3"]) == {"FAKE_VISIBLE_DEVICES": "2,3"}
+    assert set(preferred(world, ["fake-2", "fake-3"], 2)) == {"fake-2", "fake-3"}  # the policy's, from those offered
+    # the scheduler's own hand-off for a pod is preferred only where kubelet offers every chip of it
+    world.bound.append(bound_pod("legit", "u-legit", [0, 1], created=2.0, bound_at=4))
+    assert set(preferred(world, ["fake-1", "fake-2", "fake-3"], 2)) <= {"fake-1", "fake-2", "fake-3"}
+    assert allocate(world, ["fake-2", "fake-3"]) == {"FAKE_VISIBLE_DEVICES": "2,3"}
+    with pytest.raises(grpc.RpcError) as info:  # and ids that are not this plugin's are refused
+        allocate(world, ["fake-0", "Ascend910-9"])
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "Ascend910-9" in str(info.value.details())
 
 

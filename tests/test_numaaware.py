@@ -4,6 +4,7 @@ is charged to that NUMA node in later cycles."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from hetsched.api.objects import AnyObject, Pod
 from hetsched.devices import numa
 from hetsched.devices.inventory import pod_allocation
 from hetsched.scheduler.conf import DEFAULT_CONF_YAML
-from tests.builders import accel_node, gang, harness, pod, podgroup
+from tests.builders import accel_node, gang, handed_off, harness, pod, podgroup
 
 GPU = "nvidia.com/gpu"
 CONF = DEFAULT_CONF_YAML + "  - name: numaaware\n"
@@ -29,10 +30,11 @@ def node(name: str) -> AnyObject:
 
 
 def bound(name: str, on: str, *, cpu: str, annotations: dict[str, str], gpus: int = 0) -> list[AnyObject]:
+    """A pod the scheduler bound earlier: a hand-off carries its provenance stamp (its uid, the node)."""
     limits: dict[str, Any] = {GPU: gpus} if gpus else {}
+    held = json.loads(annotations.pop("hetsched.io/allocation", "{}"))
     made = pod(f"{name}-0", name, cpu=cpu, limits=limits, annotations=annotations)
-    return [podgroup(name, 1, phase="Running"), made.model_copy(update={"spec": made.spec.model_copy(
-        update={"nodeName": on})})]
+    return [podgroup(name, 1, phase="Running"), handed_off(made, on, held)]
 
 
 def placed(h: Any) -> dict[str, tuple[str, list[int], str | None]]:

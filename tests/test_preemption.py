@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from hetsched.api.objects import AnyObject, Pod, PriorityClass
 from hetsched.scheduler.conf import DEFAULT_CONF_YAML
-from tests.builders import accel_node, gang, harness, node, pod, podgroup, priority_class, queue
+from tests.builders import accel_node, gang, handed_off, harness, node, pod, podgroup, priority_class, queue
 
 ASCEND = "huawei.com/Ascend910"
 CONF = DEFAULT_CONF_YAML.replace('actions: "enqueue, allocate, backfill"',
@@ -26,11 +26,10 @@ def running(name: str, nodes: list[str], *, min_member: int, chips: list[list[in
     objects: list[AnyObject] = [podgroup(name, min_member, queue=queue_name, phase="Running", priority_class=klass)]
     for i, where in enumerate(nodes):
         held = chips[i] if chips else list(range(chip_count))
-        annotations = {"hetsched.io/allocation": json.dumps({ASCEND: held})}
-        made = pod(f"{name}-{i}", name, cpu=cpu, limits={ASCEND: len(held)}, annotations=annotations)
+        made = handed_off(pod(f"{name}-{i}", name, cpu=cpu, limits={ASCEND: len(held)}), where, {ASCEND: held})
         objects.append(made.model_copy(update={
             "metadata": made.metadata.model_copy(update={"creationTimestamp": created + i}),
-            "spec": made.spec.model_copy(update={"nodeName": where, "priorityClassName": klass})}))
+            "spec": made.spec.model_copy(update={"priorityClassName": klass})}))
     return objects
 
 

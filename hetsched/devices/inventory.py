@@ -18,7 +18,15 @@ Pod hand-off (written by the scheduler at bind, read by device plugins in Alloca
 - every vendor: ``hetsched.io/allocation: {"<resource>": [chip ids]}`` (a fractional pod lists its one
   shared chip; its share is its ``hetsched.io/<kind>-milli`` request);
 - Ascend, for the Ascend device plugin: ``huawei.com/Ascend910: "Ascend910-0,Ascend910-1"`` (the resource
-  name as key, ``<Type>-<phyID>`` values) and ``predicate-time: <unix nanoseconds>``.
+  name as key, ``<Type>-<phyID>`` values) and ``predicate-time: <unix nanoseconds>``;
+- provenance: ``hetsched.io/allocation-for: <pod uid>/<node>`` — written by the scheduler in the same bind,
+  so a hand-off is tied to the one pod it was decided for. Anyone who creates a pod can write annotations:
+  a hand-off is *trusted* (:func:`trusted_allocation`) only when this stamp names the pod's own uid and the
+  node it runs on, and it names exactly as many distinct chips as the pod asks for. A forged, copied or
+  stale hand-off (another pod's uid, another node, a "squatter" claiming 8 chips for a 1-chip request) is
+  read as no hand-off at all: the scheduler's cache charges the pod what it asked for, and the device
+  plugin mounts only what kubelet allocated (``agents.deviceplugin``). The webhook's ``/pods`` path refuses
+  these annotations from anyone but the scheduler (``cluster.webhook``).
 """
 
 from __future__ import annotations
@@ -136,6 +144,34 @@ def pod_allocation(annotations: dict[str, str]) -> dict[str, list[int]]:
             except (IndexError, ValueError):
                 continue
     return result
+
+
+HANDOFF_FOR = "hetsched.io/allocation-for"
+HANDOFF_KEYS = frozenset({POD_ANNOTATION, HANDOFF_FOR, PREDICATE_TIME})
+"""The hand-off annotations only the scheduler writes (and Ascend's ``huawei.com/<resource>`` ones:
+:func:`is_handoff_key`)."""
+
+
+def is_handoff_key(key: str) -> bool:
+    """Is ``key`` a hand-off annotation (ours, or Ascend's per-resource one)?"""
+    return key in HANDOFF_KEYS or (key.startswith("huawei.com/") and key.count("/") == 1)
+
+
+def handoff_for(uid: str, node: str) -> str:
+    return f"{uid}/{node}"
+
+
+def trusted_allocation(annotations: dict[str, str], uid: str, node: str,
+                       wanted: dict[str, int]) -> dict[str, list[int]]:
+    """The chips a pod's hand-off names, per resource, only where it can be trusted: the provenance stamp
+    names this pod (``uid``) on this ``node``, and the resource's chips are distinct and exactly as many as
+    the pod asks for (``wanted``: resource → whole chips, or 1 for a fractional share). Other resources,
+    and everything when the stamp is missing or names another pod or node, are left out."""
+    if not uid or annotations.get(HANDOFF_FOR) != handoff_for(uid, node):
+        return {}
+    return {resource: chips for resource, chips in pod_allocation(annotations).items()
+            if resource in wanted and len(chips) == wanted[resource] == len(set(chips))
+            and all(0 <= chip < MAX_CHIPS for chip in chips)}
 
 
 def handoff_annotations(allocation: dict[str, list[int]], now_seconds: float) -> dict[str, str]:

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from hetsched.devices.inventory import HANDOFF_FOR, POD_ANNOTATION, handoff_for
 from hetsched.ports import (
     Binder,
     Clock,
@@ -47,7 +48,7 @@ from hetsched.ports import (
 from hetsched.scheduler.actions.registry import ACTIONS
 from hetsched.scheduler.cache import KINDS, SchedulerCache
 from hetsched.scheduler.conf import SchedulerConf, default_conf
-from hetsched.scheduler.decisions import Decisions
+from hetsched.scheduler.decisions import Bind, Decisions
 from hetsched.scheduler.reasons import Reason, ReasonCode
 from hetsched.scheduler.session import Session
 from hetsched.scheduler.snapshot import Snapshot
@@ -161,6 +162,15 @@ class Scheduler:
             return snapshot, decisions
         raise AssertionError("unreachable: the last attempt returns or raises")
 
+    def _stamped(self, bind: Bind) -> Bind:
+        """A bind that hands chips over carries their provenance: the pod's uid and the node
+        (``devices.inventory.trusted_allocation``), so the hand-off is trusted for this pod only."""
+        if not bind.annotations or POD_ANNOTATION not in bind.annotations:
+            return bind
+        pod = self.cache.pod(bind.pod)
+        uid = pod.metadata.uid if pod is not None else ""
+        return replace(bind, annotations={**bind.annotations, HANDOFF_FOR: handoff_for(uid, bind.node)})
+
     def _set_aside(self, key: str, exc: Exception, now: float) -> str:
         error = f"{type(exc).__name__}: {exc}"[:300]
         previous = self.set_aside.get(key)
@@ -202,7 +212,7 @@ class Scheduler:
             except TooManyRequests as exc:  # a budget changed under us: its preemptor waits for next cycle
                 result.failed_evictions.append(f"{eviction.pod}: {exc}")
                 stalled.add(eviction.preemptor)
-        binds = [b for b in decisions.binds if b.job not in stalled]
+        binds = [self._stamped(b) for b in decisions.binds if b.job not in stalled]
         for bind in binds:
             self.cache.assume(bind.pod, bind.node, bind.annotations)
         bind_all = getattr(self.binder, "bind_all", None)

@@ -10,13 +10,17 @@ What it does:
 - polls the backend every ``period`` seconds and streams a new device list on ``ListAndWatch`` whenever
   a chip's health changes. If the vendor tool is missing, fails or prints garbage, every known chip is
   reported Unhealthy — never a crash loop, never a silently empty list;
-- ``Allocate`` refuses device ids it does not own (INVALID_ARGUMENT). When the scheduler's hand-off is
-  readable (``pods``: the pods bound to this node, through the cluster ports), it mounts exactly the chips
-  the scheduler chose — those of the first pod by bind order that kubelet has not admitted yet, asking for
-  as many chips of this resource (``_handoff``) — instead of kubelet's pick; otherwise kubelet's pick.
-  The response carries the vendor's env, device nodes and mounts (``agents.backends``);
-- ``GetPreferredAllocation`` asks the device family's topology policy (``devices``) for a legal set
-  (an HCCS ring, an MLU-Link group, NVLink peers) among the available chips;
+- ``GetPreferredAllocation`` prefers the chips the scheduler chose: when the hand-off is readable (``pods``:
+  the pods bound to this node, through the cluster ports), those of the first pod by bind order that
+  kubelet has not admitted yet, asking for as many chips of this resource (``_handoff``), if kubelet offers
+  them all (they are free in its own accounting); otherwise the device family's topology policy
+  (``devices``) picks a legal set (an HCCS ring, an MLU-Link group, NVLink peers) among those offered;
+- ``Allocate`` refuses device ids it does not own (INVALID_ARGUMENT) and mounts exactly the ids kubelet
+  allocated — never others: kubelet's accounting of which chips each admitted pod holds is the one that
+  keeps containers apart, so no annotation (forged, copied, stale) can put another pod's chip into a
+  container. A hand-off is only a preference, and only a trusted one counts
+  (``devices.inventory.trusted_allocation``: stamped for that pod's uid and node, as many chips as it
+  asks). The response carries the vendor's env, device nodes and mounts (``agents.backends``);
 - ``PreStartContainer`` has nothing to do.
 
 Device ids: NVIDIA GPUs by UUID (as NVIDIA's plugin); others ``<resource type>-<id>`` (``Ascend910-3``,
@@ -44,7 +48,7 @@ from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Pod
 from hetsched.devices.catalog import PolicySettings, policy_for
-from hetsched.devices.inventory import PREDICATE_TIME, pod_allocation
+from hetsched.devices.inventory import PREDICATE_TIME, trusted_allocation
 from hetsched.metrics.agents import DevicePluginMetrics
 
 API_VERSION = "v1beta1"
@@ -149,7 +153,11 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         return api_pb2.PreferredAllocationResponse(container_responses=responses)
 
     def _preferred(self, available: list[str], must: list[str], size: int) -> list[str]:
-        """A legal chip set of ``size`` from the topology policy, keeping ``must``; else the first ones."""
+        """The scheduler's chips for the pod being admitted when kubelet offers them all; else a legal chip set
+        of ``size`` from the topology policy, keeping ``must``; else the first ones."""
+        handed = self._handoff(size, consume=False)
+        if handed and not must and set(handed) <= set(available):
+            return handed
         by_id = {self._chips[k].id: k for k in available}
         if not must and by_id and max(by_id) < 64:
             policy = policy_for(self.backend.topology, max(len(self._chips), max(by_id) + 1), PolicySettings())
@@ -170,11 +178,16 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             problem = self._refused(ids)
             if problem:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.backend.resource}: {problem}")
-            handed = self._handoff(len(ids))
-            chosen = handed or ids
+            handed = self._handoff(len(ids), consume=False)
+            followed = handed is not None and set(handed) == set(ids)
+            if followed:
+                self._handoff(len(ids))  # that pod is served
+            elif handed:
+                log.warning("kubelet allocated %s where the scheduler chose %s (not all free in kubelet's "
+                            "accounting): mounting kubelet's", ", ".join(ids), ", ".join(handed))
             if self.metrics is not None:
-                self.metrics.allocations.labels(self.backend.resource, "scheduler" if handed else "kubelet").inc()
-            found = self.backend.container_devices([self._chips[k] for k in chosen])
+                self.metrics.allocations.labels(self.backend.resource, "scheduler" if followed else "kubelet").inc()
+            found = self.backend.container_devices([self._chips[k] for k in ids])  # kubelet's, never others
             responses.append(api_pb2.ContainerAllocateResponse(
                 envs=found.envs,
                 devices=[api_pb2.DeviceSpec(container_path=c, host_path=h, permissions=p) for c, h, p in found.devices],
@@ -204,11 +217,12 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             return f"{len(sick)} device(s) are Unhealthy now: {few(sick)}"
         return ""
 
-    def _handoff(self, count: int) -> list[str] | None:
+    def _handoff(self, count: int, consume: bool = True) -> list[str] | None:
         """The chips the scheduler chose for the pod kubelet is admitting — the first by bind order
         (``predicate-time``, then creation) of the pods on this node that kubelet has not admitted yet (no
-        start time, no container status) and this plugin has not served, asking ``count`` chips of this
-        resource. None: no such pod, or its chips are not all ours and healthy.
+        start time, no container status) and this plugin has not served, whose trusted hand-off names
+        ``count`` chips of this resource. None: no such pod, or its chips are not all ours and healthy.
+        ``consume``: count that pod as served.
 
         Why bind order: kubelet asks for a pod's devices while admitting it, one pod at a time, in the order
         the pods reach it, and the scheduler binds each node's pods one after the other, stamping that order
@@ -222,8 +236,10 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             return None
         self._served &= {p.metadata.uid for p in pods}  # forget pods that are gone
         candidates = []
+        resource = self.backend.resource
         for pod in pods:
-            chips = pod_allocation(pod.metadata.annotations).get(self.backend.resource)
+            chips = trusted_allocation(pod.metadata.annotations, pod.metadata.uid, pod.spec.nodeName,
+                                       {resource: count}).get(resource)
             admitted = pod.status.startTime is not None or bool(pod.status.containerStatuses)
             if (chips and len(chips) == count and pod.metadata.uid not in self._served and not admitted
                     and pod.status.phase == "Pending"):
@@ -238,7 +254,8 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
                 log.warning("pod %s: scheduler's chips %s are not all healthy here; using kubelet's choice", name,
                             chips)
                 return None
-            self._served.add(uid)
+            if consume:
+                self._served.add(uid)
             return [k for k in keys if k is not None]
         return None
 

@@ -30,7 +30,7 @@ from hetsched.devices.inventory import (
     InventoryError,
     from_ascend_device_info,
     parse_node_devices,
-    pod_allocation,
+    trusted_allocation,
 )
 from hetsched.devices.policy import lowest
 from hetsched.scheduler.cache.pods import PodRecord
@@ -137,6 +137,8 @@ class DeviceLedger:
         """Node name → the data of its Ascend device-info ConfigMap."""
         self.errors: dict[str, str] = {}
         """Node → why its device inventory could not be read (its chips are then untracked)."""
+        self.names: dict[int, str] = {}
+        """Node row → its name (a hand-off is trusted only for the node it names)."""
 
     def grow(self, capacity: int) -> None:
         """The node table grew to ``capacity`` rows."""
@@ -173,6 +175,7 @@ class DeviceLedger:
         """Read node ``row``'s chip inventory (``hetsched.io/devices``, else Ascend's device-info ConfigMap);
         ``rows`` nodes are known. Chips in use stay in use."""
         name = node.metadata.name
+        self.names[row] = name
         raw = node.metadata.annotations.get(NODE_ANNOTATION)
         self.errors.pop(name, None)
         sets = []
@@ -244,8 +247,13 @@ class DeviceLedger:
         """What the pod holds on node ``row``, fixed once: whole chips per resource, and a share of one."""
         chips: dict[str, int] = {}
         shares: dict[str, tuple[int, int, int]] = {}
-        named = pod_allocation(record.pod.metadata.annotations)
         requests = record.pod.spec.requests
+        wanted = {resource: 1 if requests.get(SHARE_OF.get(resource, ""), 0) > 0
+                  else -(-requests.get(resource, 0) // 1000) for resource in self.devices}
+        # only a hand-off the scheduler wrote for this very pod on this node counts: a forged, copied or
+        # squatting one (anyone who creates a pod can write annotations) never blocks anyone's chips
+        named = trusted_allocation(record.pod.metadata.annotations, record.pod.metadata.uid,
+                                   self.names.get(row, ""), wanted)
         for resource, devices in self.devices.items():
             if not devices.topology[row]:
                 continue
