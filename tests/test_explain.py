@@ -12,19 +12,28 @@ from typer.testing import CliRunner
 
 from hetsched.api.objects import AnyObject
 from hetsched.cli.main import app
-from hetsched.devices.inventory import POD_ANNOTATION
 from hetsched.scheduler.chips import chip_map
 from hetsched.scheduler.reasons import Reason, ReasonCode, label, nodes_unavailable
 from hetsched.scheduler.why import Explanation, explain_job
-from tests.builders import Harness, accel_node, ascend_cluster_spec, gang, harness, node, pod, podgroup, queue
+from tests.builders import (
+    Harness,
+    accel_node,
+    ascend_cluster_spec,
+    gang,
+    handed_off,
+    harness,
+    node,
+    pod,
+    podgroup,
+    queue,
+)
 
 
 def bound(name: str, node_name: str, chips: list[int], group: str) -> list[AnyObject]:
     """A running one-pod job holding ``chips`` (by the hand-off annotation) on ``node_name``."""
-    held = pod(f"{name}", group, limits={"huawei.com/Ascend910": len(chips)},
-               annotations={POD_ANNOTATION: json.dumps({"huawei.com/Ascend910": chips})})
-    held = held.model_copy(update={"spec": held.spec.model_copy(update={"nodeName": node_name}),
-                                   "status": held.status.model_copy(update={"phase": "Running"})})
+    held = handed_off(pod(f"{name}", group, limits={"huawei.com/Ascend910": len(chips)}), node_name,
+                      {"huawei.com/Ascend910": chips})
+    held = held.model_copy(update={"status": held.status.model_copy(update={"phase": "Running"})})
     return [podgroup(group, 1, phase="Running"), held]
 
 

@@ -284,7 +284,7 @@ def test_what_rbac_cannot_narrow_is_registered_with_the_webhook() -> None:
     assert covered == {(("nodes", "nodes/status"), ("UPDATE",)), (("configmaps",), ("CREATE", "UPDATE", "DELETE")),
                        (("secrets",), ("CREATE", "DELETE"))}
     args = found[("Deployment", "hetsched-webhook")]["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--registration=hetsched-validate,hetsched-mutate,hetsched-restrict" in args
+    assert "--registration=hetsched-validate,hetsched-mutate,hetsched-pods,hetsched-restrict" in args
     agent = found[("ClusterRole", "hetsched-node-agent")]["rules"]
     assert not any("list" in r["verbs"] or "watch" in r["verbs"] or "delete" in r["verbs"] for r in agent)
     configmaps = found[("Role", "hetsched-node-agent")]
@@ -296,4 +296,22 @@ def test_what_rbac_cannot_narrow_is_registered_with_the_webhook() -> None:
     off = objects(sets=["webhook.restrict.enabled=false"])
     assert ("ValidatingWebhookConfiguration", "hetsched-restrict") not in off
     off_args = off[("Deployment", "hetsched-webhook")]["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--registration=hetsched-validate,hetsched-mutate" in off_args
+    assert "--registration=hetsched-validate,hetsched-mutate,hetsched-pods" in off_args
+
+
+def test_pods_are_checked_for_what_only_the_scheduler_writes_and_fail_open() -> None:
+    """/pods (issue 29): every pod create and update, failing open (a webhook outage must not stop the
+    cluster's pods; the scheduler and device plugin check provenance themselves); the webhook knows the
+    scheduler's identity, and both it and the scheduler let the system PriorityClasses be used only in
+    kube-system and the installation's namespace (its node agents run as system-node-critical)."""
+    found = objects()
+    pods = found[("ValidatingWebhookConfiguration", "hetsched-pods")]["webhooks"][0]
+    assert pods["failurePolicy"] == "Ignore" and pods["clientConfig"]["service"]["path"] == "/pods"
+    assert pods["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                              "resources": ["pods"]}]
+    webhook = found[("Deployment", "hetsched-webhook")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    scheduler = found[("Deployment", "hetsched-scheduler")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--scheduler-identity=system:serviceaccount:hetsched:hetsched-scheduler" in webhook
+    for args in (webhook, scheduler):
+        assert "--priority-class=system-node-critical=kube-system,hetsched" in args
+        assert "--priority-class=system-cluster-critical=kube-system,hetsched" in args

@@ -343,3 +343,87 @@ def test_large_reviews_wait_for_room_in_the_body_budget(tmp_path: Path) -> None:
         server.stop()
     assert len(answers) == 3 and all(status == 200 for status, _ in answers), [a[0] for a in answers]
     assert server.server.budget.free == MAX_BODY
+
+
+SCHEDULER = "system:serviceaccount:hetsched:hetsched-scheduler"
+
+
+def pod_review(annotations: dict[str, str], *, user: str = "alice", operation: str = "CREATE",
+               old: dict[str, str] | None = None, namespace: str = "team-a",
+               priority_class: str = "") -> dict[str, Any]:
+    def made(notes: dict[str, str]) -> dict[str, Any]:
+        spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}]}
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": namespace,
+                                                               "annotations": notes}, "spec": spec}
+
+    request: dict[str, Any] = {"uid": "u-1", "operation": operation, "kind": {"kind": "Pod"}, "namespace": namespace,
+                               "userInfo": {"username": user}, "object": made(annotations)}
+    if old is not None:
+        request["oldObject"] = made(old)
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+HANDOFF = {"hetsched.io/allocation": '{"huawei.com/Ascend910":[0,1]}', "hetsched.io/allocation-for": "x/n1"}
+
+
+@pytest.mark.parametrize(("annotations", "user", "operation", "old", "allowed"), [
+    (HANDOFF, "alice", "CREATE", None, False),                                   # a tenant forges a hand-off
+    ({"huawei.com/Ascend910": "Ascend910-0,Ascend910-1"}, "alice", "CREATE", None, False),  # Ascend's form
+    ({"predicate-time": "0"}, "alice", "CREATE", None, False),                   # jumping the bind order
+    (HANDOFF, SCHEDULER, "UPDATE", {}, True),                                    # the scheduler's bind
+    (HANDOFF, "alice", "UPDATE", HANDOFF, True),                                 # a label change leaves it as is
+    ({**HANDOFF, "hetsched.io/allocation": '{"huawei.com/Ascend910":[2,3]}'}, "alice", "UPDATE", HANDOFF, False),
+    ({}, "alice", "UPDATE", HANDOFF, True),                                      # removing it hands nothing over
+    ({"team": "a"}, "alice", "CREATE", None, True),
+], ids=["forged", "ascend-form", "predicate-time", "scheduler", "unchanged", "rewritten", "removed", "plain"])
+def test_only_the_scheduler_writes_the_chip_hand_off(annotations: dict[str, str], user: str, operation: str,
+                                                     old: dict[str, str] | None, allowed: bool) -> None:
+    from hetsched.cluster.webhook import PodAdmission
+    from hetsched.cluster.webhook import review as answer
+
+    response = answer(pod_review(annotations, user=user, operation=operation, old=old), "/pods",
+                      admission=PodAdmission(SCHEDULER))["response"]
+    assert response["allowed"] is allowed, response
+    if not allowed:
+        assert response["status"]["code"] == 403 and "Pod team-a/p: metadata.annotations[" in \
+            response["status"]["message"] and "written only by the scheduler" in response["status"]["message"]
+
+
+def test_system_priority_classes_are_kube_systems_unless_the_platform_says_otherwise() -> None:
+    """A tenant may not give its pods, Jobs or PodGroups system-node-critical (above every workload, and
+    never evicted); kube-system may, and so may a namespace the platform team lists."""
+    from hetsched.api.priority_policy import parse
+    from hetsched.cluster.webhook import PodAdmission
+    from hetsched.cluster.webhook import review as answer
+
+    def pod_allowed(namespace: str, admission: PodAdmission | None = None) -> Any:
+        return answer(pod_review({}, namespace=namespace, priority_class="system-node-critical"), "/pods",
+                      admission=admission)["response"]
+
+    refused = pod_allowed("team-a")
+    assert refused["allowed"] is False and "spec.priorityClassName: PriorityClass system-node-critical may be " \
+        "used only in namespace(s) kube-system, not in team-a" in refused["status"]["message"]
+    assert pod_allowed("kube-system")["allowed"] is True
+    listed = PodAdmission(SCHEDULER, parse(["system-node-critical=kube-system,hetsched"]))
+    assert pod_allowed("hetsched", listed)["allowed"] is True and pod_allowed("team-a", listed)["allowed"] is False
+    job = json.loads(json.dumps(JOB))
+    job["spec"]["priorityClassName"] = "system-cluster-critical"
+    job_review = review(job)
+    job_review["request"]["namespace"] = "team-a"
+    response = answer(job_review, "/validate")["response"]
+    assert response["allowed"] is False and "Job/train: spec.priorityClassName: PriorityClass " \
+        "system-cluster-critical may be used only" in response["status"]["message"]
+    with pytest.raises(ValueError, match="expected CLASS=NAMESPACE"):
+        parse(["system-node-critical"])
+
+
+def test_a_job_template_may_not_carry_the_hand_off() -> None:
+    from hetsched.cluster.webhook import review as answer
+
+    job = json.loads(json.dumps(JOB))
+    job["spec"]["tasks"][0]["template"]["metadata"] = {"annotations": {"hetsched.io/allocation": '{"a":[0]}'}}
+    response = answer(review(job), "/validate")["response"]
+    assert response["allowed"] is False and "spec.tasks[0].template.metadata.annotations[hetsched.io/allocation]:" \
+        " written only by the scheduler" in response["status"]["message"]

@@ -23,6 +23,8 @@ from pydantic import ValidationError
 from hetsched.api import hypernodes as hypernodes_tree
 from hetsched.api import workload_annotations
 from hetsched.api.objects import CLUSTER_SCOPED, KINDS, AnyObject, HyperNode, Job, Node, object_key
+from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
+from hetsched.api.priority_policy import job_class_names
 from hetsched.api.validation import problems
 from hetsched.api.yamlsafe import YamlLimitError, iter_load_all, read_text
 
@@ -107,6 +109,8 @@ def _entries(text: str, source: str) -> list[tuple[str, int, AnyObject]]:
     try:  # one raw document held at a time: each becomes its object (or its problems) and is let go
         for index, doc in enumerate(iter_load_all(text), start=1):
             result = parse_document(doc, source, index)
+            if not isinstance(result, list) and result.kind in ("Job", "PodGroup", "Pod"):
+                result = priority_problems(doc, result, source, index) or result
             if isinstance(result, list):
                 problems.extend(result)
             else:
@@ -121,6 +125,14 @@ def _entries(text: str, source: str) -> list[tuple[str, int, AnyObject]]:
     if problems:
         raise ManifestError(problems)
     return objects
+
+
+def priority_problems(doc: dict[str, Any], obj: AnyObject, source: str, index: int) -> list[Problem]:
+    """A PriorityClass the object's namespace may not use (``api.priority_policy``'s default rule: the
+    system classes only in kube-system), one problem per field that names one."""
+    namespace = obj.metadata.namespace or "default"
+    return [Problem(source, index, obj.kind, obj.metadata.name, path, DEFAULT_PRIORITY.problem(name, namespace))
+            for path, name in job_class_names(doc) if DEFAULT_PRIORITY.problem(name, namespace)]
 
 
 def duplicate_problems(entries: list[tuple[str, int, AnyObject]]) -> list[Problem]:

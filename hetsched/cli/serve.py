@@ -30,6 +30,8 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from hetsched.api.hypernodes import TIER_LABEL
+from hetsched.api.priority_policy import PriorityPolicy
+from hetsched.api.priority_policy import parse as parse_priority_policy
 from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
 from hetsched.cli.shutdown import Shutdown
 from hetsched.cluster.backoff import Backoff
@@ -222,6 +224,18 @@ def pod_node_lookup(client: KubeClient) -> Callable[[str, str, str], str]:
     return lookup
 
 
+PriorityClassOption = Annotated[list[str] | None, typer.Option(
+    "--priority-class", help="CLASS=NAMESPACE[,NAMESPACE…]: only these namespaces may use PriorityClass CLASS "
+                             "(repeatable; the system classes are kube-system's unless given here)")]
+
+
+def _priority_policy(entries: list[str] | None) -> PriorityPolicy:
+    try:
+        return parse_priority_policy(entries or [])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 def scheduler(
     config: ConfigOption = None,
     kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
@@ -235,6 +249,7 @@ def scheduler(
     leader_elect: LeaderElect = True, lease_namespace: LeaseNamespace = "kube-system",
     lease_duration: LeaseDuration = 15.0, renew_deadline: RenewDeadline = 0.0, retry_period: RetryPeriod = 2.0,
     identity: Identity = None, metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['scheduler']}",
+    priority_class: PriorityClassOption = None,
 ) -> None:
     """Run the batch scheduler against a Kubernetes API server (one active replica per Lease)."""
     from hetsched.metrics.scheduler import SchedulerMetrics
@@ -246,6 +261,7 @@ def scheduler(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     client = _client(kubeconfig, server, token_file, ca_file, insecure)
     conf = load_conf(scheduler_conf) if scheduler_conf else default_conf()
+    policy = _priority_policy(priority_class)
     metrics = SchedulerMetrics(settings=settings_of(conf))
     serve_metrics(metrics.registry, metrics_address)
 
@@ -253,7 +269,8 @@ def scheduler(
         return KubeCluster(client, qps=qps, burst=burst, bind_workers=bind_workers, scopes=SCOPES)
 
     def setup(cluster: KubeCluster) -> tuple[KubeCluster, Scheduler]:
-        engine = Scheduler(cluster, cluster, cluster, WallClock(), conf, evictor=cluster, stopwatch=time.perf_counter)
+        engine = Scheduler(cluster, cluster, cluster, WallClock(), conf, evictor=cluster, stopwatch=time.perf_counter,
+                           priority_policy=policy)
         engine.observers.append(metrics)
         cluster.start(KINDS)
         return cluster, engine
@@ -352,6 +369,11 @@ def webhook(
         envvar="HETSCHED_WEBHOOK_RESTRICT_NAMESPACE",
         help="answer /restrict for the node agent and controller ServiceAccounts of this namespace (looks "
              "their pods up through the API server)")] = None,
+    scheduler_identity: Annotated[str, typer.Option(
+        envvar="HETSCHED_WEBHOOK_SCHEDULER_IDENTITY",
+        help="/pods: the only user that may write the chip hand-off annotations (the scheduler's "
+             "ServiceAccount)")] = "system:serviceaccount:hetsched:hetsched-scheduler",
+    priority_class: PriorityClassOption = None,
     host: Annotated[str, typer.Option(envvar="HETSCHED_WEBHOOK_HOST", help="bind address")] = "127.0.0.1",
     port: Annotated[int, typer.Option(envvar="HETSCHED_WEBHOOK_PORT")] = 9443,
     kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
@@ -360,7 +382,7 @@ def webhook(
 ) -> None:
     """Serve the validating (/validate) and mutating (/mutate) admission webhook over HTTPS until SIGTERM."""
     from hetsched.cluster.restriction import Restriction
-    from hetsched.cluster.webhook import WebhookServer
+    from hetsched.cluster.webhook import PodAdmission, WebhookServer
     from hetsched.cluster.webhook_tls import ensure_ca_bundle, ensure_secret, hosts_for, memory_file
     from hetsched.metrics.agents import WebhookMetrics
 
@@ -392,7 +414,9 @@ def webhook(
         cert_path, key_path, ca = memory_file(tls.cert, "tls.crt"), memory_file(tls.key, "tls.key"), tls.ca
     else:
         cert_path, key_path = str(cert), str(key)
-    webhook_server = WebhookServer(cert_path, key_path, host, port, metrics=metrics, restriction=restriction)
+    admission = PodAdmission(scheduler_identity, _priority_policy(priority_class))
+    webhook_server = WebhookServer(cert_path, key_path, host, port, metrics=metrics, restriction=restriction,
+                                   admission=admission)
     webhook_server.start()
     log.info("webhook serving on https://%s:%d", host, webhook_server.port)
     while True:  # keep the registrations' CA bundle (a re-install may have emptied it)

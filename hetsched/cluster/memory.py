@@ -35,6 +35,8 @@ from hetsched.api.objects import (
     PriorityClass,
     object_key,
 )
+from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
+from hetsched.api.priority_policy import PriorityPolicy
 from hetsched.api.validation import first_problem
 from hetsched.ports import Clock, Conflict, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
 
@@ -72,8 +74,12 @@ def merge_patch(target: Any, patch: Any) -> Any:
 class MemoryCluster:
     """Objects by kind and key; implements ``ObjectStore``, ``Binder``, ``Evictor`` and ``StatusUpdater``."""
 
-    def __init__(self, clock: Clock, *, max_events: int = 10_000) -> None:
+    def __init__(self, clock: Clock, *, max_events: int = 10_000,
+                 priority_policy: PriorityPolicy = DEFAULT_PRIORITY) -> None:
         self.clock = clock
+        self.priority_policy = priority_policy
+        """Which namespaces may use which PriorityClasses (the Priority admission refuses the rest, as the
+        webhook's ``/pods`` does on a real cluster)."""
         self._objects: dict[str, dict[str, AnyObject]] = {kind: {} for kind in _MODELS}
         self._version = 0
         self._watchers: list[tuple[frozenset[str], WatchHandler]] = []
@@ -183,10 +189,16 @@ class MemoryCluster:
         return stored
 
     def _admit_priority(self, pod: Pod, key: str) -> Pod:
-        """kube-apiserver's Priority admission: resolve ``priorityClassName`` into ``spec.priority``."""
+        """kube-apiserver's Priority admission: resolve ``priorityClassName`` into ``spec.priority``; a class the
+        pod's namespace may not use (``api.priority_policy``) is refused, as hetsched's webhook refuses it. A
+        pod that comes with its priority resolved (a dump of a running cluster) is taken as it is: the
+        scheduler's cache gives a class its namespace may not use no weight."""
         if pod.spec.priority is not None:
             return pod
         name = pod.spec.priorityClassName
+        problem = self.priority_policy.problem(name, pod.metadata.namespace or "default")
+        if problem:
+            raise Invalid(f"Pod {key}: spec.priorityClassName: {problem}")
         classes = self._objects["PriorityClass"]
         if name:
             found = classes.get(name)

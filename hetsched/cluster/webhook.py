@@ -41,19 +41,23 @@ import ssl
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from hetsched.api.job_update import update_problem
 from hetsched.api.manifest import parse_document
 from hetsched.api.objects import MAX_REPLICAS, Job
+from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
+from hetsched.api.priority_policy import PriorityPolicy, job_class_names
 from hetsched.cluster.kubernetes import epoch_times
 from hetsched.cluster.restriction import Restriction
+from hetsched.devices.inventory import is_handoff_key
 from hetsched.metrics.agents import WebhookMetrics
 
 log = logging.getLogger("hetsched.webhook")
 SOURCE = "admission"
-PATHS = ("/validate", "/mutate", "/restrict")
+PATHS = ("/validate", "/mutate", "/restrict", "/pods")
 KINDS = frozenset({"Job", "Queue", "PodGroup", "Command", "PodDisruptionBudget", "Node", "ConfigMap", "Secret",
                    "HyperNode"})
 MAX_BODY = 8 * 2**20
@@ -94,8 +98,57 @@ class MalformedReview(ValueError):
     """Not an AdmissionReview this webhook can answer (HTTP 400)."""
 
 
-def review(body: Any, path: str, restriction: Restriction | None = None) -> dict[str, Any]:
-    """The AdmissionReview answer for one request (``path``: ``/validate``, ``/mutate`` or ``/restrict``)."""
+@dataclass(frozen=True)
+class PodAdmission:
+    """What ``/pods`` enforces: only ``scheduler`` (its ServiceAccount's username) writes hand-off annotations,
+    and each namespace uses only the PriorityClasses ``policy`` lets it."""
+
+    scheduler: str = "system:serviceaccount:hetsched:hetsched-scheduler"
+    policy: PriorityPolicy = DEFAULT_PRIORITY
+
+
+def _annotations(obj: Any) -> dict[str, Any]:
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    found = metadata.get("annotations") if isinstance(metadata, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def check_pod(request: dict[str, Any], admission: PodAdmission) -> str:
+    """Why a Pod create or update is refused ("" when it is not): a hand-off annotation set or changed by anyone
+    but the scheduler, or a PriorityClass its namespace may not use."""
+    raw = request.get("object")
+    user = request.get("userInfo")
+    username = user.get("username") if isinstance(user, dict) else None
+    namespace = str(request.get("namespace") or "default")
+    name = str(_map_get(raw, "metadata", "name") or request.get("name") or "")[:253]
+    if username != admission.scheduler:
+        old = _annotations(request.get("oldObject")) if request.get("operation") == "UPDATE" else {}
+        new = _annotations(raw)
+        changed = sorted(str(k)[:100] for k in set(new) | set(old)
+                         if is_handoff_key(str(k)) and new.get(k) != old.get(k) and k in new)
+        if changed:
+            return (f"Pod {namespace}/{name}: metadata.annotations[{changed[0]}]: written only by the scheduler "
+                    f"({admission.scheduler}), which decides which chips a pod gets; remove it")
+    klass = _map_get(raw, "spec", "priorityClassName")
+    if isinstance(klass, str):
+        problem = admission.policy.problem(klass, namespace)
+        if problem:
+            return f"Pod {namespace}/{name}: spec.priorityClassName: {problem}"
+    return ""
+
+
+def _map_get(obj: Any, *path: str) -> Any:
+    for step in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(step)
+    return obj
+
+
+def review(body: Any, path: str, restriction: Restriction | None = None,
+           admission: PodAdmission | None = None) -> dict[str, Any]:
+    """The AdmissionReview answer for one request (``path``: ``/validate``, ``/mutate``, ``/restrict`` or
+    ``/pods``)."""
     if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
         raise MalformedReview("expected an AdmissionReview with a request")
     request = body["request"]
@@ -110,12 +163,19 @@ def review(body: Any, path: str, restriction: Restriction | None = None) -> dict
         if refused:
             response = {"uid": uid, "allowed": False, "status": {"code": 403, "reason": "Forbidden",
                                                                  "message": refused}}
+    elif path.startswith("/pods"):
+        refused = check_pod(request, admission or PodAdmission()) if isinstance(raw, dict) else (
+            "" if request.get("operation") == "DELETE" else "the review carries no object to check")
+        if refused:
+            response = {"uid": uid, "allowed": False, "status": {"code": 403, "reason": "Forbidden",
+                                                                 "message": refused}}
     elif not isinstance(raw, dict):
         if request.get("operation") != "DELETE":  # nothing to judge only for a deletion
             response = {"uid": uid, "allowed": False, "status": {
                 "code": 400, "reason": "BadRequest", "message": "the review carries no object to check"}}
     elif path.startswith("/validate"):
-        problem = validate(raw, request.get("oldObject") if request.get("operation") == "UPDATE" else None)
+        problem = validate(raw, request.get("oldObject") if request.get("operation") == "UPDATE" else None,
+                           str(request.get("namespace") or "default"), (admission or PodAdmission()).policy)
         if problem:
             response = {"uid": uid, "allowed": False, "status": {"code": 400, "reason": "Invalid", "message": problem}}
     else:
@@ -132,11 +192,25 @@ def review(body: Any, path: str, restriction: Restriction | None = None) -> dict
             "response": response}
 
 
-def validate(raw: dict[str, Any], old: dict[str, Any] | None) -> str:
-    """"" when the object is valid, else the messages ``hetsched validate`` prints (one per line)."""
+def validate(raw: dict[str, Any], old: dict[str, Any] | None, namespace: str = "default",
+             policy: PriorityPolicy = DEFAULT_PRIORITY) -> str:
+    """"" when the object is valid, else the messages ``hetsched validate`` prints (one per line), and those
+    of the rules that need the request (a PriorityClass the namespace may not use, a hand-off annotation
+    in a Job's pod template)."""
     parsed = parse_document(epoch_times(raw), SOURCE, 1)
     if isinstance(parsed, list):
         return "\n".join(str(p) for p in parsed)
+    kind, name = parsed.kind, parsed.metadata.name
+    for field_path, klass in job_class_names(raw):
+        problem = policy.problem(klass, namespace)
+        if problem:
+            return f"{SOURCE}: {kind}/{name}: {field_path}: {problem}"
+    if isinstance(parsed, Job):
+        for index, task in enumerate(parsed.spec.tasks):
+            forged = sorted(k for k in task.template.metadata.annotations if is_handoff_key(k))
+            if forged:
+                return (f"{SOURCE}: Job/{name}: spec.tasks[{index}].template.metadata.annotations[{forged[0]}]: "
+                        f"written only by the scheduler, which decides which chips a pod gets; remove it")
     if isinstance(parsed, Job) and old is not None:
         previous = parse_document(epoch_times(old), SOURCE, 1)
         if isinstance(previous, Job):
@@ -246,7 +320,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(data)
             del data
-            result = review(body, path, getattr(self.server, "restriction", None))
+            result = review(body, path, getattr(self.server, "restriction", None),
+                            getattr(self.server, "admission", None))
         except (ValueError, RecursionError, UnicodeDecodeError) as exc:  # MalformedReview, JSON errors
             if metrics is not None:
                 metrics.reviews.labels(label, "other", "malformed").inc()
@@ -378,12 +453,14 @@ class _TLSServer(ThreadingHTTPServer):
 class WebhookServer:
     def __init__(self, cert: str, key: str, host: str = "127.0.0.1", port: int = 9443,
                  metrics: WebhookMetrics | None = None, restriction: Restriction | None = None, *,
-                 max_connections: int = MAX_CONNECTIONS, body_budget: int = BODY_BUDGET) -> None:
+                 max_connections: int = MAX_CONNECTIONS, body_budget: int = BODY_BUDGET,
+                 admission: PodAdmission | None = None) -> None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
         self.server = _TLSServer((host, port), context, max_connections, max(body_budget, MAX_BODY))
         self.server.metrics = metrics  # type: ignore[attr-defined]  # read by the handler
         self.server.restriction = restriction  # type: ignore[attr-defined]
+        self.server.admission = admission or PodAdmission()  # type: ignore[attr-defined]
         self.port = int(self.server.server_address[1])
         self._thread: threading.Thread | None = None
 

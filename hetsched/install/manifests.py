@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from hetsched.api.priority_policy import SYSTEM_CLASSES
 from hetsched.install.render import Doc, Reader
 from hetsched.install.values import VENDORS
 
@@ -110,7 +111,8 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
     ],
     "webhook": [
         _rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
-              ["get", "update"], ["hetsched-validate", "hetsched-mutate", "hetsched-restrict"]),  # its CA bundle
+              ["get", "update"], ["hetsched-validate", "hetsched-mutate", "hetsched-restrict", "hetsched-pods"]),
+        # its CA bundle
     ],
     "node-agent": [  # its own Node only: the webhook's /restrict
         _rule([""], ["nodes"], ["get", "update", "patch"]),
@@ -247,7 +249,7 @@ def controllers(v: Reader) -> list[Doc]:
         "name": "scheduler",
         "args": ["scheduler", f"--lease-namespace={v.namespace}", f"--period={v.num('scheduler.period')}",
                  f"--qps={v.num('scheduler.qps')}", f"--burst={v.num('scheduler.burst')}",
-                 "--scheduler-conf=/etc/hetsched/scheduler.conf"],
+                 "--scheduler-conf=/etc/hetsched/scheduler.conf", *_priority_classes(v)],
         "env": _env(v, "metrics.scheduler", [{"name": "HETSCHED_ID", "valueFrom": {"fieldRef": {
             "fieldPath": "metadata.name"}}}]),
         "ports": [{"name": "metrics", "containerPort": v.num("metrics.scheduler")}],
@@ -268,17 +270,25 @@ def controllers(v: Reader) -> list[Doc]:
             *_deployment(v, "controller", v.num("controller.replicas"), controller)]
 
 
+def _priority_classes(v: Reader) -> list[str]:
+    """The system PriorityClasses stay kube-system's, and the installation's own (its node agents and device
+    plugins run as system-node-critical in it): the scheduler and the webhook's ``/pods`` apply the same."""
+    return [f"--priority-class={name}=kube-system,{v.namespace}" for name in SYSTEM_CLASSES]
+
+
 def webhook(v: Reader) -> list[Doc]:
     """The webhook server (it makes its own TLS), its Service and the registrations (by Service, or by
     ``webhook.url``): validate and mutate for Volcano's objects, restrict for what RBAC cannot narrow."""
-    names = ",".join(f"hetsched-{path}" for path in WEBHOOKS.values())
+    names = ",".join(f"hetsched-{path}" for path in [*WEBHOOKS.values(), "pods"])
     registrations = v.expr(f"{names},hetsched-restrict" if v.num("webhook.restrict.enabled") is True else names,
                            f"{names}{{{{ if .Values.webhook.restrict.enabled }}}},hetsched-restrict{{{{ end }}}}")
     pod = _pod(v, "webhook", {
         "name": "webhook",
         "args": ["webhook", "--host=0.0.0.0", f"--port={v.num('webhook.port')}",
                  f"--tls-secret={v.namespace}/{TLS_SECRET}", "--service=hetsched-webhook",
-                 f"--registration={registrations}", f"--restrict-namespace={v.namespace}"],
+                 f"--registration={registrations}", f"--restrict-namespace={v.namespace}",
+                 f"--scheduler-identity=system:serviceaccount:{v.namespace}:hetsched-scheduler",
+                 *_priority_classes(v)],
         "env": _env(v, "metrics.webhook"),
         "ports": [{"name": "https", "containerPort": v.num("webhook.port")},
                   {"name": "metrics", "containerPort": v.num("metrics.webhook")}],
@@ -306,8 +316,8 @@ def webhook(v: Reader) -> list[Doc]:
             client: dict[str, Any] = (
                 {"url": v.expr(f"{v.get('webhook.url')}/{path}", f"{{{{ .Values.webhook.url }}}}/{path}")} if by_url
                 else {"service": {"name": "hetsched-webhook", "namespace": v.namespace, "path": f"/{path}"}})
-            # no pods: the API server refuses a requests-only accelerator itself, and a webhook on every pod
-            # of the cluster would put hetsched in the way of pods that are not its own
+            # pods are not validated here (the API server refuses a requests-only accelerator itself): only
+            # /pods sees them, for what nobody else may write, and it fails open (_pods_registration)
             entries = [{"name": f"{path}.hetsched.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
                         "failurePolicy": v.get("webhook.failurePolicy"), "timeoutSeconds": 10,
                         "clientConfig": client, "rules": rules}]
@@ -316,7 +326,26 @@ def webhook(v: Reader) -> list[Doc]:
             docs.append(Doc(registration, "webhook.yaml", when=("webhook.url",) if by_url else ("!webhook.url",)))
         docs.append(Doc(_restrict_registration(v, by_url), "webhook.yaml",
                         when=("webhook.restrict.enabled", "webhook.url" if by_url else "!webhook.url")))
+        docs.append(Doc(_pods_registration(v, by_url), "webhook.yaml",
+                        when=("webhook.url",) if by_url else ("!webhook.url",)))
     return docs
+
+
+def _pods_registration(v: Reader, by_url: bool) -> dict[str, Any]:
+    """``/pods`` (``cluster.webhook.check_pod``): only the scheduler writes the chip hand-off, and a namespace
+    uses only the PriorityClasses it may. ``failurePolicy: Ignore``: on every pod of the cluster, a webhook
+    outage must not stop pod creation (API servers from 1.27 could narrow it with ``matchConditions`` and
+    fail closed); while it is down the scheduler's cache and the device plugin still ignore any hand-off
+    the scheduler did not stamp for that pod (``devices.inventory.trusted_allocation``), and the scheduler
+    gives a class a namespace may not use no weight."""
+    client: dict[str, Any] = (
+        {"url": v.expr(f"{v.get('webhook.url')}/pods", "{{ .Values.webhook.url }}/pods")} if by_url
+        else {"service": {"name": "hetsched-webhook", "namespace": v.namespace, "path": "/pods"}})
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": _meta("hetsched-pods", v, "webhook", namespaced=False),
+            "webhooks": [{"name": "pods.hetsched.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                          "failurePolicy": "Ignore", "timeoutSeconds": 5, "clientConfig": client, "rules": rules}]}
 
 
 def _restrict_registration(v: Reader, by_url: bool) -> dict[str, Any]:

@@ -33,6 +33,8 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
+from hetsched.api.priority_policy import PriorityPolicy
 from hetsched.devices.inventory import HANDOFF_FOR, POD_ANNOTATION, handoff_for
 from hetsched.ports import (
     Binder,
@@ -107,14 +109,14 @@ class Scheduler:
     def __init__(self, store: ObjectStore, binder: Binder, status: StatusUpdater, clock: Clock,
                  conf: SchedulerConf | None = None, *, scheduler_names: tuple[str, ...] = ("hetsched", "volcano"),
                  default_queue: str = "default", evictor: Evictor | None = None,
-                 stopwatch: Stopwatch | None = None) -> None:
+                 stopwatch: Stopwatch | None = None, priority_policy: PriorityPolicy = DEFAULT_PRIORITY) -> None:
         self.store = store
         self.binder = binder
         self.evictor = evictor
         self.status = status
         self.clock = clock
         self.conf = conf or default_conf()
-        self.cache = SchedulerCache(scheduler_names, default_queue)
+        self.cache = SchedulerCache(scheduler_names, default_queue, priority_policy)
         self._unwatch = store.watch(KINDS, self.cache.handle)
         self.cycles = 0
         self.set_aside: dict[str, SetAside] = {}

@@ -25,6 +25,8 @@ from hetsched.api.objects import (
     Queue,
     max_unavailable,
 )
+from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
+from hetsched.api.priority_policy import PriorityPolicy
 from hetsched.scheduler.cache.pods import Group, PodRecord, preemptable, required_anti
 from hetsched.scheduler.cache.settled import SettledJobs, is_settled
 from hetsched.scheduler.snapshot import (
@@ -62,7 +64,7 @@ def _budget(podgroup: PodGroup, pods: int) -> int | None:
 
 
 def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: ResourceIndex, default_queue: str,
-         keep_labels: bool, class_value: Callable[[str], int], class_preempts: Callable[[PodGroup], bool],
+         keep_labels: bool, class_value: Callable[[str, str], int], class_preempts: Callable[[PodGroup], bool],
          settled: SettledJobs) -> tuple[dict[str, JobInfo], dict[str, int]]:
     """The :class:`JobInfo` of every PodGroup a session may act on — all but the settled ones, which stay in
     ``settled`` (a Completed one with nothing pending left out) — and the pending pods per PodGroup key that
@@ -101,7 +103,8 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
                                     []).append(pod_key)
         job = JobInfo(
             key=key, podgroup=podgroup, queue=podgroup.spec.queue or default_queue,
-            priority=class_value(podgroup.spec.priorityClassName) if podgroup.spec.priorityClassName else 0,
+            priority=class_value(podgroup.spec.priorityClassName, podgroup.metadata.namespace or "default")
+            if podgroup.spec.priorityClassName else 0,
             min_member=podgroup.spec.minMember, min_task_member=dict(podgroup.spec.minTaskMember),
             phase=podgroup.status.phase,
             created=podgroup.metadata.creationTimestamp or 0.0, groups=[], ready=group.ready,
@@ -190,7 +193,8 @@ def placed(pods: dict[str, PodRecord], keys: Iterable[str] | None = None) -> lis
 
 
 def running(jobs: dict[str, JobInfo], groups: dict[str, Group], pods: dict[str, PodRecord],
-            budgets: list[PodDisruptionBudget]) -> tuple[list[RunningPod], list[int]]:
+            budgets: list[PodDisruptionBudget], policy: PriorityPolicy = DEFAULT_PRIORITY,
+            ) -> tuple[list[RunningPod], list[int]]:
     """Bound pods of ``jobs`` with what they hold, and the disruptions each PodDisruptionBudget allows
     (``api.disruption``), for the eviction actions."""
     every = [r.pod for r in pods.values()] if budgets else []
@@ -211,7 +215,9 @@ def running(jobs: dict[str, JobInfo], groups: dict[str, Group], pods: dict[str, 
             result.append(RunningPod(
                 key=pod_key, job=job_key, task=record.task, node=record.node, request=record.request,
                 priority=record.priority, created=pod.metadata.creationTimestamp or 0.0,
-                namespace=pod.metadata.namespace or "default", priority_class=pod.spec.priorityClassName,
+                namespace=pod.metadata.namespace or "default",
+                priority_class=pod.spec.priorityClassName  # one its namespace may not use shields nothing
+                if policy.permits(pod.spec.priorityClassName, pod.metadata.namespace or "default") else "",
                 chips=dict(record.chips or {}), shares=dict(record.shares or {}),
                 numa=record.numa if record.numa is not None else -1,
                 budgets=tuple(i for i, b in enumerate(budgets) if pod.status.phase == "Running" and covers(b, pod)),

@@ -36,6 +36,8 @@ from hetsched.api.objects import (
     PriorityClass,
     Queue,
 )
+from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
+from hetsched.api.priority_policy import PriorityPolicy
 from hetsched.devices.inventory import ASCEND_NAMESPACE, NODE_ANNOTATION
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.cache import build
@@ -63,9 +65,13 @@ agent). Its role may read no other ConfigMaps."""
 
 
 class SchedulerCache:
-    def __init__(self, scheduler_names: tuple[str, ...] = ("hetsched", "volcano"), default_queue: str = "default"):
+    def __init__(self, scheduler_names: tuple[str, ...] = ("hetsched", "volcano"), default_queue: str = "default",
+                 priority_policy: PriorityPolicy = DEFAULT_PRIORITY):
         self.scheduler_names = frozenset(scheduler_names)
         self.default_queue = default_queue
+        self.priority_policy = priority_policy
+        """Which namespaces may use which PriorityClasses: a class a namespace may not use counts as none (its
+        pods get the default priority and no shield from eviction), whatever admission let through."""
         self.resources = ResourceIndex()
         self.nodes = NodeTable(self.resources)
         self.devices = DeviceLedger()
@@ -201,7 +207,12 @@ class SchedulerCache:
             state = "foreign-pending"
         node = self.nodes.index.get(pod.spec.nodeName, -1) if pod.spec.nodeName else -1
         request = self._vector(pod.spec.placement_key, pod.spec.requests)
-        priority = pod.spec.priority if pod.spec.priority is not None else self._class_value(pod.spec.priorityClassName)
+        namespace = pod.metadata.namespace or "default"
+        if not self.priority_policy.permits(pod.spec.priorityClassName, namespace):
+            priority = self._class_value("")  # a class its namespace may not use: as if it named none
+        else:
+            priority = pod.spec.priority if pod.spec.priority is not None else \
+                self._class_value(pod.spec.priorityClassName)
         record = PodRecord(pod, group, pod.metadata.annotations.get(TASK_ANNOTATION, ""), node, state, request,
                            priority)
         if group:
@@ -267,7 +278,11 @@ class SchedulerCache:
         priority_class = self._priority_classes.get(podgroup.spec.priorityClassName)
         return priority_class is None or priority_class.preemptionPolicy != "Never"
 
-    def _class_value(self, name: str) -> int:
+    def _class_value(self, name: str, namespace: str | None = None) -> int:
+        """The value of PriorityClass ``name`` (the global default's, or 0, when there is none, or when
+        ``namespace`` may not use it)."""
+        if namespace is not None and not self.priority_policy.permits(name, namespace):
+            name = ""
         if name and name in self._priority_classes:
             return self._priority_classes[name].value
         for priority_class in self._priority_classes.values():
@@ -315,7 +330,8 @@ class SchedulerCache:
         return Snapshot(
             resources=self.resources, nodes=self.nodes.arrays(),
             queues=build.queues(self._queues, active, self.resources, self.settled), devices=devices, numa=numa,
-            running_source=lambda: build.running({**settled, **active}, self.groups.by_key, self._pods, budgets),
+            running_source=lambda: build.running({**settled, **active}, self.groups.by_key, self._pods, budgets,
+                                                 self.priority_policy),
             placed_source=partial(build.placed, self._pods),
             anti_source=partial(build.placed, self._pods, tuple(self._anti_pods)) if self._anti_pods else None,
             priority_classes={n: c.value for n, c in self._priority_classes.items()},
