@@ -900,6 +900,22 @@ def test_lease_expiry_is_judged_by_locally_observed_time_not_the_holders_clock(a
     assert ahead.try_acquire_or_renew() and ahead.holder() == "me"
 
 
+def test_a_squatter_with_an_absurd_lease_duration_loses_the_lease_after_a_bounded_time(api: ApiServer) -> None:
+    """Issue 29: a Lease rewritten to holder "squatter" with ``leaseDurationSeconds: 2147483647`` and never
+    renewed again is taken over after at most ten of our own durations (here 0.5 s × 10), not in 68 years."""
+    from hetsched.cluster.leader import MAX_DURATION_FACTOR, LeaderElector
+
+    client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+    client.request("POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", body={
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "squatted"},
+        "spec": {"holderIdentity": "squatter", "leaseDurationSeconds": 2147483647,
+                 "renewTime": "2026-01-01T00:00:00.000000Z"}})
+    elector = LeaderElector(client, "default", "squatted", "me", duration=0.5, retry=0.1)
+    assert not elector.try_acquire_or_renew()  # first seen now
+    time.sleep(MAX_DURATION_FACTOR * 0.5 + 0.5)
+    assert elector.try_acquire_or_renew() and elector.holder() == "me"
+
+
 def make_namespace(client: KubeClient, name: str) -> None:
     with contextlib.suppress(Conflict):
         client.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",

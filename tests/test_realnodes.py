@@ -544,6 +544,59 @@ def test_the_webhook_refuses_an_accelerator_set_only_in_requests(installed: Real
     assert "Limit must be set" in str(also.value)
 
 
+def test_a_tenant_can_neither_forge_a_hand_off_nor_squat_nor_claim_a_system_priority(installed: RealCluster) -> None:
+    """Issue 29 on the real API server and kubelets: a pod whose creator writes the chip hand-off (chips 0
+    and 1 of a server, bound there by itself), four 1-chip "squatters" whose annotations claim all 8 chips
+    of each server, a Job whose template carries the hand-off, and a pod naming system-node-critical outside
+    kube-system are all refused at admission (``/pods``, ``/validate``), naming the field. Beside them a
+    legitimate gang of 4 × 4 chips takes both servers whole, each container seeing exactly its hand-off."""
+    from hetsched.cluster.kubernetes import ApiError
+    from hetsched.ports import Invalid
+
+    client = installed.client
+    registration = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/hetsched-pods"
+    wait_for("the /pods registration's CA", lambda: all(
+        entry["clientConfig"].get("caBundle") for entry in client.request("GET", registration)["webhooks"]), 60)
+    resource = "huawei.com/Ascend910"
+
+    def bound_pod(name: str, node: str, chips: int, claimed: list[int], **spec: Any) -> dict[str, Any]:
+        notes = {"hetsched.io/allocation": json.dumps({resource: claimed}),
+                 "hetsched.io/allocation-for": f"anything/{node}",
+                 resource: ",".join(f"Ascend910-{c}" for c in claimed)}
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": notes},
+                "spec": workload({"nodeName": node, **spec,
+                                  "containers": [{"name": "c", "resources": {"limits": {resource: chips}}}]})}
+
+    attacks = [bound_pod("forged", "ascend-0", 2, [0, 1]),
+               *(bound_pod(f"squatter-{node}-{i}", node, 1, list(range(8))) for node in ("ascend-0", "ascend-1")
+                 for i in range(2))]
+    for attack in attacks:
+        with pytest.raises((ApiError, Invalid)) as refused:
+            client.request("POST", "/api/v1/namespaces/default/pods", body=attack)
+        assert f"Pod default/{attack['metadata']['name']}: metadata.annotations[" in str(refused.value)
+        assert "written only by the scheduler" in str(refused.value)
+    vip = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vip"},
+           "spec": workload({"priorityClassName": "system-node-critical", "containers": [{"name": "c"}]})}
+    with pytest.raises((ApiError, Invalid)) as refused:
+        client.request("POST", "/api/v1/namespaces/default/pods", body=vip)
+    assert "spec.priorityClassName: PriorityClass system-node-critical may be used only" in str(refused.value)
+    smuggled = task("worker", 1, resource, 1, {resource: "true"})
+    smuggled["template"]["metadata"] = {"annotations": {"hetsched.io/allocation": json.dumps({resource: [0]})}}
+    with pytest.raises((ApiError, Invalid)) as refused:
+        client.request("POST", JOBS, body=job("smuggled", [smuggled]))
+    assert "template.metadata.annotations[hetsched.io/allocation]: written only by the scheduler" in \
+        str(refused.value)
+    assert not [p for p in pods(client, "default") if p["metadata"]["name"] in {"forged", "vip"}]
+
+    submit(client, job("beside", [task("worker", 4, resource, 4, {resource: "true"})], minAvailable=4))
+    wait_for("the legitimate gang Running", lambda: len(job_pods(client, "beside")) == 4
+             and running(job_pods(client, "beside")), 180, explain=lambda: installed.logs("hetsched", "scheduler"))
+    workers = job_pods(client, "beside")
+    held = [(p["spec"]["nodeName"], chip) for p in workers for chip in assert_sees_its_chips(installed, p, resource)]
+    assert len(held) == 16 and len(set(held)) == 16  # both servers whole, no chip twice
+    delete_job(client, "beside")
+
+
 def test_doctor_flags_a_node_whose_device_plugin_stopped(installed: RealCluster, tmp_path: Path) -> None:
     client = installed.client
     client.request("PATCH", "/api/v1/nodes/mlu-0", content_type="application/merge-patch+json",

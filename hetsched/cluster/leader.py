@@ -12,7 +12,11 @@ seconds of its *own* monotonic clock (as client-go's ``observedTime``): the hold
 never compared with the local clock, so a holder whose clock is hours behind is not robbed while it
 renews, and one whose clock is ahead does not hold the Lease forever after it dies. Taking it is a write
 with the resourceVersion read, so of two replicas racing only one wins (the other's write is a 409). On
-SIGTERM the holder releases the Lease (empty holder) so another replica takes over at once.
+SIGTERM the holder releases the Lease (empty holder) so another replica takes over at once. The holder's
+``leaseDurationSeconds`` is read within ``[duration, MAX_DURATION_FACTOR × duration]``: a squatter that
+writes itself in with ``leaseDurationSeconds: 2147483647`` (or 0, or garbage) holds the Lease no longer
+than ten of our own durations without renewing it — and while it does renew, its writes are what a
+replica sees as the holder being alive, as with any holder.
 
 Fencing invariant: :meth:`holds` is true only while the last successful take-or-renew *began* less than
 ``renew_deadline`` seconds ago (this process's monotonic clock, which keeps running while the process is
@@ -40,6 +44,8 @@ from hetsched.ports import Conflict, NotFound
 
 log = logging.getLogger("hetsched.leader")
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+MAX_DURATION_FACTOR = 10
+"""A holder's stated lease duration counts for at most this many of our own durations."""
 
 
 def _micro(now: float) -> str:
@@ -78,6 +84,13 @@ class LeaderElector:
         renewed = self._renewed_at
         return self.leading and renewed is not None and time.monotonic() - renewed < self.renew_deadline
 
+    def _duration_of(self, spec: dict[str, Any]) -> float:
+        """The holder's stated duration, bounded: at least ours, at most ``MAX_DURATION_FACTOR`` times ours."""
+        stated = spec.get("leaseDurationSeconds")
+        if isinstance(stated, bool) or not isinstance(stated, int | float) or stated != stated:
+            return self.duration
+        return min(max(float(stated), self.duration), MAX_DURATION_FACTOR * self.duration)
+
     def _spec(self, now: float, transitions: int) -> dict[str, Any]:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.duration)),
                 "acquireTime": _micro(now), "renewTime": _micro(now), "leaseTransitions": transitions}
@@ -111,7 +124,7 @@ class LeaderElector:
         record = (holder, spec.get("renewTime"), (lease.get("metadata") or {}).get("resourceVersion"))
         if record != self._observed:
             self._observed, self._observed_at = record, time.monotonic()
-        expired = time.monotonic() - self._observed_at > float(spec.get("leaseDurationSeconds") or self.duration)
+        expired = time.monotonic() - self._observed_at > self._duration_of(spec)
         if holder and holder != self.identity and not expired:
             return self._lost()
         if holder == self.identity:
