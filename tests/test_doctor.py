@@ -188,7 +188,7 @@ def test_doctor_command_on_the_embedded_cluster(tmp_path: Path) -> None:
     assert report["exitCode"] == 0
     assert {f["check"] for f in report["findings"]} >= {
         "components-running", "device-plugin-registered", "allocatable-matches-chips", "chip-health",
-        "accelerator-limits", "queue-capability", "stuck-gangs", "numaaware-topology-policy"}
+        "accelerator-limits", "queue-capability", "stuck-gangs", "numaaware-topology-policy", "admission-fail-open"}
     assert all(f["severity"] == "ok" for f in report["findings"])
     bad = tmp_path / "bad.yaml"
     bad.write_text(JOB % ("three", 3, 3, "limits") + "---\n" + JOB % ("requests-only", 1, 1, "requests"))
@@ -300,3 +300,19 @@ def test_doctor_node_command(tmp_path: Path) -> None:
     found.kubelet_config.write_text("topologyManagerPolicy: none\n")
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1, result.output
+
+
+def test_admission_that_fails_open_is_said_and_a_missing_pods_check_warned() -> None:
+    """Issue 29: the checks on every pod, Node, ConfigMap and Secret write fail open; doctor says so, and
+    whether the API server could narrow them (matchConditions from 1.27); no /pods registration warns."""
+    from hetsched.diagnose.checks import ClusterFacts, admission_fail_open
+
+    old = admission_fail_open(ClusterFacts(objects=[], admission={"hetsched-pods": "Ignore",
+                                                                  "hetsched-restrict": "Ignore"},
+                                           server_version="v1.20.2"))
+    assert [f.severity for f in old] == ["ok"]
+    assert "hetsched-pods: Ignore" in old[0].evidence and "no matchConditions (1.27+)" in old[0].evidence
+    new = admission_fail_open(ClusterFacts(objects=[], admission={"hetsched-pods": "Ignore"}, server_version="v1.31.0"))
+    assert "could narrow them" in new[0].evidence
+    missing = admission_fail_open(ClusterFacts(objects=[], admission={"hetsched-pods": ""}, server_version="v1.20.2"))
+    assert [f.severity for f in missing] == ["warning"] and missing[0].object.endswith("hetsched-pods")

@@ -92,6 +92,24 @@ def _webhook(client: KubeClient, namespace: str) -> ComponentStatus:
                            "Jobs (accelerators only in requests, unknown policy events) reach the controller")
 
 
+FAIL_OPEN = ("hetsched-pods", "hetsched-restrict")
+"""hetsched's registrations that fail open (``install.manifests``)."""
+
+
+def _admission(client: KubeClient) -> dict[str, str]:
+    found = {}
+    for name in FAIL_OPEN:
+        try:
+            registration = client.request(
+                "GET", f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}")
+        except NotFound:
+            found[name] = ""
+            continue
+        hooks = registration.get("webhooks") or [{}]
+        found[name] = str(hooks[0].get("failurePolicy") or "Fail")
+    return found
+
+
 def kube_facts(client: KubeClient, *, lease_namespace: str = "kube-system", probe_namespace: str = "default",
                now: float | None = None, probe: bool = True) -> ClusterFacts:
     """List everything once; with ``probe``, also read the Leases and dry-run the webhook probe."""
@@ -109,4 +127,10 @@ def kube_facts(client: KubeClient, *, lease_namespace: str = "kube-system", prob
     components = [_lease(client, lease_namespace, "hetsched-scheduler", now),
                   _lease(client, lease_namespace, "hetsched-controller", now),
                   _webhook(client, probe_namespace)] if probe else []
-    return ClusterFacts(objects=objects, raw=raw, components=components, now=now)
+    admission, version = None, ""
+    if probe:
+        admission = _admission(client)
+        with contextlib.suppress(ApiError, Invalid, NotFound):
+            version = str(client.request("GET", "/version").get("gitVersion") or "")
+    return ClusterFacts(objects=objects, raw=raw, components=components, now=now, admission=admission,
+                        server_version=version)

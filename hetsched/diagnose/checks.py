@@ -19,11 +19,14 @@ was checked. The checks, in the order they run (``CHECKS``):
 - ``stuck-gangs``: PodGroups Pending or Inqueue for longer than ``stuck_after`` with why and what would
   unblock them (``scheduler.why``);
 - ``numaaware-topology-policy``: ``numaaware`` enabled while a node's kubelet topology manager policy is
-  ``none`` or unknown — the plugin is then a silent no-op there (seed 000 §4.4).
+  ``none`` or unknown — the plugin is then a silent no-op there (seed 000 §4.4);
+- ``admission-fail-open``: the admission checks on every pod, Node, ConfigMap and Secret write fail open —
+  said, with whether the API server could narrow them; a missing ``hetsched-pods`` registration warns.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +76,11 @@ class ClusterFacts:
     final: bool = False
     """Nothing more will happen (an embedded run that ended): every waiting gang is stuck."""
     scheduler_names: tuple[str, ...] = ("hetsched", "volcano")
+    admission: dict[str, str] | None = None
+    """Live clusters: hetsched's fail-open registrations (``hetsched-pods``, ``hetsched-restrict``) → their
+    failurePolicy ("" when not registered); None on the embedded cluster."""
+    server_version: str = ""
+    """The API server's ``gitVersion`` (live clusters)."""
     _snapshot: Snapshot | None = None
 
     def snapshot(self) -> Snapshot:
@@ -364,6 +372,35 @@ def numaaware_topology_policy(facts: ClusterFacts) -> list[Finding]:
     return findings or [passed(check, f"{len(nodes)} accelerator node(s) run a topology manager policy")]
 
 
+def _minor(version: str) -> int | None:
+    found = re.match(r"v?1\.(\d+)", version)
+    return int(found.group(1)) if found else None
+
+
+def admission_fail_open(facts: ClusterFacts) -> list[Finding]:
+    """What the admission checks that sit on every pod, Node, ConfigMap and Secret write do when the webhook is
+    down (issue 29): they fail open, and this says so — and whether the API server could narrow them."""
+    check = "admission-fail-open"
+    if facts.admission is None:
+        return [passed(check, "embedded cluster: its own admission applies the hand-off and priority rules")]
+    pods = facts.admission.get("hetsched-pods", "")
+    if not pods:
+        return [Finding(check, "warning", "ValidatingWebhookConfiguration/hetsched-pods",
+                        "not registered: a pod's creator may write the chip hand-off and name a system "
+                        "PriorityClass unchecked at admission (the scheduler and device plugin still ignore a "
+                        "hand-off not stamped for its pod, and give a class its namespace may not use no weight)",
+                        "install the chart's webhook (it registers hetsched-pods)")]
+    minor = _minor(facts.server_version)
+    narrowing = (f"this API server ({facts.server_version}) could narrow them to hetsched's own identities "
+                 "with matchConditions and fail closed; hetsched does not use that yet" if minor is not None
+                 and minor >= 27 else f"this API server ({facts.server_version or 'version unknown'}) has no "
+                 "matchConditions (1.27+) to narrow them to hetsched's own identities, so they stay open")
+    policies = ", ".join(f"{name}: {policy or 'not registered'}" for name, policy in sorted(facts.admission.items()))
+    return [passed(check, f"{policies}. Fail-open checks lapse while the webhook is down (pods and the node "
+                          f"agent's writes are never held up); the scheduler and device plugin check hand-off "
+                          f"provenance themselves; {narrowing}", "webhook")]
+
+
 CHECKS: dict[str, Callable[[ClusterFacts], list[Finding]]] = {
     "components-running": components_running,
     "device-plugin-registered": device_plugin_registered,
@@ -373,6 +410,7 @@ CHECKS: dict[str, Callable[[ClusterFacts], list[Finding]]] = {
     "queue-capability": queue_capability,
     "stuck-gangs": stuck_gangs,
     "numaaware-topology-policy": numaaware_topology_policy,
+    "admission-fail-open": admission_fail_open,
 }
 
 
