@@ -131,10 +131,8 @@ class Session:
         return (-queue.priority, *(p.queue_order_key(queue) for p in self._queue_order), queue.name)
 
     def job_order_key(self, job: JobInfo) -> tuple[Any, ...]:
-        self.handling = job.key
-        key = (*(p.job_order_key(job) for p in self._job_order), job.created, job.key)
-        self.handling = None
-        return key
+        with self.working_on(job):  # a plugin raising on this job's key blames this job
+            return (*(p.job_order_key(job) for p in self._job_order), job.created, job.key)
 
     @contextmanager
     def working_on(self, job: JobInfo) -> Iterator[None]:

@@ -32,7 +32,7 @@ from hetsched.devices.inventory import (
     parse_node_devices,
     trusted_allocation,
 )
-from hetsched.devices.policy import lowest
+from hetsched.devices.policy import MAX_CHIPS, lowest
 from hetsched.scheduler.cache.pods import PodRecord
 from hetsched.scheduler.framework import IntArray
 from hetsched.scheduler.snapshot import NUMA_ANNOTATION, DeviceArrays, NumaArrays, sharing_mask
@@ -261,7 +261,7 @@ class DeviceLedger:
             memory = requests.get(MEMORY_OF.get(resource, ""), 0) // 1000
             on_node = int(devices.chips[row])
             if share > 0:
-                taken = [c for c in named.get(resource, []) if 0 <= c < 63 and on_node >> c & 1] or self._room(
+                taken = [c for c in named.get(resource, []) if 0 <= c < MAX_CHIPS and on_node >> c & 1] or self._room(
                     devices, row, share, memory)[:1]  # bound without a hand-off: the first chip with room
                 if taken:
                     shares[resource] = (taken[0], share, memory)
@@ -269,7 +269,7 @@ class DeviceLedger:
             if amount <= 0:
                 continue
             if resource in named:  # every chip id the node has is charged (a 32-chip node's 16–31 too)
-                mask = sum(1 << c for c in set(named[resource]) if 0 <= c < 63) & on_node
+                mask = sum(1 << c for c in set(named[resource]) if 0 <= c < MAX_CHIPS) & on_node
             else:
                 free = int(devices.chips[row] & ~devices.used[row] & ~devices.unhealthy[row])
                 mask = lowest(free, -(-amount // 1000)) or free
