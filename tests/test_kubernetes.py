@@ -20,7 +20,7 @@ import yaml
 
 from hetsched.api.manifest import load_files
 from hetsched.api.objects import HyperNode, Job, Node, Pod, Queue
-from hetsched.benchmark.apiserver import ApiServer, missing, real_apiserver
+from hetsched.benchmark.apiserver import ApiServer, _free_port, missing, real_apiserver
 from hetsched.cluster.kubernetes import ApiError, KubeClient, KubeCluster, WallClock, from_api
 from hetsched.controllers.job import JobController
 from hetsched.controllers.podgroup import PodGroupController
@@ -741,9 +741,7 @@ def test_every_component_stops_within_2s_of_sigterm_with_its_watches_idle(api: A
     chips = tmp_path / "chips.json"
     write_chips(chips)
     cert, key = self_signed(tmp_path)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        webhook_port = probe.getsockname()[1]
+    webhook_port = _free_port()  # outside the ephemeral range: no outgoing connection takes it meanwhile
     plugin_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"stop-{os.getpid()}-{time.monotonic_ns()}"  # short path
     plugin_dir.mkdir()
     kubelet = FakeKubelet(plugin_dir)

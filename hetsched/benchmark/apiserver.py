@@ -8,6 +8,7 @@ Who calls it: ``tests/test_kubernetes.py`` (which skips, saying why, when the bi
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import ssl
@@ -34,10 +35,28 @@ def missing() -> str:
     return ""
 
 
+LISTEN_PORTS = (20000, 32767)
+"""Where listeners for the test servers are placed: below the kernel's ephemeral range (32768–60999 by
+default), from which every outgoing connection takes its local port — a port picked from that range (bind to
+0, close) can be taken by kube-apiserver's own connections to etcd before it listens there ("address
+already in use", seen under load)."""
+_handed_out: set[int] = set()
+
+
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback port free now, outside the ephemeral range, never handed out before by this process."""
+    for _ in range(1000):
+        port = random.randint(*LISTEN_PORTS)
+        if port in _handed_out:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free loopback port in {LISTEN_PORTS[0]}–{LISTEN_PORTS[1]}")
 
 
 @dataclass
