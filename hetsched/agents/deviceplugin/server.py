@@ -178,11 +178,9 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             problem = self._refused(ids)
             if problem:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.backend.resource}: {problem}")
-            handed = self._handoff(len(ids), consume=False)
+            handed = self._handoff(len(ids))  # the pod kubelet is admitting: served now, whichever ids it got
             followed = handed is not None and set(handed) == set(ids)
-            if followed:
-                self._handoff(len(ids))  # that pod is served
-            elif handed:
+            if handed and not followed:
                 log.warning("kubelet allocated %s where the scheduler chose %s (not all free in kubelet's "
                             "accounting): mounting kubelet's", ", ".join(ids), ", ".join(handed))
             if self.metrics is not None:
