@@ -13,18 +13,9 @@ from hetsched.api.objects import AnyObject, Pod
 from hetsched.cluster.memory import Invalid
 from hetsched.devices.inventory import pod_allocation
 from tests.builders import accel_node, harness, pod, podgroup, priority_class, running_on
+from tests.test_preemption import CONF
 
 ASCEND = "huawei.com/Ascend910"
-PREEMPT = """actions: "enqueue, allocate, preempt, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: predicates
-  - name: devicetopology
-"""
 
 
 def squatter(name: str, node: str, stamp: str | None) -> list[AnyObject]:
@@ -65,7 +56,7 @@ def test_a_system_priority_class_buys_a_tenant_nothing() -> None:
                running_on(pod("base-0", "base", cpu="1", limits={ASCEND: 8}, namespace="team-b"), "npu-0")]
     run = harness([*classes, *nodes, *victims,
                    podgroup("urgent", 1, namespace="team-a", priority_class="system-node-critical"),
-                   pod("urgent-0", "urgent", cpu="1", limits={ASCEND: 8}, namespace="team-a")], PREEMPT)
+                   pod("urgent-0", "urgent", cpu="1", limits={ASCEND: 8}, namespace="team-a")], CONF)
     run.cycle()
     run.cycle()
     assert run.cluster.get("Pod", "team-b/base-0") is not None  # not evicted

@@ -131,8 +131,8 @@ def priority_problems(doc: dict[str, Any], obj: AnyObject, source: str, index: i
     """A PriorityClass the object's namespace may not use (``api.priority_policy``'s default rule: the
     system classes only in kube-system), one problem per field that names one."""
     namespace = obj.metadata.namespace or "default"
-    return [Problem(source, index, obj.kind, obj.metadata.name, path, DEFAULT_PRIORITY.problem(name, namespace))
-            for path, name in job_class_names(doc) if DEFAULT_PRIORITY.problem(name, namespace)]
+    return [Problem(source, index, obj.kind, obj.metadata.name, path, problem) for path, name in job_class_names(doc)
+            if (problem := DEFAULT_PRIORITY.problem(name, namespace))]
 
 
 def duplicate_problems(entries: list[tuple[str, int, AnyObject]]) -> list[Problem]:

@@ -74,7 +74,6 @@ class _Budget:
     """Bytes that may be in flight; :meth:`take` waits until they are free, or until its deadline."""
 
     def __init__(self, size: int) -> None:
-        self.size = size
         self.free = size
         self._changed = threading.Condition()
 
@@ -124,8 +123,7 @@ def check_pod(request: dict[str, Any], admission: PodAdmission) -> str:
     if username != admission.scheduler:
         old = _annotations(request.get("oldObject")) if request.get("operation") == "UPDATE" else {}
         new = _annotations(raw)
-        changed = sorted(str(k)[:100] for k in set(new) | set(old)
-                         if is_handoff_key(str(k)) and new.get(k) != old.get(k) and k in new)
+        changed = sorted(str(k)[:100] for k, v in new.items() if is_handoff_key(str(k)) and v != old.get(k))
         if changed:
             return (f"Pod {namespace}/{name}: metadata.annotations[{changed[0]}]: written only by the scheduler "
                     f"({admission.scheduler}), which decides which chips a pod gets; remove it")
