@@ -96,13 +96,15 @@ def world(tmp_path: Path) -> Iterator[SimpleNamespace]:
     write_chips(config)
     kubelet = FakeKubelet(directory)
     bound: list[Pod] = []
+    told: list[tuple[str, str, str]] = []
     metrics = DevicePluginMetrics()
     backend = CountingBackend(config)
-    plugin = DevicePlugin(backend, directory=directory, period=PERIOD, pods=lambda: list(bound), metrics=metrics)
+    plugin = DevicePlugin(backend, directory=directory, period=PERIOD, pods=lambda: list(bound), metrics=metrics,
+                          events=lambda pod, reason, message: told.append((pod.metadata.name, reason, message)))
     plugin.start()
     channel = grpc.insecure_channel(f"unix://{plugin.socket}")
     yield SimpleNamespace(directory=directory, config=config, kubelet=kubelet, plugin=plugin, bound=bound,
-                          stub=plugin_stub(channel), metrics=metrics, backend=backend)
+                          stub=plugin_stub(channel), metrics=metrics, backend=backend, told=told)
     channel.close()
     plugin.stop()
     kubelet.stop()
@@ -161,14 +163,15 @@ NODE = "npu-node-0"
 
 
 def bound_pod(name: str, uid: str, chips: list[int], created: float, bound_at: int | None,
-              started: bool = False, stamp: str | None = None) -> Pod:
-    """A pod on this node as the scheduler bound it: its chips, the provenance stamp (its uid and this node,
-    unless ``stamp`` says otherwise), and its place in the bind order."""
+              started: bool = False, stamp: str | None = None, asks: int | None = None) -> Pod:
+    """A pod on this node as the scheduler bound it: its chips (it asks for as many unless ``asks``), the
+    provenance stamp (its uid and this node, unless ``stamp`` says otherwise), and its place in the bind
+    order."""
     annotations = {"hetsched.io/allocation": json.dumps({"hetsched.io/fake": chips}),
                    "hetsched.io/allocation-for": stamp if stamp is not None else f"{uid}/{NODE}"}
     if bound_at is not None:
         annotations["predicate-time"] = str(bound_at)
-    made = pod(name, annotations=annotations)
+    made = pod(name, annotations=annotations, limits={"hetsched.io/fake": len(chips) if asks is None else asks})
     status = made.status.model_copy(update={"startTime": 5.0, "phase": "Running"}) if started else made.status
     return made.model_copy(update={"metadata": made.metadata.model_copy(update={"uid": uid, "creationTimestamp":
                                                                                 created}), "status": status,
@@ -201,6 +204,7 @@ def test_kubelet_is_steered_to_the_schedulers_chips_and_only_its_ids_are_mounted
     assert preferred(world, ["fake-0", "fake-2"], 2) == ["fake-0", "fake-2"]
     assert allocate(world, ["fake-0", "fake-2"]) == {"FAKE_VISIBLE_DEVICES": "0,2"}
     assert allocate(world, ["fake-0", "fake-1"]) == {"FAKE_VISIBLE_DEVICES": "0,1"}  # no hand-off left: kubelet's
+    assert world.told == []  # every hand-off followed, none refused: nothing to tell
     sample = world.metrics.registry.get_sample_value
     name = "hetsched_device_plugin_allocations_total"
     assert sample(name, {"resource": "hetsched.io/fake", "source": "scheduler"}) == 2
@@ -215,7 +219,7 @@ def test_a_forged_or_squatting_hand_off_never_gets_another_pods_chips(world: Sim
     world.bound.extend([
         bound_pod("copied", "u-tenant", [0, 1], created=1.0, bound_at=1, stamp="u-victim/" + NODE),
         bound_pod("unstamped", "u-other", [0, 1], created=1.0, bound_at=2, stamp=""),
-        bound_pod("squatter", "u-squat", [0, 1, 2, 3], created=1.0, bound_at=3)])
+        bound_pod("squatter", "u-squat", [0, 1, 2, 3], created=1.0, bound_at=3, asks=2)])
     assert allocate(world, ["fake-2", "fake-3"]) == {"FAKE_VISIBLE_DEVICES": "2,3"}
     assert set(preferred(world, ["fake-2", "fake-3"], 2)) == {"fake-2", "fake-3"}  # the policy's, from those offered
     # the scheduler's own hand-off for a pod is preferred only where kubelet offers every chip of it
@@ -225,6 +229,18 @@ def test_a_forged_or_squatting_hand_off_never_gets_another_pods_chips(world: Sim
     with pytest.raises(grpc.RpcError) as info:  # and ids that are not this plugin's are refused
         allocate(world, ["fake-0", "Ascend910-9"])
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "Ascend910-9" in str(info.value.details())
+    # each is told on the pod in a Warning Event, once: why its hand-off was refused, or not followed
+    told = {(name, reason): message for name, reason, message in world.told}
+    assert len(told) == len(world.told) and set(told) == {
+        ("copied", "HandOffRefused"), ("unstamped", "HandOffRefused"), ("squatter", "HandOffRefused"),
+        ("legit", "HandOffNotFollowed")}, world.told
+    assert "names 'u-victim/npu-node-0', not this pod on this node (u-tenant/npu-node-0): copied or stale" \
+        in told[("copied", "HandOffRefused")]
+    assert "carries no provenance stamp (hetsched.io/allocation-for)" in told[("unstamped", "HandOffRefused")]
+    assert "names 4 chip id(s) of hetsched.io/fake (4 distinct) where the pod asks for 2" \
+        in told[("squatter", "HandOffRefused")]
+    assert "kubelet allocated fake-2, fake-3 of hetsched.io/fake where the scheduler chose fake-0, fake-1" \
+        in told[("legit", "HandOffNotFollowed")]
 
 
 def test_preferred_allocation_and_pre_start(world: SimpleNamespace) -> None:

@@ -115,6 +115,10 @@ def test_inventory_annotation_errors_name_the_node() -> None:
     with pytest.raises(InventoryError) as info:
         parse_node_devices('{"version": "hetsched.io/v1", "devices": [{"resource": "x", "chips": []}]}', "n7")
     assert "node n7: annotation hetsched.io/devices: devices[0].chips" in str(info.value)
+    with pytest.raises(InventoryError) as info:  # 128 chips (ids 0–127) is the most one resource may have
+        parse_node_devices('{"devices": [{"resource": "x", "chips": [{"id": 128}]}]}', "n9")
+    assert "node n9: annotation hetsched.io/devices: devices[0].chips[0].id" in str(info.value)
+    assert "127" in str(info.value)
     broken = accel_node("n8").model_copy(update={"metadata": accel_node("n8").metadata.model_copy(
         update={"annotations": {"hetsched.io/devices": "{not json"}})})
     h = harness([broken])
@@ -309,12 +313,12 @@ def test_a_pod_chooses_its_own_mlu_link_policy() -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("chips", [32, 48, 63])
+@pytest.mark.parametrize("chips", [32, 48, 63, 64, 128])
 def test_a_node_with_many_chips_schedules_every_chip_once(chips: int) -> None:
     """Issue 29: a 32-chip node built a 2^32-entry lookup table (a 32 GiB MemoryError inside the cycle) and
-    chips 16 and up were never charged to the pods holding them. Now nodes up to 63 chips of a kind are
-    answered per free mask on demand: four-chip pods fill the node exactly, every chip given once, chips
-    above 15 included, and the next pod waits for room."""
+    chips 16 and up were never charged to the pods holding them. Now nodes up to 128 chips of a kind are
+    answered per free mask on demand (past 63 chips with Python-integer masks): four-chip pods fill the
+    node exactly, every chip given once, chips above 15 (and 63) included, and the next pod waits for room."""
     pods = chips // 4
     objects: list[AnyObject] = [accel_node("big", topology="generic", chips=chips, cpu="512"),
                                 *gang("fill", pods, limits={ASCEND: 4}, cpu="1"), *gang("late", 1, limits={ASCEND: 4},
@@ -331,3 +335,82 @@ def test_a_node_with_many_chips_schedules_every_chip_once(chips: int) -> None:
     h.cycle()
     late = allocations(h).get("late-0")
     assert late is not None and sorted(late[1][ASCEND]) == sorted(given["fill-0"][1][ASCEND])
+
+
+@pytest.mark.timeout(300)
+def test_a_128_chip_node_beside_8_chip_servers_of_the_same_resource() -> None:
+    """Issue 29: one resource with 8-chip HCCS servers and a 128-chip node (its masks wider than int64).
+    Every pod gets legal, distinct, healthy chips on both shapes (the unhealthy chip 127 never, the network-
+    unhealthy chip 64 never to a multi-pod gang), ``explain``, the chip map, the chip accounting and the
+    metrics read the wide node, and a finished pod's chips (above 63 too) are free again."""
+    from prometheus_client import generate_latest
+
+    from hetsched.metrics.scheduler import SchedulerMetrics
+    from hetsched.scheduler.chips import ChipAccounts, chip_map
+    from hetsched.scheduler.why import explain_job
+
+    big = accel_node("big", topology="generic", chips=128, cpu="512", unhealthy=(127,), network=(64,))
+    objects: list[AnyObject] = [accel_node("n0"), accel_node("n1"), big,
+                                *gang("ring", 2, limits={ASCEND: 4}, cpu="1"),
+                                *gang("huge", 1, limits={ASCEND: 100}, cpu="1"),
+                                *gang("wide", 4, limits={ASCEND: 6}, cpu="1"),
+                                *gang("toomuch", 1, limits={ASCEND: 127}, cpu="1")]
+    h = harness(objects)
+    metrics = SchedulerMetrics()
+    h.scheduler.observers.append(metrics)
+    h.cycle()
+    h.cycle()
+    given = allocations(h)
+    sizes = {"ring": 4, "huge": 100, "wide": 6}
+    assert set(given) == {"ring-0", "ring-1", "huge-0", "wide-0", "wide-1", "wide-2", "wide-3"}, given
+    per_node: dict[str, list[int]] = {}
+    for name, (node_name, chosen) in given.items():
+        chips = chosen[ASCEND]
+        assert len(chips) == sizes[name.split("-")[0]] and 127 not in chips, (name, chips)
+        assert not (node_name == "big" and name.startswith(("wide", "ring")) and 64 in chips), (name, chips)
+        per_node.setdefault(node_name, []).extend(chips)
+    for node_name, chips in per_node.items():
+        assert len(chips) == len(set(chips)), (node_name, chips)  # no chip given twice
+    assert given["huge-0"][0] == "big" and max(given["huge-0"][1][ASCEND]) > 63
+    snapshot = h.scheduler.cache.snapshot()
+    explanation = explain_job(snapshot, h.scheduler.conf, "default/toomuch", h.clock.now())
+    assert any("Ascend910" in str(reason) for group in explanation.groups for _, reason in group.nodes)
+    (resource, cells, _), = chip_map(snapshot, "big")
+    assert resource == ASCEND and cells.count("#") == len(per_node["big"]) and cells.count("X") == 1
+    table = next(t for t in ChipAccounts().tables(snapshot) if t.resource == ASCEND)
+    at = table.nodes.index("big")
+    assert (table.physical[at], table.healthy[at], table.held[at]) == (128, 127, len(per_node["big"]))
+    exposition = generate_latest(metrics.registry).decode()
+    assert 'hetsched_node_chips_physical{kind="ascend",model="generic",node="big"} 128.0' in exposition
+    assert 'hetsched_node_chips_allocated{kind="ascend",model="generic",node="big"} 124.0' in exposition
+    # the 100-chip pod ends: its chips (above 63 too) are free again, and the next 100-chip pod takes them
+    h.cluster.delete("Pod", "default/huge-0")
+    for obj in gang("again", 1, limits={ASCEND: 100}, cpu="1"):
+        h.cluster.create(obj)
+    h.cycle()
+    again = allocations(h)["again-0"]
+    assert again[0] == "big" and sorted(again[1][ASCEND]) == sorted(given["huge-0"][1][ASCEND])
+
+
+@pytest.mark.timeout(300)
+def test_numa_alignment_and_chip_shares_on_a_128_chip_node() -> None:
+    """Issue 29: past chip 63 the per-chip paths work too — a NUMA-aligned pod's chips all come from the NUMA
+    node its CPUs are pinned to (the upper half: chips 64–127), and fractional pods share chips above 63
+    once the lower ones are held whole."""
+    from tests.test_numaaware import CONF, GPU, POLICY
+
+    milli = "hetsched.io/gpu-milli"
+    wide = accel_node("wide", GPU, "generic", 128, cpu="64", numa_nodes=2, share=milli)
+    objects: list[AnyObject] = [wide, *gang("low", 1, cpu="31", limits={GPU: 64}),
+                                *gang("numa", 1, cpu="8", limits={GPU: 32}, annotations={POLICY: "single-numa-node"})]
+    h = harness(objects, CONF)
+    h.cycle()
+    given = allocations(h)
+    assert sorted(given["low-0"][1][GPU]) == list(range(64))
+    numa_chips = given["numa-0"][1][GPU]
+    assert len(numa_chips) == 32 and min(numa_chips) >= 64, numa_chips  # NUMA 1: chips 64–127
+    for obj in gang("share", 3, limits={milli: 400}, cpu="1"):
+        h.cluster.create(obj)
+    h.cycle()
+    shared = [allocations(h)[f"share-{i}"][1][GPU] for i in range(3)]
+    assert all(len(c) == 1 and 64 <= c[0] < 128 and c[0] not in numa_chips for c in shared), shared

@@ -311,8 +311,17 @@ def test_admission_that_fails_open_is_said_and_a_missing_pods_check_warned() -> 
                                                                   "hetsched-restrict": "Ignore"},
                                            server_version="v1.20.2"))
     assert [f.severity for f in old] == ["ok"]
-    assert "hetsched-pods: Ignore" in old[0].evidence and "no matchConditions (1.27+)" in old[0].evidence
+    assert "hetsched-pods: Ignore" in old[0].evidence and "no matchConditions (1.28+)" in old[0].evidence
     new = admission_fail_open(ClusterFacts(objects=[], admission={"hetsched-pods": "Ignore"}, server_version="v1.31.0"))
-    assert "could narrow them" in new[0].evidence
+    assert [f.severity for f in new] == ["warning"] and "could narrow them" in new[0].evidence
+    assert "webhook.matchConditions=true (hetsched install --kube-version 1.31.0)" in new[0].fix
+    narrowed = admission_fail_open(ClusterFacts(objects=[], admission={
+        "hetsched-pods": "Fail (matchConditions), Ignore (matchConditions)",
+        "hetsched-restrict": "Fail (matchConditions)"}, server_version="v1.31.0"))
+    assert [f.severity for f in narrowed] == ["ok"] and "fail closed" in narrowed[0].evidence
+    # the conditions dropped (an API server before 1.28 took the registration): every pod create would wait
+    dropped = admission_fail_open(ClusterFacts(objects=[], admission={"hetsched-pods": "Fail, Ignore"},
+                                               server_version="v1.20.2"))
+    assert [f.severity for f in dropped] == ["error"] and "no pod can be created anywhere" in dropped[0].evidence
     missing = admission_fail_open(ClusterFacts(objects=[], admission={"hetsched-pods": ""}, server_version="v1.20.2"))
     assert [f.severity for f in missing] == ["warning"] and missing[0].object.endswith("hetsched-pods")

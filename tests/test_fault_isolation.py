@@ -5,13 +5,15 @@ cycle; the set-aside job is retried after a back-off that doubles, and scheduled
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from hetsched.scheduler.conf import DEFAULT_CONF_YAML, parse_conf
-from hetsched.scheduler.framework import Code, JobValid, Plugin, Status
+from hetsched.scheduler.framework import Code, FloatArray, IntArray, JobValid, NodeScore, Plugin, Status
 from hetsched.scheduler.plugins import registry
 from hetsched.scheduler.runner import SET_ASIDE_BASE
-from hetsched.scheduler.snapshot import JobInfo
+from hetsched.scheduler.session import Session
+from hetsched.scheduler.snapshot import JobInfo, TaskGroup
 from tests.builders import gang, harness, node
 
 
@@ -86,3 +88,88 @@ def test_a_job_that_raises_while_it_is_placed_leaves_nothing_half_done(conf: str
     assert [key for key, _ in result.set_aside] == ["default/poison"]
     bound = run.bindings()
     assert len(bound) == 8 and all(name.startswith("zed-") for name in bound), bound
+
+
+class Scorer(Plugin, NodeScore):
+    """Ranks nodes only; its session open raises while ``armed``."""
+
+    NAME = "scorer"
+    armed = True
+
+    def on_session_open(self, session: Session) -> None:
+        if Scorer.armed:
+            raise KeyError("a ranking plugin's bug")
+
+    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+        return np.zeros(len(nodes))
+
+
+class Guard(Plugin, JobValid):
+    """Guards placements (a job validity rule); its session open or close raises while ``armed``."""
+
+    NAME = "guard"
+    armed = "open"
+
+    def on_session_open(self, session: Session) -> None:
+        if Guard.armed == "open":
+            raise ValueError("a guarding plugin's bug")
+
+    def on_session_close(self, session: Session) -> None:
+        if Guard.armed == "close":
+            raise ValueError("a guarding plugin's bug at close")
+
+    def job_valid(self, job: JobInfo) -> Status:
+        return Status(Code.SUCCESS)
+
+
+def test_a_ranking_plugin_that_raises_opening_the_session_is_left_out_and_everyone_is_scheduled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: a plugin's session open raising aborted the whole cycle, every cycle. A plugin that only
+    ranks is now left out for a back-off: the cycle schedules every job, reports the plugin, and tries the
+    plugin again once the back-off ends."""
+    monkeypatch.setitem(registry.IN_TREE, Scorer.NAME, Scorer)
+    monkeypatch.setattr(Scorer, "armed", True)
+    run = harness([node("n1", cpu="16"), *gang("a", 2), *gang("b", 3)],
+                  parse_conf(DEFAULT_CONF_YAML + "  - name: scorer\n"))
+    result = run.cycle()
+    assert len(run.bindings()) == 5
+    assert result.set_aside == [("plugin/scorer", "KeyError: \"a ranking plugin's bug\"")]
+    for obj in gang("c", 1):
+        run.cluster.create(obj)
+    again = run.cycle()  # within the back-off: left out without being tried, the new job is scheduled
+    assert again.set_aside == [] and len(run.bindings()) == 6
+    run.clock.advance_to(run.clock.now() + SET_ASIDE_BASE)
+    Scorer.armed = False  # fixed: tried again after the back-off, and kept
+    assert run.cycle().set_aside == [] and run.scheduler.plugins_aside == {}
+
+
+@pytest.mark.parametrize("point", ["open", "close"])
+def test_a_guarding_plugin_that_raises_stops_placements_visibly_and_the_cycle_completes(
+        point: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin that guards placements cannot be left out without breaking its rule: while it raises (at
+    session open or close) the cycle completes but places and evicts nothing, and every job's PodGroup
+    says which plugin and what error; the plugin is tried every cycle, and the jobs run once it works."""
+    monkeypatch.setitem(registry.IN_TREE, Guard.NAME, Guard)
+    monkeypatch.setattr(Guard, "armed", point)
+    run = harness([node("n1", cpu="16"), *gang("a", 2), *gang("b", 3)],
+                  parse_conf(DEFAULT_CONF_YAML + "  - name: guard\n"))
+    result = run.cycle()
+    assert run.bindings() == {} and [key for key, _ in result.set_aside] == ["plugin/guard"]
+    for job in ("a", "b"):
+        assert "plugin guard raised an error opening or closing the scheduling session (ValueError: a guarding " \
+               "plugin's bug" in run.condition(job)
+    assert [key for key, _ in run.cycle().set_aside] == ["plugin/guard"]  # tried again: still raising
+    Guard.armed = ""
+    assert run.cycle().set_aside == [] and len(run.bindings()) == 5
+
+
+def test_explain_answers_without_a_plugin_that_raises_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hetsched.scheduler.why import explain_job
+
+    monkeypatch.setitem(registry.IN_TREE, Guard.NAME, Guard)
+    monkeypatch.setattr(Guard, "armed", "open")
+    run = harness([node("n1", cpu="1"), *gang("a", 2)], parse_conf(DEFAULT_CONF_YAML + "  - name: guard\n"))
+    run.cycle()
+    said = explain_job(run.scheduler.cache.snapshot(), run.scheduler.conf, "default/a", run.clock.now()).scheduler_says
+    assert any("plugin guard raised an error opening the session (ValueError" in line for line in said), said
+    assert any("no job is scheduled or evicted until it works again" in line for line in said), said

@@ -3,7 +3,8 @@
 - ``deploy/hetsched.yaml`` is what ``hetsched install --print`` writes with the defaults, and the chart under
   ``deploy/helm/hetsched`` is what ``hetsched install --chart`` writes (regenerate both when this fails);
 - the chart's templates, rendered with a values file the way Helm renders them (the template forms the
-  generator writes: value lookups, ``toYaml | nindent``, ``if``/``else``, ``dir``/``base``, ``and``/``not``),
+  generator writes: value lookups, ``toYaml | nindent``, ``if``/``else``, ``dir``/``base``, ``and``/``not``,
+  ``range`` over a map of lists with ``join``),
   give exactly the objects ``--print`` gives for the same values — so the chart is the tested manifests;
 - bad values are one line naming the file or key, exit code 2.
 The same manifests run on real kubelets in tests/test_realnodes.py.
@@ -39,7 +40,10 @@ EXAMPLES = [  # values a user might give: the defaults, a mixed cluster, the rea
      "webhook": {"replicas": 1, "url": "https://127.0.0.1:9443", "restrict": {"failurePolicy": "Fail"}}},
     {"metrics": {"address": "0.0.0.0"}, "webhook": {"restrict": {"enabled": False}},
      "disruptionBudget": {"enabled": False}, "vendors": {"nvidia": {"enabled": True, "securityContext": {
-         "privileged": True}}}},
+         "privileged": True}}},
+     "priorityClasses": {"team-critical": ["team-a", "team-b"], "system-cluster-critical": ["kube-system", "ops"]}},
+    {"webhook": {"matchConditions": True}, "namespace": "platform"},  # Kubernetes 1.28+: the checks fail closed
+    {"webhook": {"matchConditions": True, "url": "https://127.0.0.1:9443"}},
 ]
 
 
@@ -101,6 +105,13 @@ def helm_template(text: str, values: dict[str, Any], namespace: str) -> str:
         return "\n" + "\n".join(pad + line for line in dumped.split("\n"))
 
     text = re.sub(r"\s*\{\{-", "{{", text)  # ``{{-`` trims the white space before it
+
+    def ranged(match: re.Match[str]) -> str:  # Helm ranges over a map in sorted key order
+        listed = _lookup(match.group(3), values, namespace) or {}
+        return "".join(f"{key}={match.group(4).join(listed[key])};" for key in sorted(listed))
+
+    text = re.sub(r'\{\{ range \$(\w+), \$(\w+) := (\S+) \}\}\{\{ \$\1 \}\}=\{\{ join "(.)" \$\2 \}\};\{\{ end \}\}',
+                  ranged, text)
     text = re.sub(r"\{\{ toYaml (.+?) \| nindent (\d+) \}\}", to_yaml, text)
     body = r"((?:(?!\{\{ if ).)*?)"  # innermost first: no other ``if`` inside
     pattern = re.compile(r"\{\{ if ([^}]+?) \}\}" + body + r"(?:\{\{ else \}\}" + body + r")?\{\{ end \}\}",
@@ -159,8 +170,14 @@ def test_least_privilege_the_scheduler_cannot_create_or_delete_pods_or_nodes() -
     for rule in rules:
         if {"pods", "nodes"} & set(rule["resources"]):
             assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
-    leases = objects()[("Role", "hetsched-leader-election")]
-    assert leases["metadata"]["namespace"] == "hetsched"  # Leases only in the installation's namespace
+    for component in ("scheduler", "controller"):  # only its own Lease, only in the installation's namespace
+        leases = objects()[("Role", f"hetsched-{component}-lease")]
+        assert leases["metadata"]["namespace"] == "hetsched"
+        assert leases["rules"][0] == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                      "verbs": ["get", "update"], "resourceNames": [f"hetsched-{component}"]}
+        assert leases["rules"][1]["verbs"] == ["create"] and len(leases["rules"]) == 2
+    controller = objects()[("ClusterRole", "hetsched-controller")]["rules"]
+    assert [r["verbs"] for r in controller if "secrets" in r["resources"]] == [["create", "delete"]]  # no reads
 
 
 def test_set_mixes_vendors_and_turns_metrics_off() -> None:
@@ -313,5 +330,54 @@ def test_pods_are_checked_for_what_only_the_scheduler_writes_and_fail_open() -> 
     scheduler = found[("Deployment", "hetsched-scheduler")]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--scheduler-identity=system:serviceaccount:hetsched:hetsched-scheduler" in webhook
     for args in (webhook, scheduler):
-        assert "--priority-class=system-node-critical=kube-system,hetsched" in args
-        assert "--priority-class=system-cluster-critical=kube-system,hetsched" in args
+        assert ("--priority-class=system-node-critical=kube-system,hetsched;"
+                "system-cluster-critical=kube-system,hetsched;") in args
+
+
+def test_the_priority_class_allow_list_is_a_value_both_the_scheduler_and_the_webhook_apply() -> None:
+    """Issue 29: which namespaces may use which PriorityClass is the chart value ``priorityClasses`` (not only a
+    command-line flag): the scheduler and the webhook get the same one argument, it parses back into the
+    policy both enforce (the system classes kube-system's and the installation's unless listed), and a bad
+    name is refused naming the key."""
+    from hetsched.api.priority_policy import parse
+
+    found = objects({"priorityClasses": {"team-critical": ["team-a"], "system-cluster-critical": ["ops"]}})
+    arguments = []
+    for name in ("hetsched-scheduler", "hetsched-webhook"):
+        args = found[("Deployment", name)]["spec"]["template"]["spec"]["containers"][0]["args"]
+        arguments.append([a.split("=", 1)[1] for a in args if a.startswith("--priority-class=")])
+    assert arguments[0] == arguments[1] and len(arguments[0]) == 1
+    policy = parse(arguments[0])
+    assert policy.permits("team-critical", "team-a") and not policy.permits("team-critical", "team-b")
+    assert policy.permits("system-cluster-critical", "ops")
+    assert not policy.permits("system-cluster-critical", "hetsched")
+    assert policy.permits("system-node-critical", "hetsched") and not policy.permits("system-node-critical", "team-a")
+    assert policy.permits("anything-else", "team-b")
+    for bad, where in (({"Bad_Name": ["a"]}, "priorityClasses"), ({"ok": []}, "priorityClasses.ok"),
+                       ({"ok": ["a;b=c"]}, "priorityClasses.ok[0]")):
+        with pytest.raises(ValueError, match=re.escape(where)):
+            load_values([("values.yaml", {"priorityClasses": bad})], [])
+
+
+def test_kube_version_chooses_what_the_api_server_offers_and_values_still_win() -> None:
+    """``--kube-version``: matchConditions (and with them fail-closed checks) from 1.28, policy/v1beta1
+    disruption budgets before 1.21; a values file or ``--set`` still decides; a malformed version is exit 2."""
+    runner = CliRunner()
+
+    def printed(*args: str) -> dict[tuple[str, str], Any]:
+        result = runner.invoke(app, ["install", "--print", *args])
+        assert result.exit_code == 0, result.output
+        return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(result.output) if d}
+
+    new = printed("--kube-version", "v1.31.2")
+    assert all("matchConditions" in e for e in new[("ValidatingWebhookConfiguration", "hetsched-restrict")]["webhooks"])
+    assert new[("PodDisruptionBudget", "hetsched-webhook")]["apiVersion"] == "policy/v1"
+    old = printed("--kube-version", "1.20")
+    assert old[("PodDisruptionBudget", "hetsched-webhook")]["apiVersion"] == "policy/v1beta1"
+    assert all("matchConditions" not in e for e in old[("ValidatingWebhookConfiguration", "hetsched-pods")]["webhooks"])
+    chosen = printed("--kube-version", "1.30", "--set", "webhook.matchConditions=false")
+    assert [e["failurePolicy"] for e in chosen[("ValidatingWebhookConfiguration", "hetsched-pods")]["webhooks"]] \
+        == ["Ignore"]
+    for bad in ("banana", "1", "1.2.3.4", "9" * 200):
+        result = runner.invoke(app, ["install", "--print", "--kube-version", bad])
+        assert result.exit_code == 2 and "--kube-version" in result.output and "Traceback" not in result.output

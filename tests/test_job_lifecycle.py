@@ -275,7 +275,7 @@ def test_the_ssh_plugin_neither_uses_nor_deletes_a_secret_it_does_not_own() -> N
     stored = cluster.get("Job", "default/mpi")
     assert isinstance(stored, Job)
     assert stored.status.state.reason == "PodCreationFailed"
-    assert "Secret default/mpi-ssh exists and is not owned by Job mpi" in stored.status.state.message
+    assert "Secret default/mpi-ssh exists and was not created for Job mpi" in stored.status.state.message
     assert cluster.count("Pod") == 0
     cluster.delete("Job", "default/mpi")
     controller.process()

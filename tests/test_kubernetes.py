@@ -1118,7 +1118,35 @@ def test_least_privilege_each_denial_is_a_real_403(api: ApiServer, tmp_path: Pat
             "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "owner", "uid": "u-1",
             "controller": True}]}}
         controller.request("POST", "/api/v1/namespaces/default/secrets", body=owned)
+        refused(controller, "GET", "/api/v1/namespaces/default/secrets/owned-ssh")  # never reads a Secret
+        refused(controller, "GET", "/api/v1/namespaces/default/secrets/planted-ssh")
         controller.request("DELETE", "/api/v1/namespaces/default/secrets/owned-ssh")
+        # each component renews only its own Lease: the controller cannot read or take the scheduler's
+        leases = "/apis/coordination.k8s.io/v1/namespaces/hetsched/leases"
+        with contextlib.suppress(Conflict):  # an earlier test's scheduler may have made it
+            admin.request("POST", leases, body={"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                                "metadata": {"name": "hetsched-scheduler"},
+                                                "spec": {"holderIdentity": "scheduler-0", "leaseDurationSeconds": 15}})
+        refused(controller, "GET", f"{leases}/hetsched-scheduler")
+        squat = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "hetsched-scheduler"},
+                 "spec": {"holderIdentity": "squatter", "leaseDurationSeconds": 2147483647}}
+        refused(controller, "PUT", f"{leases}/hetsched-scheduler", squat)
+        theirs = {**squat, "metadata": {"name": "hetsched-controller"}}
+        refused(scheduler, "PUT", f"{leases}/hetsched-controller", theirs)
+        with contextlib.suppress(Conflict):
+            controller.request("POST", leases, body={**squat, "metadata": {"name": "hetsched-controller"},
+                                                     "spec": {"holderIdentity": "controller-0"}})
+        own = controller.request("GET", f"{leases}/hetsched-controller")
+        controller.request("PUT", f"{leases}/hetsched-controller", body={**own, "spec": {"holderIdentity": "c-1"}})
+        # the device plugin tells a refused hand-off in an Event on the pod, and may change nothing else
+        plugin = KubeClient.from_token(api.url, service_account_token(admin, "hetsched-device-plugin"), ca_file=api.ca)
+        told = plugin.request("POST", "/api/v1/namespaces/hetsched/events", body={
+            "apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "node-agent-a."},
+            "involvedObject": {"kind": "Pod", "name": "node-agent-a", "namespace": "hetsched"},
+            "reason": "HandOffRefused", "message": "copied or stale", "type": "Warning"})
+        assert told["reason"] == "HandOffRefused"
+        refused(plugin, "PATCH", "/api/v1/namespaces/hetsched/pods/node-agent-a", label, content_type=merge)
+        refused(plugin, "GET", "/api/v1/namespaces/default/secrets/planted-ssh")
         refused(scheduler, "GET", "/api/v1/namespaces/default/configmaps")
         refused(scheduler, "GET", "/api/v1/configmaps")
         scheduler.request("GET", "/api/v1/namespaces/kube-system/configmaps")  # Ascend's device-info: allowed

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -338,3 +339,26 @@ def test_preemption_never_exceeds_a_disruption_budget() -> None:
         h = harness(elastic, CONF)
         h.cycle()
         assert evicted(h) == expected
+
+
+@pytest.mark.timeout(300)
+def test_preemption_on_a_128_chip_node_frees_the_chips_above_63() -> None:
+    """Issue 29: a 128-chip node (masks wider than int64) full of low-priority 4-chip pods, each its own
+    job; a high-priority 64-chip pod preempts 16 of them — no more — and gets exactly the chips they held."""
+    big = accel_node("big", topology="generic", chips=128, cpu="512")
+    objects: list[AnyObject] = [*classes(), big]
+    for i in range(32):
+        objects += running(f"low{i:02d}", ["big"], min_member=1, chips=[list(range(4 * i, 4 * i + 4))],
+                           created=float(i))
+    objects += gang("high", 1, limits={ASCEND: 64}, cpu="1", priority_class="high")
+    h = harness(objects, CONF)
+    h.cycle()
+    gone = evicted(h)
+    assert len(gone) == 16, gone
+    h.cycle()
+    h.cycle()
+    high = next(p for p in h.cluster.list("Pod") if isinstance(p, Pod) and p.metadata.name == "high-0")
+    assert high.spec.nodeName == "big"
+    chips = json.loads(high.metadata.annotations["hetsched.io/allocation"])[ASCEND]
+    freed = {4 * int(name[3:5]) + k for name in gone for k in range(4)}
+    assert set(chips) == freed and len(chips) == 64

@@ -430,3 +430,90 @@ def test_a_job_template_may_not_carry_the_hand_off() -> None:
     response = answer(review(job), "/validate")["response"]
     assert response["allowed"] is False and "spec.tasks[0].template.metadata.annotations[hetsched.io/allocation]:" \
         " written only by the scheduler" in response["status"]["message"]
+
+
+# ------------------------------------------------------------- matchConditions: what the API server sends us
+
+def registrations(kube_version: str) -> dict[str, Any]:
+    """The ValidatingWebhookConfigurations ``hetsched install --kube-version`` writes, by name."""
+    import yaml
+
+    from hetsched.cli.install import read_values, render
+
+    return {d["metadata"]["name"]: d for d in yaml.safe_load_all(render(read_values([], [], kube_version)))
+            if d and d["kind"] == "ValidatingWebhookConfiguration"}
+
+
+def cel_calls(entry: dict[str, Any], request: dict[str, Any]) -> bool:
+    """Whether the API server calls this webhook entry for ``request``: every matchCondition true, evaluated
+    as CEL (as kube-apiserver evaluates them, with ``object``, ``oldObject`` and ``request`` bound)."""
+    import sys
+
+    import celpy
+
+    limit = sys.getrecursionlimit()  # its parser raises it: other tests keep the interpreter's own
+    try:
+        environment = celpy.Environment()
+        bound = {"request": celpy.json_to_cel(request), "object": celpy.json_to_cel(request.get("object")),
+                 "oldObject": celpy.json_to_cel(request.get("oldObject"))}
+        for condition in entry.get("matchConditions", []):
+            result = environment.program(environment.compile(condition["expression"])).evaluate(bound)
+            assert isinstance(result, celpy.celtypes.BoolType), (condition, result)  # never an error
+            if not result:
+                return False
+        return True
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def test_the_hand_off_entry_is_called_for_exactly_the_requests_the_webhook_refuses() -> None:
+    """Issue 29: on Kubernetes 1.28+ the hand-off check fails closed. That holds nobody up only because its
+    matchConditions let the API server call it for exactly the requests ``/pods`` refuses on hand-off grounds
+    (someone other than the scheduler sets or changes a hand-off annotation): evaluated as CEL over 400
+    random creates and updates (seeded), the conditions and the webhook's own answer agree every time."""
+    import random
+
+    from hetsched.cluster.webhook import PodAdmission, review
+
+    hooks = registrations("1.30")["hetsched-pods"]["webhooks"]
+    entry = next(e for e in hooks if e["name"] == "pods-handoff.hetsched.io")
+    assert entry["failurePolicy"] == "Fail"
+    rng = random.Random(29)
+    keys = ["hetsched.io/allocation", "hetsched.io/allocation-for", "predicate-time", "huawei.com/Ascend910",
+            "huawei.com/a/b", "team", "hetsched.io/devices"]
+    values = ["", "x", '{"huawei.com/Ascend910":[0,1]}', "u/n1", "Ascend910-0"]
+    users = ["alice", SCHEDULER, "system:serviceaccount:hetsched:hetsched-controller"]
+
+    def notes() -> dict[str, str]:
+        return {rng.choice(keys): rng.choice(values) for _ in range(rng.randint(0, 4))}
+
+    seen = set()
+    for _ in range(400):
+        new, user = notes(), rng.choice(users)
+        old = None if rng.random() < 0.3 else (dict(new) if rng.random() < 0.3 else notes())
+        body = pod_review(new, user=user, operation="CREATE" if old is None else "UPDATE", old=old)
+        refused = not review(body, "/pods", admission=PodAdmission(SCHEDULER))["response"]["allowed"]
+        assert cel_calls(entry, body["request"]) is refused, (new, old, user)
+        seen.add(refused)
+    assert seen == {True, False}
+
+
+def test_restrict_and_priority_entries_are_called_only_for_what_they_check() -> None:
+    """/restrict fails closed on 1.28+ and is called only for the node agents' and the controller's writes
+    (a kubelet's or anyone else's Node write never waits for it); the PriorityClass entry is called only for
+    pods that name a class and still fails open; on 1.27 and before, nothing carries matchConditions (the
+    API server would drop them) and every check fails open, as before."""
+    restrict = registrations("1.28")["hetsched-restrict"]["webhooks"][0]
+    assert restrict["failurePolicy"] == "Fail"
+    for user, called in (("system:serviceaccount:hetsched:hetsched-node-agent", True),
+                         ("system:serviceaccount:hetsched:hetsched-controller", True),
+                         ("system:node:n1", False), (SCHEDULER, False), ("admin", False)):
+        request = {"userInfo": {"username": user}, "operation": "UPDATE", "object": {"metadata": {"name": "n1"}}}
+        assert cel_calls(restrict, request) is called, user
+    priority = next(e for e in registrations("1.28")["hetsched-pods"]["webhooks"] if e["name"] == "pods.hetsched.io")
+    assert priority["failurePolicy"] == "Ignore"
+    assert cel_calls(priority, pod_review({}, priority_class="system-node-critical")["request"])
+    assert not cel_calls(priority, pod_review({})["request"])
+    old = registrations("1.27")
+    for name in ("hetsched-pods", "hetsched-restrict"):
+        assert all("matchConditions" not in e and e["failurePolicy"] == "Ignore" for e in old[name]["webhooks"])

@@ -815,6 +815,9 @@ class JobStatus(_Model):
     retryCount: Count32 = 0
     runningDuration: float | None = None
     conditions: list[Condition] = Field(default_factory=list)
+    controlledResources: dict[str, str] = Field(default_factory=dict)
+    """What the controller made for the Job's plugins (Volcano's field: ``plugin-ssh: ssh`` once the ssh
+    plugin's Secret was created by the controller itself)."""
 
 
 class Job(_Model):

@@ -47,9 +47,10 @@ DEFAULT = PriorityPolicy()
 
 def parse(entries: Iterable[str]) -> PriorityPolicy:
     """``CLASS=NAMESPACE[,NAMESPACE…]`` entries on top of the defaults (a later entry for a class replaces
-    the earlier one); a ValueError names the entry."""
+    the earlier one); one argument may hold several, each ended by ``;`` (the install's ``priorityClasses``
+    value; an argument of none is nothing); a ValueError names the entry."""
     limited = _defaults()
-    for entry in entries:
+    for entry in (part for argument in entries for part in argument.split(";") if part.strip()):
         name, sep, namespaces = entry.partition("=")
         spaces = frozenset(n.strip() for n in namespaces.split(",") if n.strip())
         if not sep or not name.strip() or not spaces:

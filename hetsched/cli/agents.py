@@ -81,6 +81,7 @@ def device_plugin(
         say(errors, "error", f"{exc}")
         raise typer.Exit(2) from None
     pods = None
+    events = None
     if node:
         try:
             client = _connect(kubeconfig, server, token_file, ca_file, insecure)
@@ -90,9 +91,14 @@ def device_plugin(
             def pods() -> list[Pod]:
                 data = client.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"})
                 return [p for p in (from_api("Pod", item) for item in data.get("items", [])) if isinstance(p, Pod)]
+
+            recorder = KubeCluster(client)
+
+            def events(pod: Pod, reason: str, message: str) -> None:  # a refused or unfollowed hand-off
+                recorder.record_event(pod, reason, message, "Warning")
     metrics = DevicePluginMetrics()
     serve_metrics(metrics.registry, metrics_address)
-    plugin = DevicePlugin(backend, directory=directory, period=period, pods=pods, metrics=metrics)
+    plugin = DevicePlugin(backend, directory=directory, period=period, pods=pods, metrics=metrics, events=events)
     shutdown = Shutdown()
     try:
         plugin.start()

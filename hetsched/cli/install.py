@@ -8,6 +8,7 @@ line naming the source and key, exit code 2.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,9 +28,23 @@ HEADER = ("# hetsched {version}: `kubectl apply -f` this file, or `hetsched inst
 MAX_VALUES_BYTES = 1 << 20
 
 
-def read_values(files: list[Path], sets: list[str]) -> Values:
-    """Values from YAML files (in order) and ``--set`` pairs; a ValueError names the file or key."""
+def for_version(version: str) -> dict[str, Any]:
+    """What a target API server ``MAJOR.MINOR`` decides: webhook ``matchConditions`` from 1.28 (they let the
+    checks fail closed), the PodDisruptionBudget's ``policy/v1beta1`` before 1.21."""
+    match = re.fullmatch(r"v?(\d{1,3})\.(\d{1,3})(?:\.\d{1,5})?(?:[-+][0-9A-Za-z.+-]{0,100})?", version.strip())
+    if match is None:
+        raise ValueError(f"--kube-version {version[:100]!r}: expected MAJOR.MINOR, e.g. 1.30")
+    at = (int(match.group(1)), int(match.group(2)))
+    return {"webhook": {"matchConditions": at >= (1, 28)},
+            "disruptionBudget": {"apiVersion": "policy/v1" if at >= (1, 21) else "policy/v1beta1"}}
+
+
+def read_values(files: list[Path], sets: list[str], kube_version: str | None = None) -> Values:
+    """Values from the target version (``for_version``), YAML files (in order) and ``--set`` pairs, each over
+    the ones before; a ValueError names the file or key."""
     documents_: list[tuple[str, Any]] = []
+    if kube_version is not None:
+        documents_.append(("--kube-version", for_version(kube_version)))
     for path in files:
         try:
             text = read_text(path, MAX_VALUES_BYTES)
@@ -59,6 +74,9 @@ def install(
     = None,
     chart: Annotated[Path | None, typer.Option(help="write the Helm chart (templates, values.yaml, Chart.yaml) "
                                                      "into this directory")] = None,
+    kube_version: Annotated[str | None, typer.Option(
+        help="MAJOR.MINOR of the target API server: webhook matchConditions from 1.28 (fail closed), "
+             "policy/v1beta1 disruption budgets before 1.21; --values and --set still win")] = None,
 ) -> None:
     """Write the manifests that install hetsched (CRDs, namespace, RBAC, Deployments, DaemonSets, webhook)."""
     if not print_ and chart is None:
@@ -66,7 +84,7 @@ def install(
                      highlight=False, markup=False)
         raise typer.Exit(2)
     try:
-        chosen = read_values(values or [], set_ or [])
+        chosen = read_values(values or [], set_ or [], kube_version)
     except ValueError as exc:
         errors.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None

@@ -226,7 +226,8 @@ def pod_node_lookup(client: KubeClient) -> Callable[[str, str, str], str]:
 
 PriorityClassOption = Annotated[list[str] | None, typer.Option(
     "--priority-class", help="CLASS=NAMESPACE[,NAMESPACE…]: only these namespaces may use PriorityClass CLASS "
-                             "(repeatable; the system classes are kube-system's unless given here)")]
+                             "(repeatable, or several in one ended by ';'; the system classes are kube-system's "
+                             "unless given here)")]
 
 
 def _priority_policy(entries: list[str] | None) -> PriorityPolicy:

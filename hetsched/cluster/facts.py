@@ -105,8 +105,9 @@ def _admission(client: KubeClient) -> dict[str, str]:
         except NotFound:
             found[name] = ""
             continue
-        hooks = registration.get("webhooks") or [{}]
-        found[name] = str(hooks[0].get("failurePolicy") or "Fail")
+        hooks = [h for h in registration.get("webhooks") or [{}] if isinstance(h, dict)] or [{}]
+        found[name] = ", ".join(str(h.get("failurePolicy") or "Fail") + (" (matchConditions)" if h.get(
+            "matchConditions") else "") for h in hooks)
     return found
 
 

@@ -43,13 +43,14 @@ from hetsched.api.validation import format_location
 from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load_all
 from hetsched.devices.catalog import MODEL_LABEL, TOPOLOGIES, chips_of, default_topology
 from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, Chip, DeviceSet, NodeDevices
+from hetsched.devices.policy import MAX_CHIPS
 
 
 class AcceleratorSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     kind: AcceleratorKind
     model: str = Field(min_length=1)
-    count: int = Field(ge=1, le=16)
+    count: int = Field(ge=1, le=MAX_CHIPS)
     resource: str | None = None
     """Extended resource name; derived from kind and model when omitted."""
     topology: str | None = None

@@ -40,7 +40,6 @@ from hetsched.api.objects import (
     JobSpec,
     Pod,
     PodGroup,
-    Secret,
     TaskSpec,
     quantity_strings,
 )
@@ -49,7 +48,7 @@ from hetsched.controllers.fault import FAULT_REASON, PREFERRED_NODES, RETRIES_EX
 from hetsched.controllers.lifecycle import FINISHED, Delayed, Event, Step, Sync, decide
 from hetsched.controllers.phases import PHASES
 from hetsched.controllers.workqueue import WorkQueue
-from hetsched.ports import Clock, Invalid, NotFound, ObjectStore, StatusUpdater, WatchEvent
+from hetsched.ports import Clock, Conflict, Invalid, NotFound, ObjectStore, StatusUpdater, WatchEvent
 
 GROUP_ANNOTATION = membership.K8S_GROUP_KEY
 JOB_NAME = "volcano.sh/job-name"
@@ -241,6 +240,7 @@ class JobController:
         problem = ""
         if step.phase in ("Pending", "Running") and podgroup.status.phase != "Pending":
             try:
+                job = self._ensure_ssh_secret(job, pods)
                 pods = self._create_pods(job, pods)
             except Invalid as exc:
                 # e.g. a missing PriorityClass: the Job says why and waits; the next change retries
@@ -267,12 +267,9 @@ class JobController:
                 self.store.delete("Pod", pod_key)
         with contextlib.suppress(NotFound):
             self.store.delete("PodGroup", key)
-        if "ssh" in job.spec.plugins:
-            secret_key = f"{job.metadata.namespace}/{ssh.secret_name(job)}"
+        if job.status.controlledResources.get(ssh.CONTROLLED) == "ssh":  # never a Secret it did not create
             with contextlib.suppress(NotFound):
-                secret = self.store.get("Secret", secret_key)
-                if isinstance(secret, Secret) and ssh.owned_by(secret, job):  # never one it does not own
-                    self.store.delete("Secret", secret_key)
+                self.store.delete("Secret", f"{job.metadata.namespace}/{ssh.secret_name(job)}")
         with contextlib.suppress(NotFound):
             self.store.delete("Job", key)
 
@@ -503,9 +500,6 @@ class JobController:
         return env
 
     def _create_pods(self, job: Job, pods: dict[str, Pod]) -> dict[str, Pod]:
-        if "ssh" in job.spec.plugins and any(f"{job.metadata.namespace}/{pod_name(job.metadata.name, t.name, i)}"
-                                             not in pods for t in job.spec.tasks for i in range(t.replicas)):
-            self._ensure_ssh_secret(job)
         for task in job.spec.tasks:
             if not self._ready_to_create(job, task, pods):
                 continue
@@ -518,18 +512,37 @@ class JobController:
                 pods[key] = created
         return pods
 
-    def _ensure_ssh_secret(self, job: Job) -> None:
-        """The ``ssh`` plugin's key pair, made once per Job (``controllers.ssh``); one of that name that the
-        Job does not own is an Invalid (the Job says why and waits) — never reused, never deleted."""
+    def _ensure_ssh_secret(self, job: Job, pods: dict[str, Pod]) -> Job:
+        """The ``ssh`` plugin's key pair, made once per Job (``controllers.ssh``) before its pods, and recorded
+        in the Job's ``status.controlledResources`` (the Job returned carries the record). The controller
+        never reads a Secret (its role may only create and delete them): a Secret of that name it did not
+        create — its key could be an attacker's — is an Invalid (the Job says why and waits), never mounted,
+        never deleted."""
+        if "ssh" not in job.spec.plugins or job.status.controlledResources.get(ssh.CONTROLLED) == "ssh":
+            return job
+        if all(f"{job.metadata.namespace}/{pod_name(job.metadata.name, t.name, i)}" in pods
+               for t in job.spec.tasks for i in range(t.replicas)):
+            return job
         key = f"{job.metadata.namespace}/{ssh.secret_name(job)}"
         try:
-            secret = self.store.get("Secret", key)
-        except NotFound:
             self.store.create(ssh.make_secret(job))
-            return
-        if not (isinstance(secret, Secret) and ssh.owned_by(secret, job)):
-            raise Invalid(f"Secret {key} exists and is not owned by Job {job.metadata.name}: hetsched neither "
-                          "uses nor deletes it (delete or rename it)")
+        except Conflict:
+            raise Invalid(f"Secret {key} exists and was not created for Job {job.metadata.name}: hetsched "
+                          "neither uses nor deletes it (delete or rename it)") from None
+        for _ in range(3):  # the record must land, or the next sync would take its own Secret for a planted one
+            status = job.status.model_copy(update={
+                "controlledResources": {**job.status.controlledResources, ssh.CONTROLLED: "ssh"}})
+            try:
+                updated = self.store.update(job.model_copy(update={"status": status}))
+            except Conflict:
+                fresh = self.store.get("Job", f"{job.metadata.namespace}/{job.metadata.name}")
+                assert isinstance(fresh, Job)
+                job = fresh
+                continue
+            assert isinstance(updated, Job)
+            return updated
+        raise Conflict(f"Job {job.metadata.namespace}/{job.metadata.name} kept changing while its ssh Secret was "
+                       "recorded")
 
     def _update_status(self, job: Job, podgroup: PodGroup, pods: dict[str, Pod], step: Step,
                        problem: str = "") -> None:

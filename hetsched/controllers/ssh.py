@@ -2,8 +2,8 @@
 (MPI launchers, Horovod, DeepSpeed's pdsh) without baking keys into images.
 
 Who calls it: ``controllers.job.JobController`` when a Job lists ``ssh`` in ``spec.plugins`` — before it
-creates the job's pods (:func:`ensure_secret`), for every pod it creates (:func:`mount`) and when the Job
-is deleted (the Secret goes with it).
+creates the job's pods (:func:`make_secret`, recorded under ``CONTROLLED``), for every pod it creates
+(:func:`mount`) and when the Job is deleted (the Secret goes with it).
 
 What it hands out, as Volcano does: a Secret ``<job>-ssh`` with ``id_rsa`` (an RSA-2048 private key,
 OpenSSH format), ``id_rsa.pub``, ``authorized_keys`` (the same public key) and ``config`` (host-key
@@ -25,6 +25,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from hetsched.api.objects import Job, Secret
 
 DEFAULT_PATH = "/root/.ssh"
+CONTROLLED = "plugin-ssh"
+"""The Job's ``status.controlledResources`` key (Volcano's) recording that the controller made the Secret:
+only then is it mounted and, with the Job, deleted. The controller never reads Secrets."""
 KEY_BITS = 2048
 
 
@@ -66,15 +69,6 @@ def make_secret(job: Job) -> Secret:
                                           "uid": job.metadata.uid, "controller": True}]},
         "data": {name: base64.b64encode(content).decode() for name, content in files.items()},
     })
-
-
-def owned_by(secret: Secret, job: Job) -> bool:
-    """Whether ``secret`` is this Job's own (an ownerReference to it, by uid): only then is it reused or
-    deleted. A Secret of that name made by someone else is never trusted (its key could be the attacker's)
-    nor removed."""
-    return bool(job.metadata.uid) and any(
-        ref.kind == "Job" and ref.uid == job.metadata.uid
-        for ref in secret.metadata.ownerReferences)
 
 
 def mount(job: Job, spec: dict[str, Any]) -> None:

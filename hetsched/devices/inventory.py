@@ -80,7 +80,7 @@ Health = Literal["Healthy", "Unhealthy", "NetworkUnhealthy"]
 class Chip(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     id: int = Field(ge=0, le=MAX_CHIPS - 1)
-    """A node's chips of one resource are one int64 bitmask in the scheduler: ids 0–62."""
+    """A node's chips of one resource are one bitmask in the scheduler: ids 0–127 (``policy.MAX_CHIPS``)."""
     health: Health = "Healthy"
     numa: int = Field(default=0, ge=0)
     memoryMiB: int = Field(default=0, ge=0)
@@ -172,6 +172,27 @@ def trusted_allocation(annotations: dict[str, str], uid: str, node: str,
     return {resource: chips for resource, chips in pod_allocation(annotations).items()
             if resource in wanted and len(chips) == wanted[resource] == len(set(chips))
             and all(0 <= chip < MAX_CHIPS for chip in chips)}
+
+
+def handoff_problem(annotations: dict[str, str], uid: str, node: str, wanted: dict[str, int]) -> str:
+    """Why a pod's hand-off is not trusted (``trusted_allocation``), for a refusal or an Event; "" when it
+    has none or it is the scheduler's for this pod, node and request."""
+    named = pod_allocation(annotations)
+    if not named:
+        return ""
+    stamp = annotations.get(HANDOFF_FOR, "")
+    mine = handoff_for(uid, node)
+    if not stamp:
+        return (f"annotation {POD_ANNOTATION} carries no provenance stamp ({HANDOFF_FOR}): the scheduler did not "
+                "write it")
+    if not uid or stamp != mine:
+        return f"annotation {HANDOFF_FOR} names {stamp[:120]!r}, not this pod on this node ({mine}): copied or stale"
+    for resource, chips in sorted(named.items()):
+        if resource in wanted and not (len(chips) == wanted[resource] == len(set(chips))
+                                       and all(0 <= chip < MAX_CHIPS for chip in chips)):
+            return (f"annotation {POD_ANNOTATION} names {len(chips)} chip id(s) of {resource} ({len(set(chips))} "
+                    f"distinct) where the pod asks for {wanted[resource]}")
+    return ""
 
 
 def handoff_annotations(allocation: dict[str, list[int]], now_seconds: float) -> dict[str, str]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from hetsched.devices.policy import bit_weights
+
 IntArray = npt.NDArray[np.int64]
 UNLIMITED = np.iinfo(np.int64).max
 
@@ -22,11 +24,11 @@ UNLIMITED = np.iinfo(np.int64).max
 def masks(chip_numa: IntArray, chips: IntArray, nodes: int) -> IntArray:
     """rows × ``nodes``: bitmask of the chips (present in ``chips``) that sit on each NUMA node."""
     slots = chip_numa.shape[1]
-    bits = np.left_shift(np.int64(1), np.arange(slots, dtype=np.int64))
+    bits = bit_weights(slots)
     present = (chips[:, None] & bits[None, :]) != 0
-    result = np.zeros((len(chips), nodes), dtype=np.int64)
+    result = np.zeros((len(chips), nodes), dtype=bits.dtype)
     for numa in range(nodes):
-        result[:, numa] = ((chip_numa == numa) & present).astype(np.int64) @ bits
+        result[:, numa] = ((chip_numa == numa) & present).astype(bits.dtype) @ bits
     return result
 
 

@@ -8,8 +8,13 @@ A node's free chips of one resource are a bitmask (bit i = chip i). A policy ans
 preference order) and how well the node fits (a score, higher is better). For the usual servers (at most
 ``TABLE_CHIPS`` = 16 chips of one kind) these answers are precomputed for *every* possible free mask
 (2^chips entries, at most 65,536) on first use; evaluating 10,000 nodes is then one array lookup. Larger
-nodes (up to ``MAX_CHIPS``, the most a 64-bit mask holds with its sign bit clear) are answered per distinct
-free mask on demand and remembered (:class:`Computed`): never a table of 2^32 entries for a 32-chip node.
+nodes (up to ``MAX_CHIPS``) are answered per distinct free mask on demand and remembered
+(:class:`Computed`): never a table of 2^32 entries for a 32-chip node.
+
+Masks are int64 arrays while every node of a resource has at most ``INT_CHIPS`` = 63 chips (the sign bit
+stays clear); a resource with a wider node keeps its masks as arrays of Python integers (NumPy ``object``
+dtype: the same ``& | ~ ==`` operators, no overflow), so 64- and 128-chip nodes work with the same code at
+the cost of speed for that one resource only (:func:`mask_dtype`, :func:`popcounts`).
 
 Invariants (checked by property tests): ``choose`` returns 0 or a subset of ``free`` with exactly ``n`` bits,
 and only for legal ``n``.
@@ -29,14 +34,40 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 TABLE_CHIPS = 16
 """Policies of at most this many chips get full lookup tables; larger ones compute answers on demand."""
-MAX_CHIPS = 63
-"""Chips of one resource on one node: masks are int64 (bit 63, the sign, stays clear)."""
+INT_CHIPS = 63
+"""The most chips an int64 mask holds with its sign bit clear; wider resources use Python-integer masks."""
+MAX_CHIPS = 128
+"""Chips of one resource on one node (ids ``0 … MAX_CHIPS - 1``)."""
 MAX_REMEMBERED = 1 << 18
 """Answers a :class:`Computed` keeps before it starts afresh (bounded memory whatever the masks)."""
 
 
 def popcount(mask: int) -> int:
     return mask.bit_count()
+
+
+_BIT_COUNT = np.frompyfunc(lambda mask: int(mask).bit_count(), 1, 1)
+
+
+def popcounts(masks: Any) -> IntArray:
+    """Set bits per element of a mask array (int64, or Python integers for nodes over ``INT_CHIPS`` chips)."""
+    array = np.asarray(masks)
+    if array.dtype == object:
+        return np.asarray(_BIT_COUNT(array), dtype=np.int64).reshape(array.shape)
+    counts: IntArray = np.bitwise_count(array.astype(np.int64)).astype(np.int64)
+    return counts
+
+
+def mask_dtype(chips: int) -> Any:
+    """The array dtype that holds masks of ``chips`` chips: int64 up to ``INT_CHIPS``, else ``object``."""
+    return np.int64 if chips <= INT_CHIPS else object
+
+
+def bit_weights(slots: int) -> Any:
+    """``1 << i`` for chip ``i`` in ``0 … slots - 1`` (for building masks from per-chip columns)."""
+    if slots <= INT_CHIPS:
+        return np.left_shift(np.int64(1), np.arange(slots, dtype=np.int64))
+    return np.asarray([1 << i for i in range(slots)], dtype=object)
 
 
 def bits(mask: int) -> list[int]:
@@ -56,7 +87,7 @@ class Computed:
     """A lookup "table" indexed like an array (an int or an array of free masks) whose entries are computed
     on first use and remembered: for nodes with more chips than a full table can hold."""
 
-    def __init__(self, answer: Callable[[int], float], dtype: type[np.int64] | type[np.float64]) -> None:
+    def __init__(self, answer: Callable[[int], float], dtype: Any) -> None:
         self._answer = answer
         self._dtype = dtype
         self._known: dict[int, float] = {}
@@ -71,11 +102,27 @@ class Computed:
 
     def __getitem__(self, masks: Any) -> Any:
         if isinstance(masks, int | np.integer):
-            return self._dtype(self._one(int(masks)))
-        array = np.asarray(masks, dtype=np.int64)
+            found = self._one(int(masks))
+            return found if self._dtype is object else self._dtype(found)
+        array = np.asarray(masks)
+        array = array if array.dtype == object else array.astype(np.int64)
         unique, inverse = np.unique(array, return_inverse=True)
         values = np.fromiter((self._one(int(m)) for m in unique), dtype=self._dtype, count=len(unique))
         return values[inverse].reshape(array.shape)
+
+
+class Table:
+    """A full lookup table (one entry per free mask) that also takes masks held as Python integers: a
+    narrow node's masks fit in int64 even when its resource's arrays are wide (``object``)."""
+
+    def __init__(self, values: npt.NDArray[Any]) -> None:
+        self.values = values
+
+    def __getitem__(self, masks: Any) -> Any:
+        if isinstance(masks, np.ndarray) and masks.dtype == object:
+            found = self.values[masks.astype(np.int64)]
+            return found.astype(object) if self.values.dtype == np.int64 else found
+        return self.values[masks]
 
 
 @dataclass(frozen=True)
@@ -197,7 +244,7 @@ class TopologyPolicy:
 
     def _build_tables(self, n: int) -> Tables:
         if self.CHIPS > TABLE_CHIPS:
-            return Tables(Computed(lambda free: self._checked_choice(free, n), np.int64),
+            return Tables(Computed(lambda free: self._checked_choice(free, n), mask_dtype(self.CHIPS)),
                           Computed(lambda free: self.score(free, n) if self.choose(free, n) else 0.0, np.float64))
         size = 1 << self.CHIPS
         choice = np.zeros(size, dtype=np.int64)
@@ -208,7 +255,7 @@ class TopologyPolicy:
                 assert chosen & ~free == 0 and popcount(chosen) == n, (self.NAME, free, n, chosen)
                 choice[free] = chosen
                 score[free] = self.score(free, n)
-        return Tables(choice, score)
+        return Tables(Table(choice), Table(score))
 
     def _checked_choice(self, free: int, n: int) -> int:
         chosen = self.choose(free, n)

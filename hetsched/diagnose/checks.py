@@ -77,8 +77,10 @@ class ClusterFacts:
     """Nothing more will happen (an embedded run that ended): every waiting gang is stuck."""
     scheduler_names: tuple[str, ...] = ("hetsched", "volcano")
     admission: dict[str, str] | None = None
-    """Live clusters: hetsched's fail-open registrations (``hetsched-pods``, ``hetsched-restrict``) → their
-    failurePolicy ("" when not registered); None on the embedded cluster."""
+    """Live clusters: hetsched's registrations on every pod, Node, ConfigMap and Secret write
+    (``hetsched-pods``, ``hetsched-restrict``) → each entry's failurePolicy, `` (matchConditions)`` after it
+    where the API server narrows the calls, comma-separated ("" when not registered); None on the embedded
+    cluster."""
     server_version: str = ""
     """The API server's ``gitVersion`` (live clusters)."""
     _snapshot: Snapshot | None = None
@@ -391,14 +393,31 @@ def admission_fail_open(facts: ClusterFacts) -> list[Finding]:
                         "hand-off not stamped for its pod, and give a class its namespace may not use no weight)",
                         "install the chart's webhook (it registers hetsched-pods)")]
     minor = _minor(facts.server_version)
-    narrowing = (f"this API server ({facts.server_version}) could narrow them to hetsched's own identities "
-                 "with matchConditions and fail closed; hetsched does not use that yet" if minor is not None
-                 and minor >= 27 else f"this API server ({facts.server_version or 'version unknown'}) has no "
-                 "matchConditions (1.27+) to narrow them to hetsched's own identities, so they stay open")
-    policies = ", ".join(f"{name}: {policy or 'not registered'}" for name, policy in sorted(facts.admission.items()))
+    version = facts.server_version or "version unknown"
+    policies = "; ".join(f"{name}: {policy or 'not registered'}" for name, policy in sorted(facts.admission.items()))
+    if "Fail" in pods.split(", "):  # Fail on every pod: its matchConditions were dropped (an older API server)
+        return [Finding(check, "error", "ValidatingWebhookConfiguration/hetsched-pods",
+                        f"fails closed on every pod create and update of the cluster ({policies}): while the webhook "
+                        f"is down no pod can be created anywhere. Its matchConditions are missing — this API "
+                        f"server ({version}) dropped them (they need 1.28+) or they were edited out",
+                        f"reinstall with webhook.matchConditions=false (hetsched install --kube-version "
+                        f"{version.lstrip('v')})")]
+    if "(matchConditions)" in pods:
+        return [passed(check, f"{policies}. The API server calls the hand-off check only for hand-off annotations "
+                              "written by someone other than the scheduler, and /restrict only for hetsched's own "
+                              "identities, so both fail closed without holding anyone else up; the PriorityClass "
+                              "check stays open (the scheduler gives a class a namespace may not use no weight)",
+                       "webhook")]
+    if minor is not None and minor >= 28:
+        return [Finding(check, "warning", "ValidatingWebhookConfiguration/hetsched-pods",
+                        f"{policies}: the checks fail open — they lapse while the webhook is down — although this "
+                        f"API server ({version}) could narrow them with matchConditions and fail closed",
+                        f"reinstall with webhook.matchConditions=true (hetsched install --kube-version "
+                        f"{version.lstrip('v')})")]
     return [passed(check, f"{policies}. Fail-open checks lapse while the webhook is down (pods and the node "
                           f"agent's writes are never held up); the scheduler and device plugin check hand-off "
-                          f"provenance themselves; {narrowing}", "webhook")]
+                          f"provenance themselves; this API server ({version}) has no matchConditions (1.28+) to "
+                          f"narrow them to what they check, so they stay open", "webhook")]
 
 
 CHECKS: dict[str, Callable[[ClusterFacts], list[Finding]]] = {

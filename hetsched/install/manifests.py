@@ -10,10 +10,11 @@ the plain manifests to a cluster of real kubelets.
 Invariants (each holds for every reader, so for the chart too):
 - no component can do more than its role: the scheduler reads what it schedules and binds, evicts and
   reports — it cannot create, delete or change pods or nodes, and reads ConfigMaps only in kube-system
-  (Ascend's device-info); Leases only in the installation's namespace; the node agent writes Nodes and
-  kube-system ConfigMaps (reading none there) and the controller creates and deletes Secrets, each narrowed
-  by the webhook's ``/restrict`` (``cluster.restriction``) to its own Node and ConfigMap, and to Secrets a
-  Volcano Job owns — what RBAC cannot say for a DaemonSet;
+  (Ascend's device-info); scheduler and controller each renew only their own Lease, in the installation's
+  namespace; the node agent writes Nodes and kube-system ConfigMaps (reading none there) and the controller
+  creates and deletes Secrets (reading none), each narrowed by the webhook's ``/restrict``
+  (``cluster.restriction``) to its own Node and ConfigMap, and to Secrets a Volcano Job owns — what RBAC
+  cannot say for a DaemonSet;
 - every pod runs with the runtime's default seccomp profile, requests and limits; every container drops
   all capabilities except the privileged vendor agents (Ascend, Cambricon: their tools open the driver's
   devices) and the fake vendor's MKNOD; metrics listen on loopback unless ``metrics.address`` says otherwise;
@@ -30,12 +31,14 @@ Invariants (each holds for every reader, so for the chart too):
 
 from __future__ import annotations
 
+import copy
 from importlib import resources
 from typing import Any
 
 import yaml
 
 from hetsched.api.priority_policy import SYSTEM_CLASSES
+from hetsched.devices.inventory import HANDOFF_KEYS
 from hetsched.install.render import Doc, Reader
 from hetsched.install.values import VENDORS
 
@@ -104,7 +107,7 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
         _rule([""], ["pods/eviction"], ["create"]),
         _rule([""], ["nodes"], READ),
         _rule(["topology.volcano.sh"], ["hypernodes"], [*READ, "create", "update", "delete"]),  # label discovery
-        _rule([""], ["secrets"], ["get", "create", "delete"]),  # the ssh plugin's keys
+        _rule([""], ["secrets"], ["create", "delete"]),  # the ssh plugin's keys: never read (controllers.ssh)
         _rule([""], ["events"], ["create", "patch"]),
         _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
         _rule(["policy"], ["poddisruptionbudgets"], READ),
@@ -121,6 +124,7 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
     ],
     "device-plugin": [
         _rule([""], ["pods"], READ),  # the scheduler's chips for the pods on its node
+        _rule([""], ["events"], ["create", "patch"]),  # a hand-off refused or not followed, told on the pod
     ],
 }
 
@@ -142,8 +146,13 @@ def rbac(v: Reader) -> list[Doc]:
                          "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": v.namespace}]},
                         "rbac.yaml"))
     roles: list[tuple[str, str | None, list[dict[str, Any]], list[str]]] = [
-        ("hetsched-leader-election", None, [_rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"])],
-         ["scheduler", "controller"]),
+        # each component reads and renews only its own Lease (``cluster.leader``): the controller cannot take
+        # the scheduler's, nor the scheduler the controller's (create cannot be narrowed by name in RBAC;
+        # a Lease created under another's name is renewed over by its owner, ``leader.MAX_DURATION_FACTOR``)
+        *((f"hetsched-{component}-lease", None,
+           [_rule(["coordination.k8s.io"], ["leases"], ["get", "update"], [f"hetsched-{component}"]),
+            _rule(["coordination.k8s.io"], ["leases"], ["create"])], [component])
+          for component in ("scheduler", "controller")),
         ("hetsched-webhook-tls", None, [_rule([""], ["secrets"], ["get", "update"], [TLS_SECRET]),
                                         _rule([""], ["secrets"], ["create"])], ["webhook"]),
         # Ascend's device-info ConfigMaps live in kube-system: the agent writes its node's (the webhook's
@@ -271,9 +280,19 @@ def controllers(v: Reader) -> list[Doc]:
 
 
 def _priority_classes(v: Reader) -> list[str]:
-    """The system PriorityClasses stay kube-system's, and the installation's own (its node agents and device
-    plugins run as system-node-critical in it): the scheduler and the webhook's ``/pods`` apply the same."""
-    return [f"--priority-class={name}=kube-system,{v.namespace}" for name in SYSTEM_CLASSES]
+    """One argument of ``CLASS=NS,…;`` entries (later entries win): the system PriorityClasses stay
+    kube-system's and the installation's own (its node agents and device plugins run as system-node-critical
+    in it), then the ``priorityClasses`` value. The scheduler and the webhook's ``/pods`` apply the same."""
+    def system(namespace: str) -> str:
+        return "".join(f"{name}=kube-system,{namespace};" for name in SYSTEM_CLASSES)
+
+    listed = v.map("priorityClasses")
+    concrete = "".join(f"{name}={','.join(spaces)};" for name, spaces in sorted(listed.items())) \
+        if isinstance(listed, dict) else ""
+    template = ("{{ range $class, $spaces := .Values.priorityClasses }}{{ $class }}={{ join \",\" $spaces }};"
+                "{{ end }}")
+    return [v.expr(f"--priority-class={system(v.namespace)}{concrete}",
+                   f"--priority-class={system('{{ .Release.Namespace }}')}{template}")]
 
 
 def webhook(v: Reader) -> list[Doc]:
@@ -324,34 +343,75 @@ def webhook(v: Reader) -> list[Doc]:
             registration = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
                             "metadata": _meta(f"hetsched-{path}", v, "webhook", namespaced=False), "webhooks": entries}
             docs.append(Doc(registration, "webhook.yaml", when=("webhook.url",) if by_url else ("!webhook.url",)))
-        docs.append(Doc(_restrict_registration(v, by_url), "webhook.yaml",
-                        when=("webhook.restrict.enabled", "webhook.url" if by_url else "!webhook.url")))
-        docs.append(Doc(_pods_registration(v, by_url), "webhook.yaml",
-                        when=("webhook.url",) if by_url else ("!webhook.url",)))
+        where = "webhook.url" if by_url else "!webhook.url"
+        for narrowed in (False, True):  # matchConditions (Kubernetes 1.28+): fail closed for what is checked
+            switch = "webhook.matchConditions" if narrowed else "!webhook.matchConditions"
+            docs.append(Doc(_restrict_registration(v, by_url, narrowed), "webhook.yaml",
+                            when=("webhook.restrict.enabled", where, switch)))
+            docs.append(Doc(_pods_registration(v, by_url, narrowed), "webhook.yaml", when=(where, switch)))
     return docs
 
 
-def _pods_registration(v: Reader, by_url: bool) -> dict[str, Any]:
+def _cel_list(items: list[str]) -> str:
+    return "[" + ", ".join(f'"{item}"' for item in items) + "]"
+
+
+def handoff_written_cel() -> str:
+    """CEL, true exactly when a pod create or update sets or changes a hand-off annotation
+    (``devices.inventory.is_handoff_key``; as ``cluster.webhook.check_pod`` compares them)."""
+    keys = _cel_list(sorted(HANDOFF_KEYS))
+    return ('has(object.metadata.annotations) && object.metadata.annotations.exists(k, '
+            f'(k in {keys} || k.matches("^huawei[.]com/[^/]*$")) && (request.operation != "UPDATE" || '
+            '!has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) || '
+            'oldObject.metadata.annotations[k] != object.metadata.annotations[k]))')
+
+
+def _identity(v: Reader, component: str) -> str:
+    return f"system:serviceaccount:{v.namespace}:hetsched-{component}"
+
+
+def _pods_registration(v: Reader, by_url: bool, narrowed: bool) -> dict[str, Any]:
     """``/pods`` (``cluster.webhook.check_pod``): only the scheduler writes the chip hand-off, and a namespace
-    uses only the PriorityClasses it may. ``failurePolicy: Ignore``: on every pod of the cluster, a webhook
-    outage must not stop pod creation (API servers from 1.27 could narrow it with ``matchConditions`` and
-    fail closed); while it is down the scheduler's cache and the device plugin still ignore any hand-off
-    the scheduler did not stamp for that pod (``devices.inventory.trusted_allocation``), and the scheduler
-    gives a class a namespace may not use no weight."""
+    uses only the PriorityClasses it may.
+
+    Without ``matchConditions`` one entry sees every pod of the cluster, so it fails open
+    (``failurePolicy: Ignore``): a webhook outage must not stop pod creation. While it is down the
+    scheduler's cache and the device plugin still ignore any hand-off the scheduler did not stamp for that
+    pod (``devices.inventory.trusted_allocation``), and the scheduler gives a class a namespace may not use
+    no weight. With ``matchConditions`` (``webhook.matchConditions``, Kubernetes 1.28+) the hand-off rule is
+    its own entry, called only when someone other than the scheduler sets or changes a hand-off annotation
+    — only a request the webhook refuses anyway — so it fails closed (``Fail``) without ever holding up
+    anyone else's pods; the PriorityClass entry is called only for pods that name a class, and still fails
+    open (kube-system's critical pods must be creatable while the webhook is down)."""
     client: dict[str, Any] = (
         {"url": v.expr(f"{v.get('webhook.url')}/pods", "{{ .Values.webhook.url }}/pods")} if by_url
         else {"service": {"name": "hetsched-webhook", "namespace": v.namespace, "path": "/pods"}})
     rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]
+    def entry() -> dict[str, Any]:  # a fresh copy each time: shared lists would be YAML aliases
+        return copy.deepcopy({"admissionReviewVersions": ["v1"], "sideEffects": "None", "timeoutSeconds": 5,
+                              "clientConfig": client, "rules": rules})
+
+    if narrowed:
+        webhooks = [
+            {"name": "pods-handoff.hetsched.io", **entry(), "failurePolicy": "Fail", "matchConditions": [
+                {"name": "not-the-scheduler",
+                 "expression": f'request.userInfo.username != "{_identity(v, "scheduler")}"'},
+                {"name": "hand-off-written", "expression": handoff_written_cel()}]},
+            {"name": "pods.hetsched.io", **entry(), "failurePolicy": "Ignore", "matchConditions": [
+                {"name": "names-a-priority-class",
+                 "expression": 'has(object.spec.priorityClassName) && object.spec.priorityClassName != ""'}]}]
+    else:
+        webhooks = [{"name": "pods.hetsched.io", **entry(), "failurePolicy": "Ignore"}]
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-            "metadata": _meta("hetsched-pods", v, "webhook", namespaced=False),
-            "webhooks": [{"name": "pods.hetsched.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
-                          "failurePolicy": "Ignore", "timeoutSeconds": 5, "clientConfig": client, "rules": rules}]}
+            "metadata": _meta("hetsched-pods", v, "webhook", namespaced=False), "webhooks": webhooks}
 
 
-def _restrict_registration(v: Reader, by_url: bool) -> dict[str, Any]:
+def _restrict_registration(v: Reader, by_url: bool, narrowed: bool) -> dict[str, Any]:
     """``/restrict`` (``cluster.restriction``): Node and ConfigMap writes, Secret creates and deletes. The
     webhook answers other identities' requests at once; ``failurePolicy`` (default Ignore) decides whether a
-    webhook outage holds those writes up."""
+    webhook outage holds those writes up. With ``matchConditions`` (Kubernetes 1.28+) the API server calls
+    it only for the node agents' and the controller's writes, so it fails closed (``Fail``): an outage holds
+    up only hetsched's own writes, never a kubelet's or anyone else's."""
     client: dict[str, Any] = (
         {"url": v.expr(f"{v.get('webhook.url')}/restrict", "{{ .Values.webhook.url }}/restrict")} if by_url
         else {"service": {"name": "hetsched-webhook", "namespace": v.namespace, "path": "/restrict"}})
@@ -360,11 +420,16 @@ def _restrict_registration(v: Reader, by_url: bool) -> dict[str, Any]:
              {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE", "DELETE"],
               "resources": ["configmaps"]},
              {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "DELETE"], "resources": ["secrets"]}]
+    entry: dict[str, Any] = {
+        "name": "restrict.hetsched.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+        "failurePolicy": "Fail" if narrowed else v.get("webhook.restrict.failurePolicy"), "timeoutSeconds": 5,
+        "clientConfig": client, "rules": rules}
+    if narrowed:
+        identities = _cel_list([_identity(v, "node-agent"), _identity(v, "controller")])
+        entry["matchConditions"] = [{"name": "hetsched-identities",
+                                     "expression": f"request.userInfo.username in {identities}"}]
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-            "metadata": _meta("hetsched-restrict", v, "webhook", namespaced=False),
-            "webhooks": [{"name": "restrict.hetsched.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
-                          "failurePolicy": v.get("webhook.restrict.failurePolicy"), "timeoutSeconds": 5,
-                          "clientConfig": client, "rules": rules}]}
+            "metadata": _meta("hetsched-restrict", v, "webhook", namespaced=False), "webhooks": [entry]}
 
 
 def _host_volume(name: str, path: str, kind: str, read_only: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:

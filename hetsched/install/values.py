@@ -9,10 +9,10 @@ chart's ``values.yaml`` from these defaults and descriptions) and ``cli.install`
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from hetsched.api.objects import INT32_MAX
 from hetsched.api.validation import first_problem
@@ -77,6 +77,11 @@ class Webhook(_Model):
     port: int = Field(9443, ge=1, le=65535, description="HTTPS port of the webhook server")
     failurePolicy: Literal["Fail", "Ignore"] = Field("Fail", description="what the API server does when the "
                                                                          "webhook does not answer")
+    matchConditions: bool = Field(False, description="Kubernetes 1.28+ only (older API servers drop the field): "
+                                  "the API server calls /restrict only for hetsched's node agents and controller, "
+                                  "and the pod hand-off check only for hand-off annotations written by someone "
+                                  "other than the scheduler, so both fail closed without holding up anyone "
+                                  "else's writes (hetsched install --kube-version sets it)")
     url: str = Field("", description="register the webhook by URL instead of through its Service (e.g. "
                                      "https://127.0.0.1:9443 with hostNetwork); the serving certificate "
                                      "covers the Service names, localhost and 127.0.0.1")
@@ -149,6 +154,10 @@ class DisruptionBudget(_Model):
                                                                                        "clusters before 1.21")
 
 
+CLASS_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+NAMESPACE_OR_ALL = r"^(\*|[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)$"
+
+
 class Values(_Model):
     namespace: str = Field("hetsched", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
                            description="plain manifests only: the namespace they create and use (the chart "
@@ -169,6 +178,13 @@ class Values(_Model):
     vendors: Vendors = Field(default_factory=Vendors)
     metrics: Metrics = Field(default_factory=Metrics)
     disruptionBudget: DisruptionBudget = Field(default_factory=DisruptionBudget)
+    priorityClasses: dict[Annotated[str, StringConstraints(pattern=CLASS_NAME)],
+                          Annotated[list[Annotated[str, StringConstraints(pattern=NAMESPACE_OR_ALL)]],
+                                    Field(min_length=1, max_length=1000)]] = Field(
+        default_factory=dict, max_length=1000,
+        description="PriorityClass → the namespaces that may use it (\"*\": every namespace), enforced by the "
+                    "webhook and the scheduler; system-node-critical and system-cluster-critical are kube-system's "
+                    "and the installation's unless listed here; a class not listed may be used everywhere")
 
 
 def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -21,15 +21,9 @@ import numpy as np
 
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.devices.catalog import PolicySettings, policy_for
-from hetsched.devices.policy import TopologyPolicy
+from hetsched.devices.policy import TopologyPolicy, popcounts
 from hetsched.scheduler.framework import IntArray
 from hetsched.scheduler.snapshot import DeviceArrays, Snapshot
-
-
-def popcounts(masks: IntArray) -> IntArray:
-    """Set bits per element (chip masks: non-negative int64, up to 63 chips)."""
-    counts: IntArray = np.bitwise_count(masks.astype(np.int64)).astype(np.int64)
-    return counts
 
 
 @dataclass

@@ -76,6 +76,8 @@ class ReasonCode(enum.Enum):
     SUBGROUP_NO_ROOM = "SubGroupNoRoom"
     SET_ASIDE = "SchedulingError"
     """Handling the job raised (a bug, or input no check caught): it is set aside with back-off."""
+    PLUGIN_FAILED = "PluginError"
+    """A plugin that guards placements raised opening or closing the session: nothing is scheduled until it works."""
 
 
 Amounts = tuple[tuple[str, int, int], ...]
@@ -218,6 +220,10 @@ SPECS: dict[ReasonCode, Spec] = {
     ReasonCode.SET_ASIDE: Spec(
         ("error", "backoff"), "scheduling this job raised an error ({error}); it is set aside for {backoff:g} s "
         "and retried then, while every other job is scheduled", "scheduling error"),
+    ReasonCode.PLUGIN_FAILED: Spec(
+        ("plugin", "error"), "plugin {plugin} raised an error opening or closing the scheduling session ({error}); "
+        "it guards every placement, so no job is scheduled or evicted until it works again (retried every cycle)",
+        "plugin error"),
     ReasonCode.QUEUE_NOT_OPEN: Spec(("queue", "state"), "queue {queue} is {state}", "queue closed"),
     ReasonCode.QUEUE_NOT_LEAF: Spec(("queue",), "queue {queue} has child queues; jobs go to leaf queues",
                                     "queue not leaf"),

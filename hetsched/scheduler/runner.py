@@ -18,8 +18,17 @@ its PodGroup gets the ``Unschedulable`` condition with the error (``explain`` sh
 and the cycle is decided again from a fresh snapshot without it (deciding has no side effects, so nothing
 half-done survives). A set-aside job is retried after a back-off that doubles with each failure
 (``SET_ASIDE_BASE`` … ``SET_ASIDE_MAX`` seconds of the injected clock). At most ``MAX_SET_ASIDE`` jobs are
-set aside per cycle; an exception no job can be blamed for (a plugin's session open or close) raises, as
-before, to the process, which logs it and retries the cycle.
+set aside per cycle.
+
+A plugin that raises opening or closing the session (``session.PluginSessionError``) is set aside too. One
+that only ranks (``ADVISORY`` points: queue, job and task order, node and HyperNode scores) is left out of
+sessions for the same doubling back-off — the cycle schedules everyone, in a worse order or placement,
+never against a rule. One that guards placements (filters, capacity, gang, queue limits, eviction rules)
+cannot be left out without breaking its rule, so the cycle then decides nothing at all: every active job
+gets the ``PluginError`` reason naming the plugin and the error, and the plugin is tried again every cycle.
+Either way the cycle completes, is counted in ``set_aside`` as ``plugin/<name>``, and the process keeps
+running; only an exception no job or plugin can be blamed for raises to the process, which logs it and
+retries the cycle.
 
 Observation: given a stopwatch (``ports.Stopwatch``; the process passes ``time.perf_counter``), a cycle
 measures its snapshot, each action, each plugin's session open/close, the apply phase and the whole cycle
@@ -51,8 +60,9 @@ from hetsched.scheduler.actions.registry import ACTIONS
 from hetsched.scheduler.cache import KINDS, SchedulerCache
 from hetsched.scheduler.conf import SchedulerConf, default_conf
 from hetsched.scheduler.decisions import Bind, Decisions
+from hetsched.scheduler.framework import HyperNodeOrder, JobOrder, NodeScore, QueueOrder, TaskOrder, declared_points
 from hetsched.scheduler.reasons import Reason, ReasonCode
-from hetsched.scheduler.session import Session
+from hetsched.scheduler.session import PluginSessionError, Session
 from hetsched.scheduler.snapshot import Snapshot
 
 
@@ -70,6 +80,16 @@ class CycleTimings:
     def session(self) -> float:
         """Session open, actions and close: the decision, without snapshot and apply."""
         return sum(self.actions.values()) + sum(self.plugins.values())
+
+
+ADVISORY: tuple[type, ...] = (QueueOrder, JobOrder, TaskOrder, NodeScore, HyperNodeOrder)
+"""Extension points that only rank: a plugin answering nothing else may be left out of a session."""
+
+
+def advisory(cls: type) -> bool:
+    """Only ranks (see ``ADVISORY``): leaving it out never breaks a rule. A plugin of hooks only is not."""
+    points = declared_points(cls)
+    return bool(points) and all(point.protocol in ADVISORY for point in points)
 
 
 MAX_SET_ASIDE = 8
@@ -98,7 +118,8 @@ class CycleResult:
     """The injected clock's reading at the start of the cycle."""
     timings: CycleTimings = field(default_factory=CycleTimings)
     set_aside: list[tuple[str, str]] = field(default_factory=list)
-    """(job key, error) of each job set aside in this cycle (its handling raised)."""
+    """(job key, error) of each job set aside in this cycle (its handling raised), and (``plugin/<name>``,
+    error) of each plugin that raised opening or closing the session."""
 
 
 CycleObserver = Callable[[SchedulerCache, CycleResult], None]
@@ -121,6 +142,8 @@ class Scheduler:
         self.cycles = 0
         self.set_aside: dict[str, SetAside] = {}
         """Jobs whose handling raised, with their back-off (see the module docstring)."""
+        self.plugins_aside: dict[str, SetAside] = {}
+        """Ranking plugins that raised opening or closing a session, by plugin name, with their back-off."""
         self._reported: dict[str, str] = {}
         self._reported_at = -1
         self.stopwatch = stopwatch
@@ -138,21 +161,32 @@ class Scheduler:
         handling raises is set aside (appended to ``set_aside``) and the cycle decided again without it."""
         timings = timings if timings is not None else CycleTimings()
         now = self.clock.now() if now is None else now
+        halted: Reason | None = None
         for attempt in range(MAX_SET_ASIDE + 1):
             started = self._tick()
             snapshot = self.cache.snapshot()
             timings.snapshot += self._tick() - started
             held = {key: Reason.of(ReasonCode.SET_ASIDE, error=entry.error, backoff=entry.backoff)
                     for key, entry in self.set_aside.items() if entry.until > now}
-            session = Session(snapshot, self.conf, now=now, stopwatch=self.stopwatch, set_aside=held)
+            without = {name for name, entry in self.plugins_aside.items() if entry.until > now}
+            session: Session | None = None
             try:
+                session = Session(snapshot, self.conf, now=now, stopwatch=self.stopwatch, set_aside=held,
+                                  without=without, halted=halted)
                 for action in self.conf.action_names:
                     began = self._tick()
                     ACTIONS[action](session)
                     timings.actions[action] = timings.actions.get(action, 0.0) + self._tick() - began
                 decisions = session.close()
+            except PluginSessionError as exc:
+                if attempt == MAX_SET_ASIDE:
+                    raise
+                error, halted = self._plugin_aside(exc, now)
+                if set_aside is not None:
+                    set_aside.append((f"plugin/{exc.plugin.NAME}", error))
+                continue
             except Exception as exc:
-                culprit = session.handling
+                culprit = session.handling if session is not None else None
                 if culprit is None or attempt == MAX_SET_ASIDE:
                     raise
                 error = self._set_aside(culprit, exc, now)
@@ -181,10 +215,26 @@ class Scheduler:
         self.set_aside[key] = SetAside(error, failures, now + backoff, backoff)
         return error
 
+    def _plugin_aside(self, exc: PluginSessionError, now: float) -> tuple[str, Reason | None]:
+        """Set aside a plugin that raised opening or closing a session: a ranking one for a back-off; for a
+        guarding one, the reason every job gets while the cycle decides nothing."""
+        error = f"{type(exc.error).__name__}: {exc.error}"[:300]
+        plugin = exc.plugin.NAME
+        if advisory(type(exc.plugin)):
+            previous = self.plugins_aside.get(plugin)
+            failures = previous.failures + 1 if previous is not None else 1
+            backoff = min(SET_ASIDE_BASE * 2 ** (failures - 1), SET_ASIDE_MAX)
+            self.plugins_aside[plugin] = SetAside(error, failures, now + backoff, backoff)
+            return error, None
+        return error, Reason.of(ReasonCode.PLUGIN_FAILED, plugin=plugin, error=error)
+
     def _forget_recovered(self, snapshot: Snapshot, now: float) -> None:
-        """Drop the set-aside records of jobs retried without an error, and of jobs that are gone or settled."""
+        """Drop the set-aside records of jobs (and ranking plugins) retried without an error, and of jobs that
+        are gone or settled."""
         for key in [k for k, entry in self.set_aside.items() if entry.until <= now or k not in snapshot.active]:
             del self.set_aside[key]
+        for name in [n for n, entry in self.plugins_aside.items() if entry.until <= now]:
+            del self.plugins_aside[name]
 
     def run_once(self) -> CycleResult:
         started = self._tick()

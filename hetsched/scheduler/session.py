@@ -9,7 +9,7 @@ The combination rules are documented in ``scheduler.framework``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -47,13 +47,24 @@ from hetsched.scheduler.framework import (
 )
 from hetsched.scheduler.plugins.registry import plugin_class
 from hetsched.scheduler.podtopology import PodTopology
-from hetsched.scheduler.reasons import Reason
+from hetsched.scheduler.reasons import Reason, render
 from hetsched.scheduler.snapshot import JobInfo, QueueInfo, RunningPod, Snapshot, TaskGroup
+
+
+class PluginSessionError(Exception):
+    """A plugin raised in its session open or close (``point``); ``error`` is what it raised."""
+
+    def __init__(self, plugin: Plugin, point: str, error: Exception) -> None:
+        super().__init__(f"plugin {plugin.NAME} {point}: {type(error).__name__}: {error}")
+        self.plugin = plugin
+        self.point = point
+        self.error = error
 
 
 class Session:
     def __init__(self, snapshot: Snapshot, conf: SchedulerConf, now: float = 0.0,
-                 stopwatch: Stopwatch | None = None, set_aside: Mapping[str, Reason] | None = None) -> None:
+                 stopwatch: Stopwatch | None = None, set_aside: Mapping[str, Reason] | None = None,
+                 without: Collection[str] = (), halted: Reason | None = None) -> None:
         self.snapshot = snapshot
         self.nodes = snapshot.nodes
         self.conf = conf
@@ -67,7 +78,12 @@ class Session:
         self.handling: str | None = None
         """The job an action is working on (its key), None between jobs: when something raises, the runner
         sets this job aside and runs the cycle again without it (``scheduler.runner``)."""
-        for key, why in (set_aside or {}).items():  # raised in an earlier attempt: no action touches them
+        self.halted = halted
+        """Why nothing is scheduled in this session (a guarding plugin cannot open), or None."""
+        held = dict(set_aside or {})
+        if halted is not None:  # a plugin that guards every placement cannot open: no job is touched
+            held.update({key: halted for key in snapshot.active if key not in held})
+        for key, why in held.items():  # raised in an earlier attempt: no action touches them
             job = snapshot.job(key)
             if job is not None and not job.shared:
                 job.set_aside = True
@@ -76,9 +92,12 @@ class Session:
         """Pod key → annotations to write at bind (device hand-off), filled by plugins on allocation."""
         self.plugins: list[Plugin] = []
         enabled: dict[type, list[Plugin]] = {}
-        for tier in conf.tiers:
+        for tier in conf.tiers if halted is None else ():
             for option in tier.plugins:
-                plugin = plugin_class(option.name)(Arguments(option.name, option.arguments))
+                cls = plugin_class(option.name)
+                if cls.NAME in without:  # set aside: it raised opening or closing an earlier session
+                    continue
+                plugin = cls(Arguments(option.name, option.arguments))
                 self.plugins.append(plugin)
                 for point in declared_points(type(plugin)):
                     if option.enabled(point.switch):
@@ -115,13 +134,14 @@ class Session:
     def _each_plugin(self, point: str, call: Callable[[Plugin], None]) -> None:
         watch = self.stopwatch
         for plugin in self.plugins:
-            if watch is None:
+            started = watch() if watch is not None else 0.0
+            try:
                 call(plugin)
-                continue
-            started = watch()
-            call(plugin)
-            key = (plugin.NAME, point)
-            self.plugin_seconds[key] = self.plugin_seconds.get(key, 0.0) + watch() - started
+            except Exception as exc:  # the runner sets this plugin aside (``scheduler.runner``)
+                raise PluginSessionError(plugin, point, exc) from exc
+            if watch is not None:
+                key = (plugin.NAME, point)
+                self.plugin_seconds[key] = self.plugin_seconds.get(key, 0.0) + watch() - started
 
     # ------------------------------------------------------------------------------ ordering
 
@@ -275,6 +295,15 @@ class Session:
         otherwise Inqueue stays Inqueue and anything else Pending. Only changes are emitted.
         """
         self._each_plugin("OnSessionClose", lambda plugin: plugin.on_session_close(self))
+        if self.halted is not None:  # no gang plugin ran to say why: every job waiting says it here
+            message = render(self.halted)
+            for job in self.snapshot.active.values():
+                old = next((c for c in job.podgroup.status.conditions if c.type == "Unschedulable"), None)
+                if job.occupied() >= job.min_member > 0 or (old is not None and old.message == message):
+                    continue
+                kept = [c for c in job.podgroup.status.conditions if c.type not in ("Unschedulable", "Scheduled")]
+                self.decisions.podgroups[job.key] = PodGroupUpdate(
+                    None, [*kept, self.condition("Unschedulable", self.halted.code.value, message)])
         for job in self.snapshot.active.values():  # a settled job is Running and stays so
             update = self.decisions.podgroups.get(job.key)
             phase = job.phase

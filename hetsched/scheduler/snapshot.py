@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hetsched.api.objects import NetworkTopology, PodAffinityTerm, PodGroup, PodSpec, QueueAffinity, Taint
+from hetsched.devices.policy import bit_weights
 
 if TYPE_CHECKING:
     from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray, Status
@@ -276,8 +277,8 @@ class JobInfo:
 
 def sharing_mask(shared: IntArray) -> IntArray:
     """Per node, the bitmask of chips partly held (``shared`` is node × chip slot, milli held)."""
-    weights = np.left_shift(np.int64(1), np.arange(shared.shape[1], dtype=np.int64))
-    mask: IntArray = ((shared > 0) * weights).sum(axis=1).astype(np.int64)
+    weights = bit_weights(shared.shape[1])
+    mask: IntArray = ((shared > 0) * weights).sum(axis=1).astype(weights.dtype)
     return mask
 
 
@@ -352,7 +353,7 @@ class DeviceArrays:
     def free_milli(self, rows: IntArray, *, exclude_network: bool) -> IntArray:
         """rows × chip slot: milli still free for fractional pods (0 on absent, whole-held or bad chips)."""
         slots = self.shared.shape[1]
-        bits = np.left_shift(np.int64(1), np.arange(slots, dtype=np.int64))
+        bits = bit_weights(slots)
         usable = self.chips[rows] & ~self.used[rows] & ~self.unhealthy[rows]
         if exclude_network:
             usable &= ~self.network[rows]

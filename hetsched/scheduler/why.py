@@ -27,7 +27,7 @@ from hetsched.scheduler.network_fragmentation import TierFree, by_tier, servers_
 from hetsched.scheduler.placement import capacity, shortages, static_failures, tier_bound
 from hetsched.scheduler.plugins import devicetopology
 from hetsched.scheduler.reasons import Reason, ReasonCode, queue_state_reason, render, without_gang_prefix
-from hetsched.scheduler.session import Session
+from hetsched.scheduler.session import PluginSessionError, Session
 from hetsched.scheduler.snapshot import JobInfo, QueueInfo, Snapshot, TaskGroup
 
 
@@ -155,10 +155,18 @@ def explain_job(snapshot: Snapshot, conf: SchedulerConf, job_key: str, now: floa
     """Explain ``job_key`` (``namespace/podgroup``) against ``snapshot``; KeyError when the snapshot has no
     such PodGroup."""
     job = snapshot.jobs[job_key]
-    session = Session(snapshot, conf, now=now)
     accounts = ChipAccounts(settings_of(conf))
     explanation = Explanation(job=job_key, phase=job.phase, queue=job.queue, min_member=job.min_member,
                               ready=job.ready, pending=job.pending_count)
+    without: set[str] = set()
+    while True:  # a plugin that raises opening a session is left out, and said so (as the runner does)
+        try:
+            session = Session(snapshot, conf, now=now, without=without)
+            break
+        except PluginSessionError as exc:
+            without.add(exc.plugin.NAME)
+            explanation.scheduler_says.append(f"plugin {exc.plugin.NAME} raised an error opening the session "
+                                              f"({type(exc.error).__name__}: {exc.error}); explained without it")
     for condition in job.podgroup.status.conditions:
         if condition.type == "Unschedulable" and condition.message:
             explanation.scheduler_says.append(condition.message)

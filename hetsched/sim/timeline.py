@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from hetsched.api.accelerators import accelerator_kind
+from hetsched.devices.policy import popcounts
 from hetsched.scheduler import network_fragmentation
-from hetsched.scheduler.chips import popcounts
 from hetsched.scheduler.framework import IntArray
 from hetsched.scheduler.snapshot import Snapshot
 

@@ -48,7 +48,8 @@ from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Pod
 from hetsched.devices.catalog import PolicySettings, policy_for
-from hetsched.devices.inventory import PREDICATE_TIME, trusted_allocation
+from hetsched.devices.inventory import PREDICATE_TIME, handoff_problem, pod_allocation, trusted_allocation
+from hetsched.devices.policy import MAX_CHIPS
 from hetsched.metrics.agents import DevicePluginMetrics
 
 API_VERSION = "v1beta1"
@@ -58,7 +59,8 @@ log = logging.getLogger("hetsched.device-plugin")
 
 class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
     def __init__(self, backend: Backend, *, directory: Path = DEFAULT_DIR, period: float = 5.0,
-                 pods: Callable[[], list[Pod]] | None = None, metrics: DevicePluginMetrics | None = None) -> None:
+                 pods: Callable[[], list[Pod]] | None = None, metrics: DevicePluginMetrics | None = None,
+                 events: Callable[[Pod, str, str], None] | None = None) -> None:
         self.backend = backend
         self.metrics = metrics
         self.directory = directory
@@ -73,6 +75,10 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         self._server: Any = None
         self._served: set[str] = set()
         """Pod uids whose hand-off chips were already mounted."""
+        self.events = events
+        """Records a Warning Event (pod, reason, message) where a hand-off is not followed; None: log only."""
+        self._told: set[tuple[str, str]] = set()
+        """(pod uid, reason) already told in an Event: once per pod and reason."""
         self._threads: list[threading.Thread] = []
         self.registrations = 0
         self.last_error = ""
@@ -159,7 +165,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         if handed and not must and set(handed) <= set(available):
             return handed
         by_id = {self._chips[k].id: k for k in available}
-        if not must and by_id and max(by_id) < 64:
+        if not must and by_id and max(by_id) < MAX_CHIPS:
             policy = policy_for(self.backend.topology, max(len(self._chips), max(by_id) + 1), PolicySettings())
             free = 0
             for chip in by_id:
@@ -178,11 +184,13 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             problem = self._refused(ids)
             if problem:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.backend.resource}: {problem}")
-            handed = self._handoff(len(ids))  # the pod kubelet is admitting: served now, whichever ids it got
+            admitting = self._admitting(len(ids))  # the pod kubelet is admitting: served now, whichever ids it got
+            handed = admitting[1] if admitting is not None else None
             followed = handed is not None and set(handed) == set(ids)
-            if handed and not followed:
-                log.warning("kubelet allocated %s where the scheduler chose %s (not all free in kubelet's "
-                            "accounting): mounting kubelet's", ", ".join(ids), ", ".join(handed))
+            if admitting is not None and handed and not followed:
+                self._tell(admitting[0], "HandOffNotFollowed",
+                           f"kubelet allocated {', '.join(ids)} of {self.backend.resource} where the scheduler chose "
+                           f"{', '.join(handed)} (not all free in kubelet's accounting): kubelet's chips are mounted")
             if self.metrics is not None:
                 self.metrics.allocations.labels(self.backend.resource, "scheduler" if followed else "kubelet").inc()
             found = self.backend.container_devices([self._chips[k] for k in ids])  # kubelet's, never others
@@ -216,6 +224,22 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         return ""
 
     def _handoff(self, count: int, consume: bool = True) -> list[str] | None:
+        admitting = self._admitting(count, consume)
+        return admitting[1] if admitting is not None else None
+
+    def _tell(self, pod: Pod, reason: str, message: str) -> None:
+        """Log, and a Warning Event on the pod once per pod and reason (an Event never fails an allocation)."""
+        log.warning("pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, message)
+        told = (pod.metadata.uid, reason)
+        if self.events is None or told in self._told:
+            return
+        self._told.add(told)
+        try:
+            self.events(pod, reason, message)
+        except Exception as exc:
+            log.warning("could not record Event %s on pod %s: %s", reason, pod.metadata.name, exc)
+
+    def _admitting(self, count: int, consume: bool = True) -> tuple[Pod, list[str] | None] | None:
         """The chips the scheduler chose for the pod kubelet is admitting — the first by bind order
         (``predicate-time``, then creation) of the pods on this node that kubelet has not admitted yet (no
         start time, no container status) and this plugin has not served, whose trusted hand-off names
@@ -232,29 +256,37 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         except Exception as exc:  # the cluster is unreachable: kubelet's pick is better than no container
             log.warning("hand-off unavailable (%s): using kubelet's choice", exc)
             return None
-        self._served &= {p.metadata.uid for p in pods}  # forget pods that are gone
+        present = {p.metadata.uid for p in pods}
+        self._served &= present  # forget pods that are gone
+        self._told = {told for told in self._told if told[0] in present}
         candidates = []
         resource = self.backend.resource
         for pod in pods:
-            chips = trusted_allocation(pod.metadata.annotations, pod.metadata.uid, pod.spec.nodeName,
-                                       {resource: count}).get(resource)
             admitted = pod.status.startTime is not None or bool(pod.status.containerStatuses)
-            if (chips and len(chips) == count and pod.metadata.uid not in self._served and not admitted
-                    and pod.status.phase == "Pending"):
-                stamp = pod.metadata.annotations.get(PREDICATE_TIME, "")
+            if admitted or pod.status.phase != "Pending" or pod.metadata.uid in self._served:
+                continue
+            annotations = pod.metadata.annotations
+            if resource in pod_allocation(annotations):  # forged, copied, stale, squatting: said, never followed
+                asked = -(-pod.spec.requests.get(resource, 0) // 1000)
+                problem = handoff_problem(annotations, pod.metadata.uid, pod.spec.nodeName, {resource: asked})
+                if problem:
+                    self._tell(pod, "HandOffRefused", f"{problem}; ignored: kubelet's chips are mounted")
+            trusted = trusted_allocation(annotations, pod.metadata.uid, pod.spec.nodeName, {resource: count})
+            chips = trusted.get(resource)
+            if chips and len(chips) == count:
+                stamp = annotations.get(PREDICATE_TIME, "")
                 order = int(stamp) if stamp.isdigit() else 1 << 62
-                candidates.append((order, pod.metadata.creationTimestamp or 0.0, pod.metadata.name, pod.metadata.uid,
-                                   chips))
-        for _, _, name, uid, chips in sorted(candidates):
+                candidates.append((order, pod.metadata.creationTimestamp or 0.0, pod.metadata.name, pod, chips))
+        for _, _, _, pod, chips in sorted(candidates, key=lambda c: c[:3]):
             by_id = {c.id: k for k, c in self._chips.items()}
             keys = [by_id.get(c) for c in chips]
-            if any(k is None or self._health.get(k) != "Healthy" for k in keys):
-                log.warning("pod %s: scheduler's chips %s are not all healthy here; using kubelet's choice", name,
-                            chips)
-                return None
             if consume:
-                self._served.add(uid)
-            return [k for k in keys if k is not None]
+                self._served.add(pod.metadata.uid)
+            if any(k is None or self._health.get(k) != "Healthy" for k in keys):
+                self._tell(pod, "HandOffUnhealthy", f"the scheduler's chips {chips} of {resource} are not all "
+                                                    "healthy here: kubelet's chips are mounted")
+                return pod, None
+            return pod, [k for k in keys if k is not None]
         return None
 
     def PreStartContainer(self, request: Any, context: Any) -> Any:

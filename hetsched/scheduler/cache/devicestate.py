@@ -32,7 +32,7 @@ from hetsched.devices.inventory import (
     parse_node_devices,
     trusted_allocation,
 )
-from hetsched.devices.policy import MAX_CHIPS, lowest
+from hetsched.devices.policy import INT_CHIPS, MAX_CHIPS, lowest
 from hetsched.scheduler.cache.pods import PodRecord
 from hetsched.scheduler.framework import IntArray
 from hetsched.scheduler.snapshot import NUMA_ANNOTATION, DeviceArrays, NumaArrays, sharing_mask
@@ -73,7 +73,7 @@ class ChipState:
             self.share_version += 1
             self.topology += [""] * extra
             self.models += [""] * extra
-            zeros = np.zeros(extra, dtype=np.int64)
+            zeros = np.zeros(extra, dtype=self.chips.dtype)
             self.chips = np.concatenate([self.chips, zeros])
             self.used = np.concatenate([self.used, zeros])
             self.unhealthy = np.concatenate([self.unhealthy, zeros])
@@ -85,8 +85,13 @@ class ChipState:
             self.shared_memory = np.vstack([self.shared_memory, np.zeros((extra, slots), dtype=np.int64)])
 
     def widen(self, slots: int) -> None:
-        """Give the per-chip arrays at least ``slots`` columns (chip ids ``0 … slots - 1``)."""
+        """Give the per-chip arrays at least ``slots`` columns (chip ids ``0 … slots - 1``); past
+        ``INT_CHIPS`` the masks become Python integers (``devices.policy.mask_dtype``) for good."""
         extra = slots - self.shared.shape[1]
+        if slots > INT_CHIPS and self.chips.dtype != object:
+            self.version += 1
+            self.chips, self.used = self.chips.astype(object), self.used.astype(object)
+            self.unhealthy, self.network = self.unhealthy.astype(object), self.network.astype(object)
         if extra > 0:
             self.version += 1
             self.share_version += 1
@@ -200,12 +205,12 @@ class DeviceLedger:
             state = self.devices.get(device_set.resource)
             if state is None:
                 state = self.devices[device_set.resource] = ChipState(rows)
+            state.widen(max(chip.id for chip in device_set.chips) + 1)  # first: a wide mask needs wide arrays
             state.topology[row] = device_set.topology
             state.models[row] = device_set.model
             state.chips[row] = device_set.mask()
             state.unhealthy[row] = device_set.mask("Unhealthy")
             state.network[row] = device_set.mask("NetworkUnhealthy")
-            state.widen(max(chip.id for chip in device_set.chips) + 1)
             for chip in device_set.chips:
                 state.memory[row, chip.id] = chip.memoryMiB
                 state.numa[row, chip.id] = min(chip.numa, MAX_NUMA - 1)

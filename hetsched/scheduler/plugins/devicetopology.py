@@ -46,7 +46,7 @@ from hetsched.devices.inventory import (
     SHARE_RESOURCES,
     handoff_annotations,
 )
-from hetsched.devices.policy import TopologyPolicy, bits
+from hetsched.devices.policy import TopologyPolicy, bits, popcounts
 from hetsched.scheduler import numa_fit
 from hetsched.scheduler.framework import (
     Arguments,
@@ -245,7 +245,7 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
                     continue
                 tables = policy.tables(n)
                 after = tables.after(free[positions], placed[positions])
-                healthy = np.bitwise_count(devices.chips[rows] & ~devices.unhealthy[rows]).astype(np.int64)
+                healthy = popcounts(devices.chips[rows] & ~devices.unhealthy[rows])
                 score[positions] += tables.score[after] + policy.health_score(healthy, policy.CHIPS)
                 if policy.LOCALITY_BONUS and group.size > 1:
                     # node-local: could this node hold the whole group, counting the pods it already holds?
@@ -272,10 +272,10 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
             free_memory[taking[ok], chips[ok]] -= memory
         chip = tightest_chip(free, milli, free_memory, memory)
         left = np.where(chip >= 0, free[rows, np.maximum(chip, 0)] - milli, 1000)
-        slots = np.maximum(np.bitwise_count(devices.chips[nodes]), 1)
+        slots = np.maximum(popcounts(devices.chips[nodes]), 1)
         fullness = 1.0 - free.sum(axis=1) / (slots * 1000.0)
-        healthy = np.bitwise_count(devices.chips[nodes] & ~devices.unhealthy[nodes]).astype(np.int64)
-        penalty = np.where(healthy < np.bitwise_count(devices.chips[nodes]), -1000.0, 0.0)
+        healthy = popcounts(devices.chips[nodes] & ~devices.unhealthy[nodes])
+        penalty = np.where(healthy < popcounts(devices.chips[nodes]), -1000.0, 0.0)
         score: FloatArray = 100.0 - left / 10.0 + 10.0 * fullness + penalty
         return score
 
