@@ -442,7 +442,7 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
         "queueWaitSeconds": _percentiles(waits),
         "completionSeconds": _percentiles(completions),
         "allocationRatio": allocation,
-        "unschedulableReasons": dict(reasons.most_common()),
+        "unschedulableReasons": dict(sorted(reasons.items(), key=lambda item: (-item[1], item[0]))),
         "simulatedSeconds": end_time,
         "schedulerCycles": recorder.cycles,
         "binds": recorder.binds,
