@@ -23,7 +23,7 @@ from typing import Any
 PROBE = """
 import json, sys, time
 started = time.perf_counter()
-import hetsched.cli.main, hetsched.cli.serve, hetsched.scheduler.runner, hetsched.cluster.kubernetes
+import hetsched.cli.main, hetsched.cli.serve, hetsched.scheduler.engine.runner, hetsched.cluster.kubernetes
 seconds = time.perf_counter() - started
 heavy = [m for m in ("grpc", "google.protobuf", "pynvml", "matplotlib") if m in sys.modules]
 print(json.dumps({"seconds": seconds, "modules": len(sys.modules), "optional": heavy}))

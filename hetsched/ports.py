@@ -2,7 +2,7 @@
 
 Who implements them: ``cluster.memory`` (the embedded in-memory cluster used by the simulator, the demo
 and tests) and ``cluster.kubernetes`` (the API server). Who calls them: the scheduler runner
-(``scheduler.runner``), the controllers and the simulator. Nothing below this layer knows which backend
+(``scheduler.engine.runner``), the controllers and the simulator. Nothing below this layer knows which backend
 is in use; nothing in the scheduler core imports a backend.
 
 Time is a port too: everything that needs "now" receives a :class:`Clock`.

@@ -10,8 +10,8 @@ from typing import Any
 
 from hetsched.api.objects import AnyObject, Node, Pod, PodGroup, PriorityClass, Queue
 from hetsched.cluster.memory import MemoryCluster
-from hetsched.scheduler.conf import SchedulerConf, parse_conf
-from hetsched.scheduler.runner import CycleResult, Scheduler
+from hetsched.scheduler.defaults import SchedulerConf, default_conf, parse_conf
+from hetsched.scheduler.engine.runner import CycleResult, Scheduler
 from hetsched.sim.kernel import SimClock
 
 
@@ -124,7 +124,7 @@ def harness(objects: list[AnyObject], conf: str | SchedulerConf | None = None) -
     ordered = sorted(objects, key=lambda o: ["PriorityClass", "Queue", "Node", "PodGroup", "Pod"].index(o.kind))
     for obj in ordered:
         cluster.create(obj)
-    parsed = parse_conf(conf) if isinstance(conf, str) else conf
+    parsed = parse_conf(conf) if isinstance(conf, str) else conf or default_conf()
     return Harness(cluster, Scheduler(cluster, cluster, cluster, clock, parsed, evictor=cluster), clock)
 
 

@@ -13,12 +13,12 @@ import pytest
 from hetsched.api.objects import AnyObject, Node
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.ports import WatchEvent
-from hetsched.scheduler.actions.registry import ACTIONS
 from hetsched.scheduler.cache import SchedulerCache
-from hetsched.scheduler.conf import default_conf, parse_conf
-from hetsched.scheduler.decisions import Decisions
-from hetsched.scheduler.session import Session
-from hetsched.scheduler.snapshot import Snapshot, StaleSnapshot
+from hetsched.scheduler.contract.decisions import Decisions
+from hetsched.scheduler.contract.snapshot import Snapshot, StaleSnapshot
+from hetsched.scheduler.defaults import default_conf, parse_conf
+from hetsched.scheduler.engine.actions.registry import ACTIONS
+from hetsched.scheduler.engine.session import Session
 from tests.builders import accel_node, gang, harness, node, pod, priority_class, queue, running_on
 
 PREEMPT = parse_conf("""actions: "enqueue, allocate, preempt, backfill"

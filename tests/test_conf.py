@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.scheduler.conf import DEFAULT_CONF_YAML, VOLCANO_DEFAULT_CONF_YAML, ConfError, default_conf, parse_conf
+from hetsched.scheduler.defaults import (
+    DEFAULT_CONF_YAML,
+    VOLCANO_DEFAULT_CONF_YAML,
+    ConfError,
+    default_conf,
+    parse_conf,
+)
 
 
 def test_default_is_volcanos_plus_node_groups_device_and_network_topology() -> None:

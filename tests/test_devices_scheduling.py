@@ -23,9 +23,9 @@ from hetsched.devices.inventory import (
     parse_node_devices,
     pod_allocation,
 )
-from hetsched.scheduler.placement import capacity, place_group
-from hetsched.scheduler.session import Session
-from hetsched.scheduler.statement import Statement
+from hetsched.scheduler.engine.placement import capacity, place_group
+from hetsched.scheduler.engine.session import Session
+from hetsched.scheduler.engine.statement import Statement
 from tests.builders import accel_node, gang, harness, node, podgroup
 
 ASCEND = "huawei.com/Ascend910"
@@ -346,8 +346,8 @@ def test_a_128_chip_node_beside_8_chip_servers_of_the_same_resource() -> None:
     from prometheus_client import generate_latest
 
     from hetsched.metrics.scheduler import SchedulerMetrics
-    from hetsched.scheduler.chips import ChipAccounts, chip_map
-    from hetsched.scheduler.why import explain_job
+    from hetsched.scheduler.contract.chips import ChipAccounts, chip_map
+    from hetsched.scheduler.engine.why import explain_job
 
     big = accel_node("big", topology="generic", chips=128, cpu="512", unhealthy=(127,), network=(64,))
     objects: list[AnyObject] = [accel_node("n0"), accel_node("n1"), big,

@@ -15,7 +15,7 @@ from hetsched.api.disruption import disruptions_allowed, refusal
 from hetsched.api.manifest import ManifestError, load_text
 from hetsched.api.objects import AnyObject, OwnerReference, Pod, PodDisruptionBudget
 from hetsched.ports import TooManyRequests
-from hetsched.scheduler.conf import parse_conf
+from hetsched.scheduler.defaults import parse_conf
 from hetsched.sim.faults import Fault
 from hetsched.sim.simulator import Simulation
 from tests.builders import accel_node, gang, harness, pod

@@ -20,7 +20,7 @@ from hetsched.cli.main import app
 from hetsched.devices.inventory import TOPOLOGY_ANNOTATION
 from hetsched.diagnose.checks import ClusterFacts, ComponentStatus, run_checks
 from hetsched.diagnose.findings import Finding, exit_code
-from hetsched.scheduler.conf import DEFAULT_CONF_YAML, parse_conf
+from hetsched.scheduler.defaults import DEFAULT_CONF_YAML, parse_conf
 from tests.builders import accel_node, ascend_cluster_spec, gang, harness, node, pod, podgroup, queue
 
 NUMA_CONF = parse_conf(DEFAULT_CONF_YAML + "  - name: numaaware\n")

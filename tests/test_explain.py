@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from hetsched.api.objects import AnyObject
 from hetsched.cli.main import app
-from hetsched.scheduler.chips import chip_map
-from hetsched.scheduler.reasons import Reason, ReasonCode, label, nodes_unavailable
-from hetsched.scheduler.why import Explanation, explain_job
+from hetsched.scheduler.contract.chips import chip_map
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode, label, nodes_unavailable
+from hetsched.scheduler.engine.why import Explanation, explain_job
 from tests.builders import (
     Harness,
     accel_node,

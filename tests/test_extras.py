@@ -28,7 +28,7 @@ def test_a_command_whose_extra_is_missing_names_the_extra(monkeypatch: pytest.Mo
 
 
 def test_starting_the_scheduler_loads_no_optional_dependency() -> None:
-    probe = ("import json, sys; import hetsched.cli.main, hetsched.cli.serve, hetsched.scheduler.runner, "
+    probe = ("import json, sys; import hetsched.cli.main, hetsched.cli.serve, hetsched.scheduler.engine.runner, "
              "hetsched.cluster.kubernetes; print(json.dumps(sorted(m for m in ('grpc', 'google.protobuf', "
              "'pynvml', 'matplotlib') if m in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)

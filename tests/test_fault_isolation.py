@@ -8,12 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hetsched.scheduler.conf import DEFAULT_CONF_YAML, parse_conf
-from hetsched.scheduler.framework import Code, FloatArray, IntArray, JobValid, NodeScore, Plugin, Status
+from hetsched.scheduler.contract.arrays import FloatArray, IntArray
+from hetsched.scheduler.contract.framework import JobValid, NodeScore, Plugin
+from hetsched.scheduler.contract.snapshot import JobInfo, TaskGroup
+from hetsched.scheduler.contract.status import Code, Status
+from hetsched.scheduler.defaults import DEFAULT_CONF_YAML, parse_conf
+from hetsched.scheduler.engine.runner import SET_ASIDE_BASE
+from hetsched.scheduler.engine.session import Session
 from hetsched.scheduler.plugins import registry
-from hetsched.scheduler.runner import SET_ASIDE_BASE
-from hetsched.scheduler.session import Session
-from hetsched.scheduler.snapshot import JobInfo, TaskGroup
 from tests.builders import gang, harness, node
 
 
@@ -71,7 +73,7 @@ def test_a_job_that_raises_while_it_is_placed_leaves_nothing_half_done(conf: str
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The error comes in the middle of a gang's statement (after some of its pods were placed): the cycle
     is decided again without it, so none of its pods binds and no one else's room is lost."""
-    from hetsched.scheduler import statement
+    from hetsched.scheduler.engine import statement
 
     original = statement.Statement.allocate
 
@@ -164,7 +166,7 @@ def test_a_guarding_plugin_that_raises_stops_placements_visibly_and_the_cycle_co
 
 
 def test_explain_answers_without_a_plugin_that_raises_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hetsched.scheduler.why import explain_job
+    from hetsched.scheduler.engine.why import explain_job
 
     monkeypatch.setitem(registry.IN_TREE, Guard.NAME, Guard)
     monkeypatch.setattr(Guard, "armed", "open")

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hetsched.api.objects import AnyObject
 from hetsched.replay.engine import TypicalPods
 from hetsched.replay.openb import TracePod
-from hetsched.scheduler.conf import DEFAULT_CONF_YAML
-from hetsched.scheduler.framework import Arguments
+from hetsched.scheduler.contract.framework import Arguments
+from hetsched.scheduler.engine.conf import DEFAULT_CONF_YAML
 from hetsched.scheduler.plugins.fgd import FGD, Shape
 from tests.builders import accel_node, gang, harness
 from tests.test_sharing import GPU, MILLI, chips_of

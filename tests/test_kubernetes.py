@@ -27,7 +27,8 @@ from hetsched.controllers.podgroup import PodGroupController
 from hetsched.devices.inventory import pod_allocation
 from hetsched.ports import Conflict, Invalid
 from hetsched.scheduler.cache import KINDS
-from hetsched.scheduler.runner import Scheduler
+from hetsched.scheduler.defaults import default_conf
+from hetsched.scheduler.engine.runner import Scheduler
 from tests.builders import accel_node, node
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,7 +172,7 @@ def test_the_seed_job_runs_on_a_real_apiserver(api: ApiServer) -> None:
     assert isinstance(job, Job)
     cluster.create(job.model_copy(update={"metadata": job.metadata.model_copy(update={"namespace": "default"})}))
     clock = WallClock()
-    scheduler = Scheduler(cluster, cluster, cluster, clock, evictor=cluster)
+    scheduler = Scheduler(cluster, cluster, cluster, clock, default_conf(), evictor=cluster)
     jobs = JobController(cluster, clock, events=cluster)
     groups = PodGroupController(cluster, ("hetsched", "volcano"))
     cluster.start([*KINDS, "Job", "Command"])
@@ -609,7 +610,7 @@ def test_doctor_checks_on_a_real_apiserver(api: ApiServer, tmp_path: Path) -> No
     webhook guarded them, queues, stuck gangs, numaaware without a topology manager policy."""
     from hetsched.api.objects import PodGroup
     from hetsched.devices.inventory import TOPOLOGY_ANNOTATION
-    from hetsched.scheduler.conf import DEFAULT_CONF_YAML, parse_conf
+    from hetsched.scheduler.defaults import DEFAULT_CONF_YAML, parse_conf
     from tests.builders import pod, podgroup, queue
 
     cluster = cluster_for(api)

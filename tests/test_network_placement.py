@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hetsched.api.objects import AnyObject, HyperNode, NetworkTopology, Pod, PodGroup
-from hetsched.scheduler.conf import DEFAULT_CONF_YAML, parse_conf
+from hetsched.scheduler.defaults import DEFAULT_CONF_YAML, default_conf, parse_conf
 from tests.builders import Harness, accel_node, gang, harness, priority_class, running_on
 
 CHIPS = "huawei.com/Ascend910"
@@ -124,13 +124,13 @@ def test_every_hard_bounded_gang_of_a_busy_cluster_stays_inside_its_bound() -> N
     from hetsched.api.hypernodes import build
     from hetsched.benchmark.workload import synthetic_workload
     from hetsched.cluster.memory import MemoryCluster
-    from hetsched.scheduler.runner import Scheduler
+    from hetsched.scheduler.engine.runner import Scheduler
     from hetsched.sim.kernel import SimClock
 
     workload = synthetic_workload(320, 4000, seed=3, network=True)
     clock = SimClock()
     cluster = MemoryCluster(clock)
-    scheduler = Scheduler(cluster, cluster, cluster, clock)
+    scheduler = Scheduler(cluster, cluster, cluster, clock, default_conf())
     for obj in [*workload.nodes, *workload.hypernodes, *workload.queues, *workload.podgroups, *workload.pods]:
         cluster.create(obj)
     for _ in range(6):
@@ -233,7 +233,7 @@ def test_explain_and_metrics_say_how_the_free_servers_are_split_over_the_tree() 
     from prometheus_client.parser import text_string_to_metric_families
 
     from hetsched.metrics.scheduler import SchedulerMetrics
-    from hetsched.scheduler.why import explain_job
+    from hetsched.scheduler.engine.why import explain_job
 
     h = three_tors(*bounded("wide", 4, {"mode": "hard", "highestTierAllowed": 1}))
     metrics = SchedulerMetrics()
@@ -254,7 +254,7 @@ def test_explain_and_metrics_say_how_the_free_servers_are_split_over_the_tree() 
 
 def test_a_gang_that_fits_one_hypernode_strands_nothing() -> None:
     """The same cluster with a gang of 3: it fits a ToR, nothing is stranded, explain adds no blocker."""
-    from hetsched.scheduler import network_fragmentation
+    from hetsched.scheduler.contract import network_fragmentation
 
     h = three_tors(*bounded("small", 3, {"mode": "hard", "highestTierAllowed": 1}))
     snapshot = h.scheduler.cache.snapshot()

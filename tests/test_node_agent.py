@@ -146,7 +146,8 @@ def test_ascend_node_gets_labels_and_the_ascend_device_info_config_map(tmp_path:
 
 
 def test_the_scheduler_never_uses_a_chip_the_agent_reported_bad(tmp_path: Path) -> None:
-    from hetsched.scheduler.runner import Scheduler
+    from hetsched.scheduler.defaults import default_conf
+    from hetsched.scheduler.engine.runner import Scheduler
     from tests.builders import pod, podgroup, queue
 
     clock = SimClock()
@@ -159,7 +160,7 @@ def test_the_scheduler_never_uses_a_chip_the_agent_reported_bad(tmp_path: Path) 
     NodeAgent(cluster, "n0", FakeBackend(config)).sync()
     cluster.create(podgroup("job", 1, phase="Inqueue"))
     cluster.create(pod("job-0", "job", cpu="1", limits={"hetsched.io/fake": 2}))
-    Scheduler(cluster, cluster, cluster, clock, evictor=cluster).run_once()
+    Scheduler(cluster, cluster, cluster, clock, default_conf(), evictor=cluster).run_once()
     placed = cluster.get("Pod", "default/job-0")
     assert isinstance(placed, Pod)
     chips = json.loads(placed.metadata.annotations["hetsched.io/allocation"])["hetsched.io/fake"]
@@ -213,7 +214,8 @@ def test_the_scheduler_reads_ascends_device_info_config_map_when_there_is_no_ann
     kube-system/mindx-dl-deviceinfo-<node>: chips 0 and 1 are unhealthy there, so a 2-chip pod gets two
     others; a ConfigMap whose CheckCode does not match is reported and gives no chips."""
     from hetsched.devices.inventory import Chip, DeviceSet, to_ascend_device_info
-    from hetsched.scheduler.runner import Scheduler
+    from hetsched.scheduler.defaults import default_conf
+    from hetsched.scheduler.engine.runner import Scheduler
     from tests.builders import pod, podgroup, queue
 
     clock = SimClock()
@@ -228,7 +230,7 @@ def test_the_scheduler_reads_ascends_device_info_config_map_when_there_is_no_ann
     data = to_ascend_device_info(DeviceSet(resource="huawei.com/Ascend910", chips=chips), 1)
     cluster.create(ConfigMap.model_validate({"metadata": {"name": "mindx-dl-deviceinfo-a0",
                                                           "namespace": "kube-system"}, "data": data}))
-    scheduler = Scheduler(cluster, cluster, cluster, clock, evictor=cluster)
+    scheduler = Scheduler(cluster, cluster, cluster, clock, default_conf(), evictor=cluster)
     cluster.create(podgroup("job", 1, phase="Inqueue"))
     cluster.create(pod("job-0", "job", cpu="1", limits={"huawei.com/Ascend910": 2}))
     scheduler.run_once()

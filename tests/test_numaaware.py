@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hetsched.api.objects import AnyObject, Pod
 from hetsched.devices import numa
 from hetsched.devices.inventory import pod_allocation
-from hetsched.scheduler.conf import DEFAULT_CONF_YAML
+from hetsched.scheduler.engine.conf import DEFAULT_CONF_YAML
 from tests.builders import accel_node, gang, handed_off, harness, pod, podgroup
 
 GPU = "nvidia.com/gpu"

@@ -23,7 +23,8 @@ from hetsched.controllers.job import JobController
 from hetsched.controllers.podgroup import PodGroupController
 from hetsched.ports import Conflict
 from hetsched.scheduler.cache import KINDS
-from hetsched.scheduler.runner import Scheduler
+from hetsched.scheduler.defaults import default_conf
+from hetsched.scheduler.engine.runner import Scheduler
 from tests.builders import node
 from tests.test_kubernetes import add_node, install_crds
 
@@ -48,7 +49,8 @@ class Control:
     def __init__(self, api: ApiServer) -> None:
         self.cluster = KubeCluster(KubeClient.from_token(api.url, api.token, ca_file=api.ca))
         clock = WallClock()
-        self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, clock, evictor=self.cluster)
+        self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, clock, default_conf(),
+                                   evictor=self.cluster)
         self.jobs = JobController(self.cluster, clock, events=self.cluster)
         self.groups = PodGroupController(self.cluster, ("hetsched", "volcano"))
         self.cluster.start([*KINDS, "Job", "Command"])

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hetsched.scheduler.actions import allocate
+from hetsched.scheduler.engine.actions import allocate
 from tests.builders import gang, harness, node, pod, running_on
 
 

@@ -18,12 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.scheduler.framework import (
+from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
+from hetsched.scheduler.contract.framework import (
     EXTENSION_POINTS,
     Arguments,
-    BoolArray,
-    FloatArray,
-    IntArray,
     JobOrder,
     NodeFilter,
     NodeScore,
@@ -31,9 +29,11 @@ from hetsched.scheduler.framework import (
     PluginContractError,
     check_plugin,
 )
+from hetsched.scheduler.contract.reasons import Reason
+from hetsched.scheduler.contract.snapshot import JobInfo, TaskGroup
+from hetsched.scheduler.contract.view import SessionView
+from hetsched.scheduler.engine.session import Session
 from hetsched.scheduler.plugins.registry import IN_TREE
-from hetsched.scheduler.reasons import Reason
-from hetsched.scheduler.snapshot import JobInfo, TaskGroup
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "plugins" / "hetsched-nodecost"
@@ -250,7 +250,7 @@ def test_a_plugin_that_cannot_be_imported_fails_the_configuration_naming_it(tmp_
 
 
 def test_a_plugin_breaking_the_contract_fails_the_configuration_naming_it(tmp_path: Path) -> None:
-    code = '''from hetsched.scheduler.framework import NodeScore, Plugin
+    code = '''from hetsched.scheduler.contract.framework import NodeScore, Plugin
 
 
 class NodeCost(Plugin, NodeScore):
@@ -273,3 +273,53 @@ def test_an_entry_point_taking_an_in_tree_name_is_refused(tmp_path: Path) -> Non
     ran = _run(_check(tmp_path), site)
     out = " ".join((ran.stdout + ran.stderr).split())
     assert ran.returncode == 2 and "gang is an in-tree plugin's name" in out, out
+
+
+def test_a_plugin_written_against_the_engines_session_is_refused_saying_what_to_use() -> None:
+    """Issue 30: plugins see the session through ``SessionView`` (contract version 1). One whose points take
+    the engine's ``Session`` would reach into the engine; it fails the check, naming the view and its members."""
+    class Old(Plugin, NodeScore):
+        NAME = "old"
+
+        def node_score(self, session: Session, group: TaskGroup, nodes: IntArray,  # type: ignore[override]
+                       placed: IntArray) -> FloatArray:
+            raise AssertionError("not called")
+
+    with pytest.raises(PluginContractError) as info:
+        check_plugin(Old)
+    message = str(info.value)
+    assert "plugin old: node_score() takes the engine's Session" in message
+    assert "hetsched.scheduler.contract.SessionView since contract version 1" in message
+    assert "bind_annotations" in message and "docs/plugins.md" in message
+
+    class New(Plugin, NodeScore):
+        NAME = "new"
+
+        def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray,
+                       placed: IntArray) -> FloatArray:
+            raise AssertionError("not called")
+
+    check_plugin(New)
+
+
+def test_the_public_contract_is_versioned_and_complete() -> None:
+    """Everything a plugin needs is one import away, and the example plugin imports nothing else of hetsched."""
+    import hetsched.scheduler.contract as contract
+
+    assert contract.CONTRACT_VERSION == 1
+    assert all(hasattr(contract, name) for name in contract.__all__)
+    assert {"Plugin", "SessionView", "Arguments", "Reason", "ReasonCode", "Status", "Code", "TaskGroup",
+            "JobInfo", "check_plugin", *EXTENSION_POINTS} <= set(contract.__all__)
+    source = (EXAMPLE / "hetsched_nodecost" / "__init__.py").read_text()
+    imported = set(re.findall(r"^from (hetsched[\w.]*) import", source, re.MULTILINE))
+    assert imported == {"hetsched.scheduler.contract"}, imported
+
+
+def test_an_entry_point_importing_a_module_gone_since_version_1_says_where_to_look(tmp_path: Path) -> None:
+    code = "from hetsched.scheduler.framework import Plugin\n"
+    site = _fake_distribution(tmp_path / "site", "old-plugin", "nodecost = old_plugin:NodeCost", "old_plugin", code)
+    ran = _run(_check(tmp_path), site)
+    out = " ".join((ran.stdout + ran.stderr).split())
+    assert ran.returncode == 2 and "Traceback" not in out, out
+    assert "hetsched.scheduler.framework is gone since contract version 1: plugins import " \
+           "hetsched.scheduler.contract" in out, out

@@ -122,7 +122,7 @@ spec:
 
 
 def test_explain_names_the_pod_rule_and_what_would_unblock_it() -> None:
-    from hetsched.scheduler.why import explain_job
+    from hetsched.scheduler.engine.why import explain_job
 
     h = harness([*zoned(3), *replicas("web", 4, labels={"app": "web"}, affinity=anti("web"))])
     h.cycle()

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hetsched.api.objects import AnyObject, Pod, PriorityClass
-from hetsched.scheduler.conf import DEFAULT_CONF_YAML
+from hetsched.scheduler.engine.conf import DEFAULT_CONF_YAML
 from tests.builders import accel_node, gang, handed_off, harness, node, pod, podgroup, priority_class, queue
 
 ASCEND = "huawei.com/Ascend910"

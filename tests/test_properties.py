@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hetsched.api.objects import AnyObject, Node, Pod, PodGroup
-from hetsched.scheduler.placement import capacity, place_group
-from hetsched.scheduler.session import Session
+from hetsched.scheduler.engine.placement import capacity, place_group
+from hetsched.scheduler.engine.session import Session
 from tests.builders import harness, node, pod, podgroup
 
 CONFS = [

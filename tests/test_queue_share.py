@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hetsched.scheduler.contract.snapshot import QueueInfo
 from hetsched.scheduler.plugins.drf import dominant_share
 from hetsched.scheduler.plugins.proportion import deserved_shares, hierarchical_shares, share
-from hetsched.scheduler.snapshot import QueueInfo
 from tests.builders import gang, harness, node, pod, podgroup, queue
 
 

@@ -1,5 +1,5 @@
 """Reasons as data: every code renders from its arguments, has a bounded label, and readers work from
-codes — the wording lives in one place (``scheduler.reasons``)."""
+codes — the wording lives in one place (``scheduler.contract.reasons``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hetsched.scheduler.reasons import SPECS, Reason, ReasonCode, fragments, label, nodes_unavailable, render
+from hetsched.scheduler.contract.reasons import SPECS, Reason, ReasonCode, fragments, label, nodes_unavailable, render
 
 INSUFFICIENT = Reason.of(ReasonCode.INSUFFICIENT, resource="huawei.com/Ascend910")
 SAMPLES: dict[str, Any] = {

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hetsched.api.manifest import load_text
-from hetsched.scheduler.conf import parse_conf
+from hetsched.scheduler.defaults import parse_conf
 from hetsched.sim.faults import Fault
 from hetsched.sim.results import Results
 from hetsched.sim.simulator import Simulation

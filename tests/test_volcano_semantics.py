@@ -20,7 +20,7 @@ import pytest
 from hetsched.api.manifest import ManifestError, load_text
 from hetsched.api.objects import AnyObject, Pod
 from hetsched.cluster.spec import parse_cluster_spec
-from hetsched.scheduler.conf import DEFAULT_CONF_YAML, ConfError, parse_conf
+from hetsched.scheduler.defaults import DEFAULT_CONF_YAML, ConfError, parse_conf
 from hetsched.sim.simulator import Simulation
 from tests.builders import accel_node, gang, harness, node, pod, podgroup, priority_class, queue
 from tests.test_preemption import ASCEND, CONF, evicted, pods_of, running

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from hetsched.api.manifest import load_files, load_text
 from hetsched.api.objects import Job, Pod, PodGroup
 from hetsched.cluster.spec import load_cluster_spec, parse_cluster_spec
-from hetsched.scheduler.conf import DEFAULT_CONF_YAML, parse_conf
+from hetsched.scheduler.defaults import DEFAULT_CONF_YAML, parse_conf
 from hetsched.sim.simulator import Simulation
 
 KINDS = {  # kind → (resource, model, chips per server)

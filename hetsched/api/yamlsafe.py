@@ -1,7 +1,7 @@
 """Reading YAML that may be hostile: every file and request body hetsched reads goes through here.
 
 Who calls it: ``api.manifest`` (workloads, ``validate``), ``cluster.spec`` and ``cluster.dump``
-(``--cluster``), ``sim.faults``, ``scheduler.conf``, the install values (``--values``, ``--set``), the node
+(``--cluster``), ``sim.faults``, ``scheduler.engine.conf``, the install values (``--values``, ``--set``), the node
 agents' configuration files and every CLI command that reads a file (:func:`read_text`).
 
 libyaml's C loader where present (PyYAML's pure-Python one otherwise), behind limits with clear errors:

@@ -21,8 +21,8 @@ from typing import Any
 from hetsched.api.objects import Pod, PodGroup, Queue
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.cluster.spec import parse_cluster_spec
-from hetsched.scheduler.conf import DEFAULT_CONF_YAML, parse_conf
-from hetsched.scheduler.runner import Scheduler
+from hetsched.scheduler.defaults import DEFAULT_CONF_YAML, parse_conf
+from hetsched.scheduler.engine.runner import Scheduler
 
 ASCEND = "huawei.com/Ascend910"
 SIZES = ((1, 40), (2, 25), (4, 20), (8, 15))

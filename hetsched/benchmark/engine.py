@@ -23,7 +23,8 @@ from hetsched.api.objects import AnyObject
 from hetsched.benchmark.naive import NaiveScheduler
 from hetsched.benchmark.workload import synthetic_workload
 from hetsched.cluster.memory import MemoryCluster
-from hetsched.scheduler.runner import Scheduler
+from hetsched.scheduler.defaults import default_conf
+from hetsched.scheduler.engine.runner import Scheduler
 
 
 class _WallClock:
@@ -41,7 +42,7 @@ def run_engine_benchmark(nodes: int, pods: int, *, naive_seconds: float = 20.0, 
 
     clock = _WallClock()
     cluster = MemoryCluster(clock, max_events=1000)
-    scheduler = Scheduler(cluster, cluster, cluster, clock)
+    scheduler = Scheduler(cluster, cluster, cluster, clock, default_conf())
     objects: list[AnyObject] = [*workload.nodes, *workload.hypernodes, *workload.queues, *workload.podgroups,
                                 *workload.pods]
     for obj in objects:

@@ -43,7 +43,8 @@ import numpy as np
 from hetsched.api.objects import AnyObject, Pod, PodGroup, Queue
 from hetsched.benchmark.workload import ACCELERATORS, QUEUES, gang, synthetic_cluster
 from hetsched.cluster.memory import MemoryCluster
-from hetsched.scheduler.runner import Scheduler
+from hetsched.scheduler.defaults import default_conf
+from hetsched.scheduler.engine.runner import Scheduler
 
 SIZES = (1, 2, 4, 8, 16, 32)
 SIZE_WEIGHTS = (30, 20, 15, 20, 10, 5)
@@ -127,7 +128,7 @@ class LatencyRun:
         self.mean_duration = running / rate
         self.clock = VirtualClock()
         self.cluster = MemoryCluster(self.clock, max_events=1000)
-        self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock,
+        self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, default_conf(),
                                    stopwatch=time.perf_counter)
         self.events: list[_Event] = []
         self.seq = 0

@@ -23,7 +23,8 @@ from hetsched.benchmark.workload import synthetic_workload
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.metrics.scheduler import SchedulerMetrics
 from hetsched.scheduler.cache import SchedulerCache
-from hetsched.scheduler.runner import CycleResult, Scheduler
+from hetsched.scheduler.defaults import default_conf
+from hetsched.scheduler.engine.runner import CycleResult, Scheduler
 
 
 class _Clock:
@@ -35,7 +36,7 @@ def _drain(objects: list[AnyObject], metrics: SchedulerMetrics | None) -> tuple[
     """Drain the backlog; (pods bound, seconds in cycles, seconds of those inside the metrics observer)."""
     clock = _Clock()
     cluster = MemoryCluster(clock, max_events=1000)
-    scheduler = Scheduler(cluster, cluster, cluster, clock, evictor=cluster,
+    scheduler = Scheduler(cluster, cluster, cluster, clock, default_conf(), evictor=cluster,
                           stopwatch=time.perf_counter if metrics is not None else None)
     observed = [0.0]
     if metrics is not None:

@@ -32,7 +32,7 @@ from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load_all
 from hetsched.cli.output import say, stderr_console, stdout_console
 from hetsched.diagnose.checks import ClusterFacts, ComponentStatus, run_checks
 from hetsched.diagnose.findings import Finding, exit_code
-from hetsched.scheduler.conf import SchedulerConf, default_conf, load_conf
+from hetsched.scheduler.defaults import SchedulerConf, default_conf, load_conf
 
 console = stdout_console()
 errors = stderr_console()
@@ -287,9 +287,9 @@ def explain(
 ) -> None:
     """Why JOB is pending: per-node reasons aggregated, its queue's status, what would unblock it, and chip
     maps of nodes."""
-    from hetsched.scheduler.chips import ChipAccounts, chip_map
-    from hetsched.scheduler.reasons import ReasonCode
-    from hetsched.scheduler.why import explain_job, settings_of
+    from hetsched.scheduler.contract.chips import ChipAccounts, chip_map
+    from hetsched.scheduler.contract.reasons import ReasonCode
+    from hetsched.scheduler.engine.why import explain_job, settings_of
 
     conf = _conf(scheduler_conf)
     if cluster:

@@ -26,7 +26,7 @@ from hetsched.cli import agents, doctor, install, serve, sweep
 from hetsched.cli.devices import devices_app
 from hetsched.cli.options import DEFAULT_TRACE_DIR, check_jobs, parse_seeds
 from hetsched.cli.output import say, stderr_console, stdout_console, write_file, writing
-from hetsched.scheduler.conf import ConfError, SchedulerConf, load_conf
+from hetsched.scheduler.defaults import ConfError, SchedulerConf, load_conf
 from hetsched.sim.results import Results
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -106,7 +106,7 @@ def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None
          report: Path | None = None, metrics: Path | None = None) -> Results:
     from hetsched.metrics.controller import ControllerMetrics
     from hetsched.metrics.scheduler import SchedulerMetrics
-    from hetsched.scheduler.why import settings_of
+    from hetsched.scheduler.engine.why import settings_of
     from hetsched.sim.faults import load_faults
     from hetsched.sim.simulator import Progress as SimProgress
     from hetsched.sim.simulator import Simulation

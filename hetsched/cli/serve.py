@@ -255,9 +255,9 @@ def scheduler(
     """Run the batch scheduler against a Kubernetes API server (one active replica per Lease)."""
     from hetsched.metrics.scheduler import SchedulerMetrics
     from hetsched.scheduler.cache import KINDS, SCOPES
-    from hetsched.scheduler.conf import default_conf, load_conf
-    from hetsched.scheduler.runner import Scheduler
-    from hetsched.scheduler.why import settings_of
+    from hetsched.scheduler.defaults import default_conf, load_conf
+    from hetsched.scheduler.engine.runner import Scheduler
+    from hetsched.scheduler.engine.why import settings_of
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     client = _client(kubeconfig, server, token_file, ca_file, insecure)

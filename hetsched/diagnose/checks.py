@@ -17,7 +17,7 @@ was checked. The checks, in the order they run (``CHECKS``):
 - ``queue-capability``: queues over their capability, Jobs whose minResources exceed their queue's
   capability (never admitted), pending jobs in Closed queues;
 - ``stuck-gangs``: PodGroups Pending or Inqueue for longer than ``stuck_after`` with why and what would
-  unblock them (``scheduler.why``);
+  unblock them (``scheduler.engine.why``);
 - ``numaaware-topology-policy``: ``numaaware`` enabled while a node's kubelet topology manager policy is
   ``none`` or unknown — the plugin is then a silent no-op there (seed 000 §4.4);
 - ``admission-fail-open``: the admission checks on every pod, Node, ConfigMap and Secret write fail open —
@@ -41,10 +41,10 @@ from hetsched.devices.inventory import TOPOLOGY_ANNOTATION
 from hetsched.diagnose.findings import Finding, passed
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.cache import SchedulerCache
-from hetsched.scheduler.chips import ChipAccounts
-from hetsched.scheduler.conf import SchedulerConf
-from hetsched.scheduler.snapshot import Snapshot
-from hetsched.scheduler.why import explain_job, settings_of
+from hetsched.scheduler.contract.chips import ChipAccounts
+from hetsched.scheduler.contract.snapshot import Snapshot
+from hetsched.scheduler.engine.conf import SchedulerConf
+from hetsched.scheduler.engine.why import explain_job, settings_of
 
 ACCELERATOR_LABELS = {"huawei-ascend": "ascend", "cambricon-mlu": "cambricon", "nvidia-gpu": "nvidia"}
 SEED_41_FIX = ("walk the seed's table: `npu-smi info` / `cnmon` / `nvidia-smi` on the host (driver up?), the device "
@@ -322,7 +322,7 @@ def stuck_gangs(facts: ClusterFacts) -> list[Finding]:
     snapshot = facts.snapshot()
     conf = facts.conf
     if conf is None:
-        from hetsched.scheduler.conf import default_conf
+        from hetsched.scheduler.defaults import default_conf
 
         conf = default_conf()
     findings = []

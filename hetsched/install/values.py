@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from hetsched.api.objects import INT32_MAX
 from hetsched.api.validation import first_problem
 from hetsched.api.yamlsafe import YamlLimitError, safe_load
-from hetsched.scheduler.conf import DEFAULT_CONF_YAML
+from hetsched.scheduler.engine.conf import DEFAULT_CONF_YAML
 
 VENDORS = ("ascend", "cambricon", "nvidia", "fake")
 """One node agent and one device plugin DaemonSet per vendor; a mixed cluster enables several."""

@@ -1,7 +1,7 @@
 """The scheduler's metrics: cycle, action and plugin durations, placement counters, queue and chip state.
 
 Who calls it: ``hetsched scheduler`` (served on ``/metrics``) and the simulator (``--metrics FILE``) register
-a :class:`SchedulerMetrics` as an observer of :class:`~hetsched.scheduler.runner.Scheduler`; it sees every
+a :class:`SchedulerMetrics` as an observer of :class:`~hetsched.scheduler.engine.runner.Scheduler`; it sees every
 finished cycle. Counters and histograms are updated per cycle (O(binds + unschedulable jobs)); state gauges
 (queues, pending work, per-node chips) are computed from the last cycle's snapshot when scraped, so a cycle
 pays nothing for them. A snapshot is never changed once its cycle is over, so a scrape from the HTTP
@@ -22,12 +22,12 @@ from prometheus_client.registry import Collector
 
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.devices.catalog import PolicySettings
-from hetsched.scheduler import network_fragmentation
 from hetsched.scheduler.cache import SchedulerCache
-from hetsched.scheduler.chips import ChipAccounts, ChipTable
-from hetsched.scheduler.reasons import label as reason_label
-from hetsched.scheduler.runner import CycleResult
-from hetsched.scheduler.snapshot import Snapshot
+from hetsched.scheduler.contract import network_fragmentation
+from hetsched.scheduler.contract.chips import ChipAccounts, ChipTable
+from hetsched.scheduler.contract.reasons import label as reason_label
+from hetsched.scheduler.contract.snapshot import Snapshot
+from hetsched.scheduler.engine.runner import CycleResult
 
 log = logging.getLogger("hetsched.metrics")
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -213,7 +213,7 @@ class _StateCollector(Collector):
 
 def _network_families(snapshot: Snapshot) -> Iterator[Metric]:
     """Per tier of the HyperNode tree: free servers, wholly free HyperNodes, and free servers stranded in
-    HyperNodes too small for the largest hard-bounded gang waiting (``scheduler.network_fragmentation``)."""
+    HyperNodes too small for the largest hard-bounded gang waiting (``scheduler.contract.network_fragmentation``)."""
     tiers = network_fragmentation.by_tier(snapshot)
     if not tiers:
         return

@@ -1,5 +1,5 @@
 """The scheduling core: cache → per-cycle snapshot → session → actions → decisions.
 
 Pure: works on a snapshot and returns decisions; imports no Kubernetes client, no asyncio, no clock
-(``scheduler.runner`` takes the ports and a Clock from its caller). See ``docs/architecture.md``.
+(``scheduler.engine.runner`` takes the ports and a Clock from its caller). See ``docs/architecture.md``.
 """

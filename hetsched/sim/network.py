@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from hetsched.scheduler import network_fragmentation
-from hetsched.scheduler.runner import CycleResult
+from hetsched.scheduler.contract import network_fragmentation
+from hetsched.scheduler.engine.runner import CycleResult
 
 
 def bound_class(spec: Any) -> str:

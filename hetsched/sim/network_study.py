@@ -26,7 +26,7 @@ import numpy as np
 
 from hetsched.api.objects import AnyObject, Job
 from hetsched.cluster.spec import parse_cluster_spec
-from hetsched.scheduler.conf import DEFAULT_CONF_YAML, parse_conf
+from hetsched.scheduler.defaults import DEFAULT_CONF_YAML, parse_conf
 from hetsched.sim.simulator import Simulation
 
 CHIPS = "huawei.com/Ascend910"

@@ -26,8 +26,8 @@ from hetsched.api import membership
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.api.objects import Job, Node, Pod, PodGroup
 from hetsched.ports import WatchEvent
-from hetsched.scheduler.reasons import fragments
-from hetsched.scheduler.runner import CycleResult
+from hetsched.scheduler.contract.reasons import fragments
+from hetsched.scheduler.engine.runner import CycleResult
 from hetsched.sim.network import NetworkRecorder
 from hetsched.sim.timeline import Timeline
 
@@ -80,7 +80,7 @@ class WorkloadRecord:
     pods: dict[str, PodRecord] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
     blocked_by: set[str] = field(default_factory=set)
-    """What blocked it, from those reasons (``scheduler.reasons.fragments``), for the summary's counts."""
+    """What blocked it, from those reasons (``scheduler.contract.reasons.fragments``), for the summary's counts."""
     final: float | None = None
     """When its Job reached a final phase (Completed, Failed, Aborted, Terminated)."""
     last_reason: str = ""

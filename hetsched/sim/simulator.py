@@ -34,8 +34,9 @@ from hetsched.metrics.controller import ControllerMetrics
 from hetsched.metrics.scheduler import SchedulerMetrics
 from hetsched.ports import NotFound, WatchEvent
 from hetsched.scheduler.cache import KINDS
-from hetsched.scheduler.conf import SchedulerConf
-from hetsched.scheduler.runner import Scheduler
+from hetsched.scheduler.defaults import default_conf
+from hetsched.scheduler.engine.conf import SchedulerConf
+from hetsched.scheduler.engine.runner import Scheduler
 from hetsched.sim.faults import Fault, drain_step
 from hetsched.sim.faults import apply as apply_fault
 from hetsched.sim.kernel import ARRIVAL, SCHEDULE, EventLoop, SimClock
@@ -138,7 +139,8 @@ class Simulation:
         self.podgroup_controller = PodGroupController(self.cluster, scheduler_names)
         self.kubelet = SimKubelet(self.cluster, self.loop)
         self.metrics = metrics
-        self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf, evictor=self.cluster,
+        self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf or default_conf(),
+                                   evictor=self.cluster,
                                    scheduler_names=scheduler_names,
                                    stopwatch=time.perf_counter if metrics is not None else None)
         if metrics is not None:  # durations are real compute time; latencies and waits are simulated time

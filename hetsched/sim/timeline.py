@@ -19,9 +19,9 @@ import numpy.typing as npt
 
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.devices.policy import popcounts
-from hetsched.scheduler import network_fragmentation
-from hetsched.scheduler.framework import IntArray
-from hetsched.scheduler.snapshot import Snapshot
+from hetsched.scheduler.contract import network_fragmentation
+from hetsched.scheduler.contract.arrays import IntArray
+from hetsched.scheduler.contract.snapshot import Snapshot
 
 MAX_SAMPLES = 1000
 POOL_LABEL = "hetsched.io/pool"

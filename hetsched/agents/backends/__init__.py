@@ -10,49 +10,17 @@ tool is missing, fails or prints garbage — never an empty list by accident),
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
-from hetsched.agents.chips import ToolChip
+from hetsched.agents.backends import ascend, cambricon, fake, nvidia
+from hetsched.agents.backends.base import Backend, ContainerDevices
 
-
-@dataclass
-class ContainerDevices:
-    """What Allocate tells kubelet for one container."""
-
-    envs: dict[str, str] = field(default_factory=dict)
-    devices: list[tuple[str, str, str]] = field(default_factory=list)
-    """(container path, host path, cgroup permissions)."""
-    mounts: list[tuple[str, str, bool]] = field(default_factory=list)
-    """(container path, host path, read-only)."""
-
-
-class Backend(Protocol):
-    vendor: str
-    resource: str
-    """The extended resource kubelet advertises (``huawei.com/Ascend910`` …)."""
-    topology: str
-    """The device family's topology policy (``devices.catalog``), for GetPreferredAllocation."""
-    label: str
-    """The node label value ``accelerator=…`` (``huawei-ascend``, ``cambricon-mlu``, ``nvidia-gpu``)."""
-
-    def chips(self) -> list[ToolChip]: ...
-
-    def container_devices(self, chips: list[ToolChip]) -> ContainerDevices: ...
-
-    def supernode(self) -> str | None:
-        """The supernode (a tier-1 network domain the hardware itself reports, e.g. an Ascend A3 SuperPoD)
-        of this server, after :meth:`chips`: its id; "" when the driver says the server is in none; None
-        when the driver cannot tell (other hardware). May raise ``ToolError``/``ToolOutputError``."""
-        ...
+__all__ = ["Backend", "ContainerDevices", "make_backend"]
 
 
 def make_backend(vendor: str, *, config: Path | None = None, ascend_runtime: bool = False,
                  resource: str | None = None) -> Backend:
     """The backend for ``vendor`` (ascend, cambricon, nvidia, fake); a ValueError names a bad choice."""
-    from hetsched.agents.backends import ascend, cambricon, fake, nvidia
-
     if vendor == "ascend":
         return ascend.AscendBackend(runtime=ascend_runtime, resource=resource)
     if vendor == "cambricon":

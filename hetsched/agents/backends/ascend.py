@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import replace
 
 from hetsched.agents import npu_smi
-from hetsched.agents.backends import ContainerDevices
+from hetsched.agents.backends.base import ContainerDevices
 from hetsched.agents.chips import ToolChip
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError, run_tool

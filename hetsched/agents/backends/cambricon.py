@@ -7,7 +7,7 @@ Who calls it: ``agents.backends.make_backend("cambricon")``.
 from __future__ import annotations
 
 from hetsched.agents import cnmon
-from hetsched.agents.backends import ContainerDevices
+from hetsched.agents.backends.base import ContainerDevices
 from hetsched.agents.chips import ToolChip
 from hetsched.agents.tools import run_tool
 from hetsched.devices.catalog import default_topology

@@ -35,7 +35,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hetsched.agents.backends import ContainerDevices, ascend, cambricon
+from hetsched.agents.backends import ascend, cambricon
+from hetsched.agents.backends.base import ContainerDevices
 from hetsched.agents.chips import Level, ToolChip
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hetsched.agents.backends import ContainerDevices
+from hetsched.agents.backends.base import ContainerDevices
 from hetsched.agents.chips import Level, ToolChip
 from hetsched.agents.tools import ToolError
 from hetsched.devices.catalog import default_topology

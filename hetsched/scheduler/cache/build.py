@@ -29,7 +29,7 @@ from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import PriorityPolicy
 from hetsched.scheduler.cache.pods import Group, PodRecord, preemptable, required_anti
 from hetsched.scheduler.cache.settled import SettledJobs, is_settled
-from hetsched.scheduler.snapshot import (
+from hetsched.scheduler.contract.snapshot import (
     MLU_LINK_ANNOTATION,
     MODELS_ANNOTATION,
     JobInfo,

@@ -34,8 +34,8 @@ from hetsched.devices.inventory import (
 )
 from hetsched.devices.policy import INT_CHIPS, MAX_CHIPS, lowest
 from hetsched.scheduler.cache.pods import PodRecord
-from hetsched.scheduler.framework import IntArray
-from hetsched.scheduler.snapshot import NUMA_ANNOTATION, DeviceArrays, NumaArrays, sharing_mask
+from hetsched.scheduler.contract.arrays import IntArray
+from hetsched.scheduler.contract.snapshot import NUMA_ANNOTATION, DeviceArrays, NumaArrays, sharing_mask
 
 CHIP_SLOTS = 16
 """Columns of the per-chip arrays (shares, memory, NUMA) to start with: a resource's arrays widen to its

@@ -15,7 +15,7 @@ import numpy as np
 from hetsched.api import hypernodes
 from hetsched.api.objects import HyperNode
 from hetsched.scheduler.cache.nodes import NodeTable
-from hetsched.scheduler.snapshot import NetworkArrays
+from hetsched.scheduler.contract.snapshot import NetworkArrays
 
 
 class NetworkState:

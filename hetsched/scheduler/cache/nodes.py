@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from hetsched.api.objects import Node, Taint
-from hetsched.scheduler.framework import IntArray
-from hetsched.scheduler.snapshot import NodeArrays, ResourceIndex
+from hetsched.scheduler.contract.arrays import IntArray
+from hetsched.scheduler.contract.snapshot import NodeArrays, ResourceIndex
 
 
 class NodeTable:

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hetsched.scheduler.framework import Code, Status
-from hetsched.scheduler.reasons import ReasonCode
+from hetsched.scheduler.contract.reasons import ReasonCode
+from hetsched.scheduler.contract.status import Code, Status
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.snapshot import Snapshot
+    from hetsched.scheduler.contract.snapshot import Snapshot
 
 Parked = tuple[Status, "int | None"]
 """The status a job was parked with, and ``JobInfo.short`` then (its condition says how many pods were

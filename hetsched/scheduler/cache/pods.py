@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetsched.api.objects import Pod, PodAffinityTerm, PodGroup
-from hetsched.scheduler.framework import IntArray
+from hetsched.scheduler.contract.arrays import IntArray
 
 TASK_ANNOTATION = "volcano.sh/task-spec"
 PREEMPTABLE = "volcano.sh/preemptable"

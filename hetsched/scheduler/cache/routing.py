@@ -54,8 +54,8 @@ from hetsched.scheduler.cache.pods import (
     selects_by_labels,
 )
 from hetsched.scheduler.cache.settled import SettledJobs
-from hetsched.scheduler.framework import IntArray
-from hetsched.scheduler.snapshot import ResourceIndex, Snapshot
+from hetsched.scheduler.contract.arrays import IntArray
+from hetsched.scheduler.contract.snapshot import ResourceIndex, Snapshot
 
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget", "ConfigMap", "HyperNode")
 SCOPES = {"ConfigMap": ASCEND_NAMESPACE}

@@ -18,8 +18,8 @@ allocations per queue (integer milli-units: adding and taking back never drifts)
 
 from __future__ import annotations
 
-from hetsched.scheduler.framework import IntArray
-from hetsched.scheduler.snapshot import JobInfo
+from hetsched.scheduler.contract.arrays import IntArray
+from hetsched.scheduler.contract.snapshot import JobInfo
 
 
 def is_settled(job: JobInfo) -> bool:

@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import Arguments, FloatArray, IntArray, NodeScore, Plugin
-from hetsched.scheduler.snapshot import TaskGroup
+from hetsched.scheduler.contract.arrays import FloatArray, IntArray
+from hetsched.scheduler.contract.framework import Arguments, NodeScore, Plugin
+from hetsched.scheduler.contract.snapshot import TaskGroup
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "binpack"
 MAX_SCORE = 100.0
@@ -55,7 +56,7 @@ class Binpack(Plugin, NodeScore):
                 raise ValueError(f"plugin binpack: {key} is set but {key[len('binpack.resources.'):]} is not "
                                  f"listed in binpack.resources")
 
-    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+    def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         if not self.weight:
             return np.zeros(len(nodes), dtype=np.float64)
         columns = session.snapshot.resources.columns

@@ -7,8 +7,8 @@ extension point, to filter victim candidates. Critical means: in ``kube-system``
 
 from __future__ import annotations
 
-from hetsched.scheduler.framework import Evictable, Plugin
-from hetsched.scheduler.snapshot import RunningPod
+from hetsched.scheduler.contract.framework import Evictable, Plugin
+from hetsched.scheduler.contract.snapshot import RunningPod
 
 NAME = "conformance"
 CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})

@@ -47,29 +47,27 @@ from hetsched.devices.inventory import (
     handoff_annotations,
 )
 from hetsched.devices.policy import TopologyPolicy, bits, popcounts
-from hetsched.scheduler import numa_fit
-from hetsched.scheduler.framework import (
-    Arguments,
-    BoolArray,
-    FloatArray,
-    IntArray,
-    NodeCapacity,
-    NodeFilter,
-    NodeScore,
-    Plugin,
+from hetsched.scheduler.contract import numa_fit
+from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
+from hetsched.scheduler.contract.framework import Arguments, NodeCapacity, NodeFilter, NodeScore, Plugin
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode
+from hetsched.scheduler.contract.snapshot import (
+    MLU_LINK_ANNOTATION,
+    NUMA_ANNOTATION,
+    DeviceArrays,
+    TaskGroup,
+    tightest_chip,
 )
-from hetsched.scheduler.reasons import Reason, ReasonCode
-from hetsched.scheduler.snapshot import MLU_LINK_ANNOTATION, NUMA_ANNOTATION, DeviceArrays, TaskGroup, tightest_chip
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "devicetopology"
 Asks = tuple[list[tuple[str, int]], list[tuple[str, int, int]], list[str]]
 
 
 def policy_settings(arguments: Arguments) -> PolicySettings:
-    """The topology-policy settings this plugin's arguments give (also read by ``scheduler.why``)."""
+    """The topology-policy settings this plugin's arguments give (also read by ``scheduler.engine.why``)."""
     return PolicySettings(ascend910=arguments.text("ascend910.policy", "ascend-hccs"),
                           mlulink=arguments.text("cambricon.mluLinkPolicy", "best-effort"))
 
@@ -86,7 +84,7 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
         self.policies: dict[tuple[str, int, str], TopologyPolicy] = {}
         self.rows_by_topology: dict[str, dict[tuple[str, int], IntArray]] = {}
         """resource → (server shape, chip slots) → node rows: one policy and one table set per entry."""
-        self.session: Session | None = None
+        self.session: SessionView | None = None
         self.taken: dict[str, tuple[int, dict[str, int]]] = {}
         self.shared_taken: dict[str, list[tuple[str, int, int, int]]] = {}
         self.held: dict[int, IntArray] = {}
@@ -100,13 +98,13 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
             held = self.held[id(group)] = np.zeros(size, dtype=np.int64)
         return held
 
-    def on_session_open(self, session: Session) -> None:
+    def on_session_open(self, session: SessionView) -> None:
         self.session = session
         self.devices = session.snapshot.devices
         for resource, devices in self.devices.items():
             self.rows_by_topology[resource] = devices.rows_by_shape()
 
-    def on_session_close(self, session: Session) -> None:
+    def on_session_close(self, session: SessionView) -> None:
         self.session = None  # kept only while the session is open (framework.Plugin)
 
     # ------------------------------------------------------------------------------ helpers
@@ -172,7 +170,7 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
 
     # ------------------------------------------------------------------------------ extension points
 
-    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+    def node_filter(self, session: SessionView, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         failures: list[tuple[Reason, BoolArray]] = []
         if group.mlu_link and group.mlu_link not in MLU_LINK_MODES:
             failures.append((Reason.of(ReasonCode.INVALID_DEVICE_ANNOTATION, annotation=MLU_LINK_ANNOTATION,
@@ -208,7 +206,7 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
                     failures.append((Reason.of(ReasonCode.ILLEGAL_CHIP_COUNT, rule=rule), mask))
         return failures
 
-    def node_capacity(self, session: Session, group: TaskGroup) -> IntArray:
+    def node_capacity(self, session: SessionView, group: TaskGroup) -> IntArray:
         size = len(session.nodes)
         capacity = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
         for resource, n in self._requests(group):
@@ -232,10 +230,10 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
             capacity = np.minimum(capacity, per_resource)
         return capacity
 
-    def node_capacity_reasons(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
-        return []  # nodes without a legal chip set are explained chip by chip (``scheduler.why``)
+    def node_capacity_reasons(self, session: SessionView, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+        return []  # nodes without a legal chip set are explained chip by chip (``scheduler.engine.why``)
 
-    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+    def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         score = np.zeros(len(nodes), dtype=np.float64)
         for resource, n in self._requests(group):
             devices = self.devices[resource]

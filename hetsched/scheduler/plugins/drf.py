@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import FloatArray, JobOrder, Plugin
-from hetsched.scheduler.snapshot import JobInfo
+from hetsched.scheduler.contract.arrays import FloatArray
+from hetsched.scheduler.contract.framework import JobOrder, Plugin
+from hetsched.scheduler.contract.snapshot import JobInfo
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "drf"
 
@@ -32,7 +33,7 @@ def dominant_share(allocated: FloatArray, total: FloatArray) -> float:
 class DRF(Plugin, JobOrder):
     NAME = NAME
 
-    def on_session_open(self, session: Session) -> None:
+    def on_session_open(self, session: SessionView) -> None:
         self.total = session.snapshot.total_capacity().astype(np.float64)
 
     def job_order_key(self, job: JobInfo) -> float:

@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hetsched.devices.inventory import SHARE_RESOURCES
-from hetsched.scheduler.framework import Arguments, FloatArray, IntArray, NodeScore, Plugin
-from hetsched.scheduler.snapshot import TaskGroup, tightest_chip
+from hetsched.scheduler.contract.arrays import FloatArray, IntArray
+from hetsched.scheduler.contract.framework import Arguments, NodeScore, Plugin
+from hetsched.scheduler.contract.snapshot import TaskGroup, tightest_chip
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "fgd"
 FULL = 1000
@@ -65,7 +66,7 @@ class FGD(Plugin, NodeScore):
         self.typical: dict[str, list[tuple[Shape, float]]] = {}
         """Device resource → typical shapes with their shares (summing to 1)."""
 
-    def _shape(self, session: Session, group: TaskGroup) -> tuple[Shape | None, int]:
+    def _shape(self, session: SessionView, group: TaskGroup) -> tuple[Shape | None, int]:
         """The group's device ask (None for a CPU-only pod) and its CPU in milli."""
         names = session.snapshot.resources.names
         cpu = int(group.request[session.snapshot.resources.columns["cpu"]])
@@ -79,7 +80,7 @@ class FGD(Plugin, NodeScore):
                 return Shape(device, amount // FULL, 1, cpu), cpu
         return None, cpu
 
-    def on_session_open(self, session: Session) -> None:
+    def on_session_open(self, session: SessionView) -> None:
         counts: dict[Shape, int] = {}
         for job in session.snapshot.active.values():  # settled jobs have no pending pods
             for group in job.groups:
@@ -124,7 +125,7 @@ class FGD(Plugin, NodeScore):
             sub[taking] = 0
         free[rows] = sub
 
-    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+    def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         score = np.zeros(len(nodes), dtype=np.float64)
         if not self.weight or not self.typical:
             return score

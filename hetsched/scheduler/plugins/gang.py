@@ -20,22 +20,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hetsched.scheduler.decisions import PodGroupUpdate
-from hetsched.scheduler.framework import (
-    Code,
-    JobOrder,
-    JobPipelined,
-    JobReady,
-    JobStarving,
-    JobValid,
-    Plugin,
-    Status,
-)
-from hetsched.scheduler.reasons import Reason, ReasonCode, render
-from hetsched.scheduler.snapshot import JobInfo
+from hetsched.scheduler.contract.framework import JobOrder, JobPipelined, JobReady, JobStarving, JobValid, Plugin
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode, render
+from hetsched.scheduler.contract.snapshot import JobInfo
+from hetsched.scheduler.contract.status import Code, Status
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "gang"
 
@@ -73,10 +64,10 @@ class Gang(Plugin, JobValid, JobReady, JobPipelined, JobStarving, JobOrder):
         # smaller share and the gang never heals (Volcano #5805)
         return 0.0 if job.ready > 0 else 1.0
 
-    def on_session_close(self, session: Session) -> None:
+    def on_session_close(self, session: SessionView) -> None:
         for job in session.snapshot.active.values():  # a settled job has no status to change
             current = {c.type: c for c in job.podgroup.status.conditions}
-            status = session.decisions.unschedulable.get(job.key)
+            status = session.unschedulable(job.key)
             if status is not None and not self.job_ready(job):
                 missing = job.short if job.short is not None else max(job.min_member - job.occupied(), 0)
                 message = render(Reason.of(ReasonCode.GANG_UNSCHEDULABLE, missing=missing,
@@ -88,15 +79,10 @@ class Gang(Plugin, JobValid, JobReady, JobPipelined, JobStarving, JobOrder):
                     conditions = [c for c in job.podgroup.status.conditions if c.type not in ("Unschedulable",
                                                                                             "Scheduled")]
                     conditions.append(session.condition("Unschedulable", reason, message))
-                    self._set(session, job, conditions)
+                    session.set_conditions(job.key, conditions)
             elif job.occupied() >= job.min_member and job.occupied() > 0 and "Scheduled" not in current:
                 conditions = [c for c in job.podgroup.status.conditions if c.type != "Unschedulable"]
                 conditions.append(session.condition(
                     "Scheduled", "tasks in gang are ready to be scheduled",
                     f"{job.occupied()}/{job.total_pods} pods bound or finished"))
-                self._set(session, job, conditions)
-
-    @staticmethod
-    def _set(session: Session, job: JobInfo, conditions: list) -> None:  # type: ignore[type-arg]
-        previous = session.decisions.podgroups.get(job.key)
-        session.decisions.podgroups[job.key] = PodGroupUpdate(previous.phase if previous else None, conditions)
+                session.set_conditions(job.key, conditions)

@@ -2,7 +2,7 @@
 the next big gang (Volcano's plugin of that name and its ``fading`` argument).
 
 Who calls it: the session, at two points.
-- ``HyperNodeOrder``, when placement (``scheduler.placement``) chooses the HyperNode of a tier that will
+- ``HyperNodeOrder``, when placement (``scheduler.engine.placement``) chooses the HyperNode of a tier that will
   hold a gang with a ``networkTopology`` bound: the fuller HyperNode first, its ancestors' fullness counting
   too, each tier up weighted ``fading`` times less — so a gang goes next to running work, under the spine
   that is already busiest, and leaves empty domains whole.
@@ -18,7 +18,7 @@ over its servers, averaged with the weights (Volcano's ``hypernode.binpack.*`` k
 and domain for the session and updated on every tentative allocation (``on_allocate``/``on_deallocate``),
 not recomputed per call. Invariant: a pod's node score reads its domains' fullness as of the start of its
 group's placement — pods of the same group do not raise their own domain's score (scores stay node-local
-for one placement, as ``scheduler.framework`` requires); the next group sees them.
+for one placement, as ``scheduler.contract.framework`` requires); the next group sees them.
 
 Without HyperNodes every score is 0 and nothing is kept: the plugin costs nothing on a flat cluster.
 
@@ -42,11 +42,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hetsched.api.accelerators import accelerator_kind
-from hetsched.scheduler.framework import Arguments, FloatArray, HyperNodeOrder, IntArray, NodeScore, Plugin
-from hetsched.scheduler.snapshot import JobInfo, NetworkArrays, TaskGroup
+from hetsched.scheduler.contract.arrays import FloatArray, IntArray
+from hetsched.scheduler.contract.framework import Arguments, HyperNodeOrder, NodeScore, Plugin
+from hetsched.scheduler.contract.snapshot import JobInfo, NetworkArrays, TaskGroup
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "network-topology-aware"
 MAX_SCORE = 100.0
@@ -89,7 +90,7 @@ class NetworkTopologyAware(Plugin, HyperNodeOrder, NodeScore):
         self._fullness_cache: dict[tuple[int, bytes], FloatArray] = {}
         """(tier, which weighted resources are requested) → fullness per domain; emptied on every change."""
 
-    def on_session_open(self, session: Session) -> None:
+    def on_session_open(self, session: SessionView) -> None:
         network = session.snapshot.network
         self._network = network
         if network is None or not self.weight:
@@ -166,7 +167,7 @@ class NetworkTopologyAware(Plugin, HyperNodeOrder, NodeScore):
             self._parents[(tier, above)] = cached
         return cached
 
-    def hypernode_score(self, session: Session, job: JobInfo, tier: int, domains: IntArray) -> FloatArray:
+    def hypernode_score(self, session: SessionView, job: JobInfo, tier: int, domains: IntArray) -> FloatArray:
         if self._network is None or tier not in self._used or not self.weight:
             return np.zeros(len(domains), dtype=np.float64)
         requested = np.zeros(len(session.snapshot.resources.names), dtype=np.float64)
@@ -185,7 +186,7 @@ class NetworkTopologyAware(Plugin, HyperNodeOrder, NodeScore):
             norm += factor
         return score / norm * MAX_SCORE * self.weight
 
-    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+    def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         score = np.zeros(len(nodes), dtype=np.float64)
         unbounded = group.job.podgroup.spec.networkTopology is None
         if (self._network is None or not self._used or not self.weight

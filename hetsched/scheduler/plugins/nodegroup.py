@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, NodeFilter, NodeScore, Plugin
-from hetsched.scheduler.reasons import Reason, ReasonCode
-from hetsched.scheduler.snapshot import TaskGroup
+from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
+from hetsched.scheduler.contract.framework import Arguments, NodeFilter, NodeScore, Plugin
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode
+from hetsched.scheduler.contract.snapshot import TaskGroup
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "nodegroup"
 LABEL = "volcano.sh/nodegroup-name"
@@ -44,11 +45,11 @@ class NodeGroup(Plugin, NodeFilter, NodeScore):
         self.weight = arguments.number("weight", 1)
 
     @staticmethod
-    def _in(session: Session, groups: list[str]) -> BoolArray:
+    def _in(session: SessionView, groups: list[str]) -> BoolArray:
         codes, vocab = session.nodes.label_codes(LABEL)
         return np.isin(codes, [vocab[g] for g in groups if g in vocab])
 
-    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+    def node_filter(self, session: SessionView, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         queue = session.snapshot.queues[group.job.queue]
         affinity = queue.affinity
         failures: list[tuple[Reason, BoolArray]] = []
@@ -65,7 +66,7 @@ class NodeGroup(Plugin, NodeFilter, NodeScore):
                              self._in(session, avoided)))
         return failures
 
-    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+    def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         score = np.zeros(len(nodes), dtype=np.float64)
         affinity = session.snapshot.queues[group.job.queue].affinity
         if affinity is None or not self.weight:

@@ -2,7 +2,7 @@
 node affinity and PreferNoSchedule taints — weighted and summed (Volcano's nodeorder plugin).
 
 Who calls it: the session's ``score``, vectorised over (node, pods-already-placed) pairs; see
-``scheduler.placement``. Each score is 0–100 as in kube-scheduler; the plugin returns
+``scheduler.engine.placement``. Each score is 0–100 as in kube-scheduler; the plugin returns
 ``Σ weight × score``. Least/most requested and balanced allocation look at CPU and memory, as
 kube-scheduler's defaults do.
 
@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import Arguments, FloatArray, IntArray, NodeScore, Plugin
-from hetsched.scheduler.nodematch import prefer_no_schedule_scores, preferred_affinity_scores
-from hetsched.scheduler.snapshot import TaskGroup
+from hetsched.scheduler.contract.arrays import FloatArray, IntArray
+from hetsched.scheduler.contract.framework import Arguments, NodeScore, Plugin
+from hetsched.scheduler.contract.nodematch import prefer_no_schedule_scores, preferred_affinity_scores
+from hetsched.scheduler.contract.snapshot import TaskGroup
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "nodeorder"
 MAX_SCORE = 100.0
@@ -39,7 +40,7 @@ _KEYS = {"leastrequested.weight", "mostrequested.weight", "balancedresource.weig
          "tainttoleration.weight", "podaffinity.weight", "imagelocality.weight", "podtopologyspread.weight"}
 
 
-def requested_fraction(session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray,
+def requested_fraction(session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray,
                        column: int) -> FloatArray:
     """(used + this pod and the ``placed`` ones before it) / allocatable for one resource column."""
     alloc = session.nodes.alloc[column][nodes]
@@ -63,7 +64,7 @@ class NodeOrder(Plugin, NodeScore):
         self.spread = arguments.number("podtopologyspread.weight", 2)
         self._static: dict[object, FloatArray] = {}
 
-    def _static_scores(self, session: Session, group: TaskGroup) -> FloatArray | None:
+    def _static_scores(self, session: SessionView, group: TaskGroup) -> FloatArray | None:
         if not (self.affinity or self.taint):
             return None
         key = (group.placement_key, group.priority)
@@ -74,7 +75,7 @@ class NodeOrder(Plugin, NodeScore):
             self._static[key] = cached
         return cached
 
-    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+    def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         columns = session.snapshot.resources.columns
         cpu = requested_fraction(session, group, nodes, placed, columns["cpu"])
         memory = requested_fraction(session, group, nodes, placed, columns["memory"])

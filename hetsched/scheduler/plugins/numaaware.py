@@ -3,7 +3,7 @@
 Who calls it: the session — ``node_capacity`` (strict policies: how many pods each node can hold
 NUMA-aligned), ``node_score`` (every policy: aligned nodes first) and ``on_allocate`` (pin the pod to its
 NUMA node). Enable it by adding ``- name: numaaware`` to a tier. Either order with ``devicetopology`` works:
-whichever allocates first decides the NUMA node by ``hetsched.scheduler.numa_fit`` and the other follows
+whichever allocates first decides the NUMA node by ``hetsched.scheduler.contract.numa_fit`` and the other follows
 (numaaware reads the chips devicetopology took; devicetopology reads numaaware's pin).
 
 Which pods: those whose task sets Volcano's ``topologyPolicy`` (the job controller writes it on the pod as
@@ -37,13 +37,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hetsched.devices.inventory import pod_allocation
-from hetsched.scheduler import numa_fit
-from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, NodeCapacity, NodeScore, Plugin
-from hetsched.scheduler.reasons import Reason
-from hetsched.scheduler.snapshot import NUMA_ANNOTATION, TaskGroup
+from hetsched.scheduler.contract import numa_fit
+from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
+from hetsched.scheduler.contract.framework import Arguments, NodeCapacity, NodeScore, Plugin
+from hetsched.scheduler.contract.reasons import Reason
+from hetsched.scheduler.contract.snapshot import NUMA_ANNOTATION, TaskGroup
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "numaaware"
 STRICT = ("restricted", "single-numa-node")
@@ -56,14 +57,14 @@ class NumaAware(Plugin, NodeCapacity, NodeScore):
         super().__init__(arguments)
         arguments.check_known({"weight"})
         self.weight = arguments.number("weight", 1)
-        self.session: Session | None = None
+        self.session: SessionView | None = None
         self.pinned: dict[str, tuple[int, int, int]] = {}
         """Pod → (node row, NUMA node, CPU milli) pinned in this session."""
 
-    def on_session_open(self, session: Session) -> None:
+    def on_session_open(self, session: SessionView) -> None:
         self.session = session
 
-    def on_session_close(self, session: Session) -> None:
+    def on_session_close(self, session: SessionView) -> None:
         self.session = None  # kept only while the session is open (framework.Plugin)
 
     def _applies(self, group: TaskGroup) -> bool:
@@ -71,17 +72,17 @@ class NumaAware(Plugin, NodeCapacity, NodeScore):
 
     # ------------------------------------------------------------------------------ extension points
 
-    def node_capacity(self, session: Session, group: TaskGroup) -> IntArray:
+    def node_capacity(self, session: SessionView, group: TaskGroup) -> IntArray:
         size = len(session.nodes)
         if not self._applies(group) or group.numa_policy not in STRICT:
             return np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
         total: IntArray = numa_fit.per_numa(session.snapshot, group, np.arange(size)).sum(axis=1)
         return total
 
-    def node_capacity_reasons(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
-        return []  # nodes without a legal chip set are explained chip by chip (``scheduler.why``)
+    def node_capacity_reasons(self, session: SessionView, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+        return []  # nodes without a legal chip set are explained chip by chip (``scheduler.engine.why``)
 
-    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+    def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         if not self._applies(group) or not self.weight:
             return np.zeros(len(nodes), dtype=np.float64)
         aligned = numa_fit.per_numa(session.snapshot, group, nodes).sum(axis=1) > placed

@@ -27,12 +27,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import Arguments, Code, FloatArray, JobEnqueue, Plugin, Status
-from hetsched.scheduler.reasons import Reason, ReasonCode
-from hetsched.scheduler.snapshot import JobInfo
+from hetsched.scheduler.contract.arrays import FloatArray
+from hetsched.scheduler.contract.framework import Arguments, JobEnqueue, Plugin
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode
+from hetsched.scheduler.contract.snapshot import JobInfo
+from hetsched.scheduler.contract.status import Code, Status
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "overcommit"
 
@@ -45,9 +47,9 @@ class Overcommit(Plugin, JobEnqueue):
         arguments.check_known({"overcommit-factor"})
         self.factor = arguments.number("overcommit-factor", 1.2, minimum=1.0)
         self.headroom: FloatArray = np.zeros(0)
-        self.session: Session | None = None
+        self.session: SessionView | None = None
 
-    def on_session_open(self, session: Session) -> None:
+    def on_session_open(self, session: SessionView) -> None:
         capacity = session.snapshot.total_capacity().astype(np.float64)
         total = capacity * self.factor
         used = np.zeros_like(total)
@@ -59,7 +61,7 @@ class Overcommit(Plugin, JobEnqueue):
         self.idle = capacity - allocated
         self.resources = session.snapshot.resources
         self.session = session
-        actions = session.conf.action_names
+        actions = session.action_names
         self.preempt = "preempt" in actions
         self.reclaim = "reclaim" in actions
         self.by_priority: dict[str, tuple[list[int], list[FloatArray]]] = {}
@@ -76,7 +78,7 @@ class Overcommit(Plugin, JobEnqueue):
                     cumulative.append(running)
                 self.by_priority[name] = ([e[0] for e in entries], cumulative)
 
-    def on_session_close(self, session: Session) -> None:
+    def on_session_close(self, session: SessionView) -> None:
         self.session = None  # kept only while the session is open (framework.Plugin)
 
     def _evictable_room(self, job: JobInfo) -> FloatArray:

@@ -4,7 +4,7 @@ and pod affinity, pod anti-affinity and topology spread (which depend on where p
 Who calls it: the session's ``static_checks`` (``node_filter``), once per distinct placement key per cycle,
 vectorised over all nodes via integer label codes. Every failure there is *unresolvable*: freeing
 resources would not make the node fit. Pod (anti-)affinity and ``DoNotSchedule`` spread constraints
-(``scheduler.podtopology``) are a ``node_capacity``, asked again after each placement: a node passes with
+(``scheduler.contract.podtopology``) are a ``node_capacity``, asked again after each placement: a node passes with
 room for one more pod of the group, and ``explain`` names the rule that failed. Resource fit and the
 pod-count limit are checked by the allocate action itself (the ``pods`` resource), as Volcano does.
 
@@ -27,20 +27,21 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import Arguments, BoolArray, IntArray, NodeCapacity, NodeFilter, Plugin
-from hetsched.scheduler.nodematch import required_affinity_matches, selector_matches, taint_text, untolerated
-from hetsched.scheduler.podtopology import (
+from hetsched.scheduler.contract.arrays import BoolArray, IntArray
+from hetsched.scheduler.contract.framework import Arguments, NodeCapacity, NodeFilter, Plugin
+from hetsched.scheduler.contract.nodematch import required_affinity_matches, selector_matches, taint_text, untolerated
+from hetsched.scheduler.contract.podtopology import (
     AFFINITY_REASON,
     ANTI_AFFINITY_REASON,
     EXISTING_ANTI_REASON,
     PORTS_REASON,
     SPREAD_REASON,
 )
-from hetsched.scheduler.reasons import Reason, ReasonCode
-from hetsched.scheduler.snapshot import TaskGroup
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode
+from hetsched.scheduler.contract.snapshot import TaskGroup
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "predicates"
 _ACCEPTED = {
@@ -64,7 +65,7 @@ class Predicates(Plugin, NodeCapacity, NodeFilter):
         self.spread = arguments.flag("predicate.PodTopologySpreadEnable", True)
         self.ports = arguments.flag("predicate.NodePortsEnable", True)
 
-    def _pod_rules(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+    def _pod_rules(self, session: SessionView, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         topology = session.pod_topology
         if not (group.spec.pod_topology or (self.pod_affinity and topology.repels())):
             return []
@@ -77,7 +78,7 @@ class Predicates(Plugin, NodeCapacity, NodeFilter):
             skip.add(SPREAD_REASON)
         return [(reason, mask) for reason, mask in topology.failures(group) if reason not in skip]
 
-    def node_capacity(self, session: Session, group: TaskGroup) -> IntArray | None:
+    def node_capacity(self, session: SessionView, group: TaskGroup) -> IntArray | None:
         rules = self._pod_rules(session, group)
         if not rules:
             return None
@@ -89,10 +90,10 @@ class Predicates(Plugin, NodeCapacity, NodeFilter):
         room = 1 if group.spec.pod_topology else np.iinfo(np.int64).max // 4
         return np.where(failing, 0, room).astype(np.int64)
 
-    def node_capacity_reasons(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+    def node_capacity_reasons(self, session: SessionView, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         return self._pod_rules(session, group)
 
-    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+    def node_filter(self, session: SessionView, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         nodes = session.nodes
         spec = group.spec
         failures: list[tuple[Reason, BoolArray]] = [

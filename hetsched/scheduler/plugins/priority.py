@@ -5,8 +5,8 @@ Who calls it: the session, for ``job_order_key`` and ``task_order_key``. Argumen
 
 from __future__ import annotations
 
-from hetsched.scheduler.framework import JobOrder, Plugin, TaskOrder
-from hetsched.scheduler.snapshot import JobInfo, TaskGroup
+from hetsched.scheduler.contract.framework import JobOrder, Plugin, TaskOrder
+from hetsched.scheduler.contract.snapshot import JobInfo, TaskGroup
 
 NAME = "priority"
 

@@ -38,22 +38,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import (
-    Allocatable,
-    Code,
-    FloatArray,
-    JobEnqueue,
-    Overused,
-    Plugin,
-    QueueOrder,
-    Reclaimable,
-    Status,
-)
-from hetsched.scheduler.reasons import Reason, ReasonCode
-from hetsched.scheduler.snapshot import JobInfo, QueueInfo, TaskGroup, deserved_share
+from hetsched.scheduler.contract.arrays import FloatArray
+from hetsched.scheduler.contract.framework import Allocatable, JobEnqueue, Overused, Plugin, QueueOrder, Reclaimable
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode
+from hetsched.scheduler.contract.snapshot import JobInfo, QueueInfo, TaskGroup, deserved_share
+from hetsched.scheduler.contract.status import Code, Status
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "proportion"
 _EPS = 1e-6
@@ -125,13 +117,13 @@ def hierarchical_shares(total: FloatArray, queues: list[QueueInfo]) -> dict[str,
 
 
 share = deserved_share
-"""Re-exported: the share proportion orders queues by (``scheduler.snapshot.deserved_share``)."""
+"""Re-exported: the share proportion orders queues by (``scheduler.contract.snapshot.deserved_share``)."""
 
 
 class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Allocatable, JobEnqueue):
     NAME = NAME
 
-    def on_session_open(self, session: Session) -> None:
+    def on_session_open(self, session: SessionView) -> None:
         snapshot = session.snapshot
         total = snapshot.total_capacity().astype(np.float64)
         self._session_queues = snapshot.queues

@@ -1,7 +1,8 @@
 """Plugin name → class: the in-tree plugins and those other distributions register as entry points.
 
-Who calls it: the configuration loader (``scheduler.conf``: is every named plugin known, are its arguments
-valid) and the session (which class to build). In-tree plugins are listed here (Volcano's
+Who calls it: ``scheduler.defaults`` hands :data:`REGISTRY` to the engine's configuration loader
+(``scheduler.engine.conf``: is every named plugin known, are its arguments valid; the session then builds
+the classes it resolved) — the engine itself imports no plugin. In-tree plugins are listed here (Volcano's
 ``plugins/factory.go``); an out-of-tree plugin is a class in any installed distribution that declares it in
 the ``hetsched.plugins`` entry-point group under its ``NAME`` (docs/plugins.md, ``examples/plugins/``).
 Every class, in-tree or not, is checked against the contract (``framework.check_plugin``) before it is
@@ -15,7 +16,7 @@ from __future__ import annotations
 import functools
 from importlib.metadata import EntryPoint, entry_points
 
-from hetsched.scheduler.framework import Plugin, PluginContractError, check_plugin
+from hetsched.scheduler.contract.framework import Plugin, PluginContractError, check_plugin
 from hetsched.scheduler.plugins.binpack import Binpack
 from hetsched.scheduler.plugins.conformance import Conformance
 from hetsched.scheduler.plugins.devicetopology import DeviceTopology
@@ -32,6 +33,11 @@ from hetsched.scheduler.plugins.priority import Priority
 from hetsched.scheduler.plugins.proportion import Proportion
 
 ENTRY_POINT_GROUP = "hetsched.plugins"
+_CONTRACT = "plugins import hetsched.scheduler.contract (SessionView, Plugin, the points; docs/plugins.md)"
+MOVED = {f"hetsched.scheduler.{name}": _CONTRACT for name in (
+    "framework", "session", "snapshot", "reasons", "decisions", "nodematch", "podtopology", "numa_fit", "chips",
+    "placement", "statement", "eviction", "conf", "runner", "why", "actions", "network_fragmentation")}
+"""Modules a plugin written before contract version 1 may import, and what to use instead."""
 
 IN_TREE: dict[str, type[Plugin]] = {
     cls.NAME: cls
@@ -60,11 +66,6 @@ def available() -> list[str]:
     return sorted({*IN_TREE, *_entry_points()})
 
 
-def plugin_class(name: str) -> type[Plugin]:
-    """The class registered as ``name`` (the session's lookup, once the configuration was resolved)."""
-    return IN_TREE[name] if name in IN_TREE else _loaded[name] if name in _loaded else resolve(name)
-
-
 def resolve(name: str) -> type[Plugin]:
     """The class registered as ``name``, loading and checking an entry point of that name; KeyError when
     there is none, :class:`PluginLoadError` when an entry point of that name cannot be used."""
@@ -83,7 +84,9 @@ def resolve(name: str) -> type[Plugin]:
     try:
         cls = found.load()
     except Exception as exc:  # any import-time failure of someone else's code is reported, not raised
-        raise PluginLoadError(f"{where}: cannot be imported: {type(exc).__name__}: {exc}") from None
+        gone = exc.name if isinstance(exc, ModuleNotFoundError) and exc.name in MOVED else None
+        hint = f" ({gone} is gone since contract version 1: {MOVED[gone]})" if gone else ""
+        raise PluginLoadError(f"{where}: cannot be imported: {type(exc).__name__}: {exc}{hint}") from None
     try:
         check_plugin(cls, where)
     except PluginContractError as exc:
@@ -93,3 +96,18 @@ def resolve(name: str) -> type[Plugin]:
     checked: type[Plugin] = cls
     _loaded[name] = checked
     return checked
+
+
+class Registry:
+    """The in-tree plugins and the installed entry points, as the engine asks for them
+    (``contract.framework.PluginRegistry``)."""
+
+    def resolve(self, name: str) -> type[Plugin]:
+        return resolve(name)
+
+    def available(self) -> list[str]:
+        return available()
+
+
+REGISTRY = Registry()
+"""What ``scheduler.defaults`` hands the engine."""

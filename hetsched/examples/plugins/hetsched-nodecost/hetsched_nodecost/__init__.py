@@ -26,16 +26,22 @@ A node without the label, or with a value that is not a number, costs ``nodecost
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetsched.scheduler.framework import Arguments, BoolArray, FloatArray, IntArray, NodeFilter, NodeScore, Plugin
-from hetsched.scheduler.reasons import Reason, ReasonCode
-from hetsched.scheduler.snapshot import TaskGroup
-
-if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
+from hetsched.scheduler.contract import (
+    Arguments,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    NodeFilter,
+    NodeScore,
+    Plugin,
+    Reason,
+    ReasonCode,
+    SessionView,
+    TaskGroup,
+)
 
 LABEL = "hetsched.example/cost"
 
@@ -50,7 +56,7 @@ class NodeCost(Plugin, NodeFilter, NodeScore):
         self.max = arguments.number("nodecost.max", math.inf)
         self.unlabelled = arguments.number("nodecost.unlabelled", 0.0)
 
-    def _costs(self, session: Session) -> FloatArray:
+    def _costs(self, session: SessionView) -> FloatArray:
         """Per node row, its price (the label parsed once per distinct value)."""
         codes, vocab = session.nodes.label_codes(LABEL)
         prices = np.full(len(vocab) + 1, self.unlabelled, dtype=np.float64)  # the last slot: unlabelled
@@ -64,13 +70,13 @@ class NodeCost(Plugin, NodeFilter, NodeScore):
         costs: FloatArray = prices[np.where(codes >= 0, codes, len(vocab))]
         return costs
 
-    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+    def node_filter(self, session: SessionView, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         if not math.isfinite(self.max):
             return []
         reason = Reason.of(ReasonCode.PLUGIN_RULE, plugin=self.NAME, rule=f"cost more than {self.max:g}")
         return [(reason, self._costs(session) > self.max)]
 
-    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+    def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         costs = self._costs(session)
         dearest = float(costs.max(initial=0.0))
         if dearest <= 0:

@@ -23,8 +23,9 @@ from hetsched.api.objects import NetworkTopology, PodAffinityTerm, PodGroup, Pod
 from hetsched.devices.policy import bit_weights
 
 if TYPE_CHECKING:
-    from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray, Status
-    from hetsched.scheduler.reasons import Reason
+    from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
+    from hetsched.scheduler.contract.reasons import Reason
+    from hetsched.scheduler.contract.status import Status
 
 CORE_RESOURCES = ("cpu", "memory", "pods")
 MODELS_ANNOTATION = "hetsched.io/accelerator-models"
@@ -243,7 +244,7 @@ class JobInfo:
     short: int | None = None
     """Pods the gang lacked at its last attempt this cycle (None when not attempted)."""
     set_aside: bool = False
-    """Handling this job raised in an earlier attempt (``scheduler.runner``'s fault isolation): no action
+    """Handling this job raised in an earlier attempt (``scheduler.engine.runner``'s fault isolation): no action
     places, admits or evicts for it until its back-off ends; everything else is scheduled meanwhile."""
     subgroups: dict[str, NetworkTopology] = field(default_factory=dict)
     """Network-bounded sub-groups with pending pods → the bound each must stay within."""

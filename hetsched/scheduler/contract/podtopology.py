@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hetsched.api.objects import LabelSelector, LabelSelectorRequirement, PodAffinityTerm, TopologySpreadConstraint
-from hetsched.scheduler.framework import BoolArray, FloatArray, IntArray
-from hetsched.scheduler.nodematch import required_affinity_matches, selector_matches, untolerated
-from hetsched.scheduler.reasons import Reason, ReasonCode
-from hetsched.scheduler.snapshot import NodeArrays, PlacedPod, Snapshot, TaskGroup
+from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
+from hetsched.scheduler.contract.nodematch import required_affinity_matches, selector_matches, untolerated
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode
+from hetsched.scheduler.contract.snapshot import NodeArrays, PlacedPod, Snapshot, TaskGroup
 
 AFFINITY_REASON = Reason.of(ReasonCode.POD_AFFINITY)
 ANTI_AFFINITY_REASON = Reason.of(ReasonCode.POD_ANTI_AFFINITY)

@@ -22,8 +22,8 @@ import numpy as np
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.devices.catalog import PolicySettings, policy_for
 from hetsched.devices.policy import TopologyPolicy, popcounts
-from hetsched.scheduler.framework import IntArray
-from hetsched.scheduler.snapshot import DeviceArrays, Snapshot
+from hetsched.scheduler.contract.arrays import IntArray
+from hetsched.scheduler.contract.snapshot import DeviceArrays, Snapshot
 
 
 @dataclass

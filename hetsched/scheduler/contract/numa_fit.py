@@ -12,8 +12,8 @@ import numpy as np
 from hetsched.devices import numa
 from hetsched.devices.cambricon import MODES as MLU_LINK_MODES
 from hetsched.devices.catalog import PolicySettings, policy_for
-from hetsched.scheduler.framework import IntArray
-from hetsched.scheduler.snapshot import Snapshot, TaskGroup
+from hetsched.scheduler.contract.arrays import IntArray
+from hetsched.scheduler.contract.snapshot import Snapshot, TaskGroup
 
 NUMA_POLICIES = ("best-effort", "restricted", "single-numa-node")
 """Volcano's task ``topologyPolicy`` values that ask for alignment (``none`` does not)."""

@@ -1,6 +1,8 @@
 """Scheduler configuration in ``volcano-scheduler.conf`` form, checked by a schema.
 
-Who calls it: the scheduler runner (``scheduler.runner``) and ``hetsched simulate --scheduler-conf``.
+Who calls it: ``scheduler.defaults`` (with the in-tree plugin registry: what the CLI, the simulator and
+the benchmarks use), the runner and the session (the resolved plugin classes). The engine imports no
+plugin: :func:`parse_conf` resolves every named plugin through the registry its caller hands it.
 
 Form::
 
@@ -27,13 +29,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from hetsched.api.validation import first_problem
 from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
-from hetsched.scheduler.framework import EXTENSION_POINTS, Arguments
+from hetsched.scheduler.contract.framework import EXTENSION_POINTS, Arguments, Plugin, PluginRegistry
 
 SWITCHES = sorted({point.switch for point in EXTENSION_POINTS.values()})
+ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim")
+"""The actions a configuration may name (``engine.actions.registry`` maps each to its function)."""
 
 VOLCANO_DEFAULT_CONF_YAML = """\
 actions: "enqueue, allocate, backfill"
@@ -102,6 +106,15 @@ class SchedulerConf(BaseModel):
     actions: str
     tiers: list[Tier] = Field(min_length=1)
     configurations: list[ActionConfiguration] = Field(default_factory=list)
+    _classes: dict[str, type[Plugin]] = PrivateAttr(default_factory=dict)
+    """Plugin name → class, resolved by :func:`parse_conf` through the caller's registry."""
+
+    def plugin_class(self, name: str) -> type[Plugin]:
+        """The class the configuration's plugin ``name`` resolved to."""
+        found = self._classes.get(name)
+        if found is None:
+            raise ConfError(f"plugin {name}: not resolved (a configuration comes from parse_conf with a registry)")
+        return found
 
     @field_validator("actions")
     @classmethod
@@ -116,12 +129,9 @@ class SchedulerConf(BaseModel):
 
 
 
-def parse_conf(text: str, source: str = "<scheduler.conf>") -> SchedulerConf:
-    """Parse YAML text; raise :class:`ConfError` naming the source and field on any problem, including
-    unknown actions and plugins."""
-    from hetsched.scheduler.actions.registry import ACTIONS
-    from hetsched.scheduler.plugins import registry
-
+def parse_conf(text: str, source: str = "<scheduler.conf>", *, registry: PluginRegistry) -> SchedulerConf:
+    """Parse YAML text, resolving every plugin through ``registry``; raise :class:`ConfError` naming the
+    source and field on any problem, including unknown actions and plugins."""
     try:
         data = safe_load(text)
     except YamlLimitError as exc:
@@ -152,24 +162,21 @@ def parse_conf(text: str, source: str = "<scheduler.conf>") -> SchedulerConf:
                     f"{source}: tiers[{t}].plugins[{p}].name: unknown plugin {option.name!r} "
                     f"(available: {', '.join(registry.available())})"
                 ) from None
-            except registry.PluginLoadError as exc:
+            except ValueError as exc:  # an entry point that cannot be used, named by the registry
                 raise ConfError(f"{source}: tiers[{t}].plugins[{p}].name: {exc}") from None
             try:
                 cls(Arguments(option.name, option.arguments))
             except ValueError as exc:
                 raise ConfError(f"{source}: tiers[{t}].plugins[{p}].arguments: {exc}") from None
+            conf._classes[option.name] = cls
     return conf
 
 
-def default_conf() -> SchedulerConf:
-    return parse_conf(DEFAULT_CONF_YAML, "<default>")
-
-
-def load_conf(path: str | Path) -> SchedulerConf:
+def read_conf(path: str | Path) -> str:
+    """A configuration file's text; :class:`ConfError` naming the file when it cannot be read."""
     try:
-        text = read_text(path)
+        return read_text(path)
     except OSError as exc:
         raise ConfError(f"{path}: cannot read file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfError(f"{path}: cannot read file: not UTF-8 text ({exc.reason})") from None
-    return parse_conf(text, str(path))

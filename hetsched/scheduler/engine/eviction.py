@@ -41,11 +41,11 @@ from collections.abc import Callable
 import numpy as np
 
 from hetsched.api.objects import NetworkTopology
-from hetsched.scheduler.decisions import Eviction
-from hetsched.scheduler.framework import IntArray
-from hetsched.scheduler.placement import held_rows, place_job, tier_bound
-from hetsched.scheduler.session import Session
-from hetsched.scheduler.snapshot import JobInfo, RunningPod
+from hetsched.scheduler.contract.arrays import IntArray
+from hetsched.scheduler.contract.decisions import Eviction
+from hetsched.scheduler.contract.snapshot import JobInfo, RunningPod
+from hetsched.scheduler.engine.placement import held_rows, place_job, tier_bound
+from hetsched.scheduler.engine.session import Session
 
 Unit = list[RunningPod]
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hetsched.scheduler.actions import allocate, backfill, enqueue, preempt, reclaim
-from hetsched.scheduler.session import Session
+from hetsched.scheduler.engine.actions import allocate, backfill, enqueue, preempt, reclaim
+from hetsched.scheduler.engine.conf import ACTIONS as NAMES
+from hetsched.scheduler.engine.session import Session
 
 ACTIONS: dict[str, Callable[[Session], None]] = {
     enqueue.NAME: enqueue.execute,
@@ -14,3 +15,4 @@ ACTIONS: dict[str, Callable[[Session], None]] = {
     preempt.NAME: preempt.execute,
     reclaim.NAME: reclaim.execute,
 }
+assert tuple(ACTIONS) == NAMES, "engine.conf.ACTIONS names exactly the registered actions, in this order"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterator
 
-from hetsched.scheduler.session import Session
-from hetsched.scheduler.snapshot import JobInfo
+from hetsched.scheduler.contract.snapshot import JobInfo
+from hetsched.scheduler.engine.session import Session
 
 
 def jobs_by_queue(session: Session, jobs: list[JobInfo],

@@ -2,7 +2,7 @@
 
 Who calls it: every plugin and action that says why (``node_filter`` masks, ``job_enqueueable``,
 ``job_valid``, the placement explanation), and every reader of those answers — the PodGroup conditions
-(``gang``), ``hetsched explain`` and the doctor (``scheduler.why``), the
+(``gang``), ``hetsched explain`` and the doctor (``scheduler.engine.why``), the
 ``hetsched_pods_unschedulable_total{reason}`` label (:func:`label`) and the simulation results
 (:func:`fragments`). Readers look at codes and arguments, never at wording: the English text is rendered
 here, in one place (:func:`render`), and may change without breaking any of them.

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from hetsched.api.objects import NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration
-from hetsched.scheduler.framework import BoolArray, FloatArray
-from hetsched.scheduler.snapshot import NodeArrays
+from hetsched.scheduler.contract.arrays import BoolArray, FloatArray
+from hetsched.scheduler.contract.snapshot import NodeArrays
 
 MAX_SCORE = 100.0
 

@@ -1,6 +1,6 @@
 """Transactional placement: tentative allocations that are committed (binds issued) or discarded.
 
-Who calls it: the allocate and backfill actions (through ``scheduler.placement``). A gang's pods are
+Who calls it: the allocate and backfill actions (through ``scheduler.engine.placement``). A gang's pods are
 allocated into one statement; the statement commits only when the job is ready (minAvailable reached),
 is kept without binds when pipelined, and is otherwise discarded, which restores node usage, the
 pending lists and every plugin's accounting exactly (Volcano's ``Statement``).
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetsched.scheduler.decisions import Bind
-from hetsched.scheduler.framework import IntArray
-from hetsched.scheduler.session import Session
-from hetsched.scheduler.snapshot import TaskGroup
+from hetsched.scheduler.contract.arrays import IntArray
+from hetsched.scheduler.contract.decisions import Bind
+from hetsched.scheduler.contract.snapshot import TaskGroup
+from hetsched.scheduler.engine.session import Session
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Who calls it: the session runner. Order: queue (``queue_order_key``, queues at their capability skipped) → job
 (``job_order_key``) → task (``task_order_key``). Each job's gang goes into one statement
-(``scheduler.placement.place_job``): committed when ready, kept when pipelined, discarded otherwise.
+(``scheduler.engine.placement.place_job``): committed when ready, kept when pipelined, discarded otherwise.
 After every job had its gang turn, a second pass places the elastic pods (beyond minAvailable) of
 ready jobs, so one job's elastic pods never starve another job's gang.
 
@@ -12,13 +12,13 @@ which none was freed since is not tried again (``scheduler.cache.parked``): its 
 
 from __future__ import annotations
 
-from hetsched.scheduler.actions.ordering import jobs_by_queue
-from hetsched.scheduler.decisions import PodGroupUpdate
-from hetsched.scheduler.framework import Code, Status
-from hetsched.scheduler.placement import place_job
-from hetsched.scheduler.reasons import Reason, ReasonCode
-from hetsched.scheduler.session import Session
-from hetsched.scheduler.snapshot import JobInfo
+from hetsched.scheduler.contract.decisions import PodGroupUpdate
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode
+from hetsched.scheduler.contract.snapshot import JobInfo
+from hetsched.scheduler.contract.status import Code, Status
+from hetsched.scheduler.engine.actions.ordering import jobs_by_queue
+from hetsched.scheduler.engine.placement import place_job
+from hetsched.scheduler.engine.session import Session
 
 NAME = "allocate"
 

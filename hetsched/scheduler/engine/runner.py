@@ -56,14 +56,21 @@ from hetsched.ports import (
     Stopwatch,
     TooManyRequests,
 )
-from hetsched.scheduler.actions.registry import ACTIONS
 from hetsched.scheduler.cache import KINDS, SchedulerCache
-from hetsched.scheduler.conf import SchedulerConf, default_conf
-from hetsched.scheduler.decisions import Bind, Decisions
-from hetsched.scheduler.framework import HyperNodeOrder, JobOrder, NodeScore, QueueOrder, TaskOrder, declared_points
-from hetsched.scheduler.reasons import Reason, ReasonCode
-from hetsched.scheduler.session import PluginSessionError, Session
-from hetsched.scheduler.snapshot import Snapshot
+from hetsched.scheduler.contract.decisions import Bind, Decisions
+from hetsched.scheduler.contract.framework import (
+    HyperNodeOrder,
+    JobOrder,
+    NodeScore,
+    QueueOrder,
+    TaskOrder,
+    declared_points,
+)
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode
+from hetsched.scheduler.contract.snapshot import Snapshot
+from hetsched.scheduler.engine.actions.registry import ACTIONS
+from hetsched.scheduler.engine.conf import SchedulerConf
+from hetsched.scheduler.engine.session import PluginSessionError, Session
 
 
 @dataclass
@@ -128,7 +135,7 @@ CycleObserver = Callable[[SchedulerCache, CycleResult], None]
 
 class Scheduler:
     def __init__(self, store: ObjectStore, binder: Binder, status: StatusUpdater, clock: Clock,
-                 conf: SchedulerConf | None = None, *, scheduler_names: tuple[str, ...] = ("hetsched", "volcano"),
+                 conf: SchedulerConf, *, scheduler_names: tuple[str, ...] = ("hetsched", "volcano"),
                  default_queue: str = "default", evictor: Evictor | None = None,
                  stopwatch: Stopwatch | None = None, priority_policy: PriorityPolicy = DEFAULT_PRIORITY) -> None:
         self.store = store
@@ -136,7 +143,7 @@ class Scheduler:
         self.evictor = evictor
         self.status = status
         self.clock = clock
-        self.conf = conf or default_conf()
+        self.conf = conf
         self.cache = SchedulerCache(scheduler_names, default_queue, priority_policy)
         self._unwatch = store.watch(KINDS, self.cache.handle)
         self.cycles = 0

@@ -9,8 +9,8 @@ best-effort pods must really be placed.
 
 from __future__ import annotations
 
-from hetsched.scheduler.placement import place_job
-from hetsched.scheduler.session import Session
+from hetsched.scheduler.engine.placement import place_job
+from hetsched.scheduler.engine.session import Session
 
 NAME = "backfill"
 

@@ -9,7 +9,7 @@ each on the best-scoring feasible node (ties to the lowest node index), as a per
    per node, how many of these pods fit (``capacity``);
 2. one vectorised score of every feasible node;
 3. only the k best nodes can receive any of the k pods: a node outside the top k is never better than an
-   untouched node inside it, because scores are node-local (see ``scheduler.framework``);
+   untouched node inside it, because scores are node-local (see ``scheduler.contract.framework``);
 4. for those k candidates, a table of the score each would have after 0, 1, … of these pods, computed in one
    vectorised call; then a heap merge picks the k placements.
 
@@ -25,11 +25,12 @@ from collections import Counter
 import numpy as np
 
 from hetsched.api.objects import NetworkTopology
-from hetsched.scheduler.framework import BoolArray, Code, FloatArray, IntArray, Status
-from hetsched.scheduler.reasons import Reason, ReasonCode, nodes_unavailable
-from hetsched.scheduler.session import Session
-from hetsched.scheduler.snapshot import JobInfo, NetworkArrays, TaskGroup
-from hetsched.scheduler.statement import Statement
+from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode, nodes_unavailable
+from hetsched.scheduler.contract.snapshot import JobInfo, NetworkArrays, TaskGroup
+from hetsched.scheduler.contract.status import Code, Status
+from hetsched.scheduler.engine.session import Session
+from hetsched.scheduler.engine.statement import Statement
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 CAPACITY_REASON = Reason.of(ReasonCode.DEVICE_TOPOLOGY)

@@ -6,15 +6,15 @@ Who calls it: the session runner, when ``preempt`` is in the configuration's act
 For each starving job (gang not met, highest priority first; ``preemptionPolicy: Never`` jobs never
 preempt), the victims may be any running pods of *other* jobs in the *same* queue whose job priority is
 strictly lower, and that every ``evictable`` plugin allows (``conformance`` protects critical pods).
-Victims are chosen by ``scheduler.eviction``: whole gangs or pods above minMember, cheapest first, only
+Victims are chosen by ``scheduler.engine.eviction``: whole gangs or pods above minMember, cheapest first, only
 as many as the gang needs, and only if a legal placement (chips included) results; otherwise nothing is
 evicted. The preemptor's pods bind in the same cycle, after the evictions.
 """
 
 from __future__ import annotations
 
-from hetsched.scheduler.eviction import evict_for, starving
-from hetsched.scheduler.session import Session
+from hetsched.scheduler.engine.eviction import evict_for, starving
+from hetsched.scheduler.engine.session import Session
 
 NAME = "preempt"
 

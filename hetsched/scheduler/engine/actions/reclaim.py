@@ -11,7 +11,7 @@ queues that are ``reclaimable`` and above their deserved share, with a job prior
 reclaimer's, that every ``evictable`` plugin allows. A unit is taken only while its queue is still above
 its deserved share. Together these make reclaim converge: a reclaimer never ends above its share, so
 what it took is never reclaimed back (no ping-pong between two queues). Victims are chosen by
-``scheduler.eviction`` (gang- and topology-aware, minimal); the reclaimer's pods bind in the same cycle,
+``scheduler.engine.eviction`` (gang- and topology-aware, minimal); the reclaimer's pods bind in the same cycle,
 after the evictions.
 """
 
@@ -21,9 +21,9 @@ from functools import partial
 
 import numpy as np
 
-from hetsched.scheduler.eviction import Unit, evict_for, starving
-from hetsched.scheduler.session import Session
-from hetsched.scheduler.snapshot import JobInfo, QueueInfo, deserved_share
+from hetsched.scheduler.contract.snapshot import JobInfo, QueueInfo, deserved_share
+from hetsched.scheduler.engine.eviction import Unit, evict_for, starving
+from hetsched.scheduler.engine.session import Session
 
 NAME = "reclaim"
 _EPS = 1e-6

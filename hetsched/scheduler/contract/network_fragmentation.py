@@ -2,7 +2,7 @@
 and how many free servers are stranded — in HyperNodes too small for the largest hard-bounded gang waiting.
 
 Who calls it: the scheduler's metrics (``metrics.scheduler``, per tier at scrape time from the last
-snapshot), ``hetsched explain`` for a job with a ``networkTopology`` (``scheduler.why``: "12 free servers,
+snapshot), ``hetsched explain`` for a job with a ``networkTopology`` (``scheduler.engine.why``: "12 free servers,
 split 4+4+4 over three tier-1 HyperNodes") and the topology study (``bench/hypernode_study.py``).
 
 A *free server* is a schedulable, Ready node none of whose accelerator chips is held (a node without
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetsched.api.accelerators import accelerator_kind
-from hetsched.scheduler.framework import BoolArray, IntArray
-from hetsched.scheduler.snapshot import JobInfo, Snapshot
+from hetsched.scheduler.contract.arrays import BoolArray, IntArray
+from hetsched.scheduler.contract.snapshot import JobInfo, Snapshot
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What one scheduling cycle decided: the only output of the scheduling core.
 
-Who calls it: the session fills it; the runner (``scheduler.runner``) applies it through the ports.
+Who calls it: the session fills it; the runner (``scheduler.engine.runner``) applies it through the ports.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hetsched.api.objects import Condition
-from hetsched.scheduler.framework import Status
+from hetsched.scheduler.contract.status import Status
 
 
 @dataclass(frozen=True, slots=True)

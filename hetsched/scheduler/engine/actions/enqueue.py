@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.scheduler.actions.ordering import jobs_by_queue
-from hetsched.scheduler.decisions import PodGroupUpdate
-from hetsched.scheduler.framework import Code, Status
-from hetsched.scheduler.reasons import Reason, ReasonCode, queue_state_reason
-from hetsched.scheduler.session import Session
+from hetsched.scheduler.contract.decisions import PodGroupUpdate
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode, queue_state_reason
+from hetsched.scheduler.contract.status import Code, Status
+from hetsched.scheduler.engine.actions.ordering import jobs_by_queue
+from hetsched.scheduler.engine.session import Session
 
 NAME = "enqueue"
 

@@ -1,10 +1,10 @@
 """One scheduling cycle: a snapshot, the configured plugins and the statements that change it.
 
 Who calls it: the runner opens a session per cycle, runs the configured actions on it and closes it to
-get the :class:`~hetsched.scheduler.decisions.Decisions`. Actions call the combined extension points here
+get the :class:`~hetsched.scheduler.contract.decisions.Decisions`. Actions call the combined extension points here
 (``job_ready``, ``allocatable``, ``score`` …); plugins are built fresh for every session.
 
-The combination rules are documented in ``scheduler.framework``.
+The combination rules are documented in ``scheduler.contract.framework``.
 """
 
 from __future__ import annotations
@@ -17,17 +17,13 @@ import numpy as np
 
 from hetsched.api.objects import Condition
 from hetsched.ports import Stopwatch
-from hetsched.scheduler.conf import SchedulerConf
-from hetsched.scheduler.decisions import Decisions, PodGroupUpdate
-from hetsched.scheduler.framework import (
+from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
+from hetsched.scheduler.contract.decisions import Decisions, PodGroupUpdate
+from hetsched.scheduler.contract.framework import (
     Allocatable,
     Arguments,
-    BoolArray,
-    Code,
     Evictable,
-    FloatArray,
     HyperNodeOrder,
-    IntArray,
     JobEnqueue,
     JobOrder,
     JobPipelined,
@@ -41,14 +37,14 @@ from hetsched.scheduler.framework import (
     Plugin,
     QueueOrder,
     Reclaimable,
-    Status,
     TaskOrder,
     declared_points,
 )
-from hetsched.scheduler.plugins.registry import plugin_class
-from hetsched.scheduler.podtopology import PodTopology
-from hetsched.scheduler.reasons import Reason, render
-from hetsched.scheduler.snapshot import JobInfo, QueueInfo, RunningPod, Snapshot, TaskGroup
+from hetsched.scheduler.contract.podtopology import PodTopology
+from hetsched.scheduler.contract.reasons import Reason, render
+from hetsched.scheduler.contract.snapshot import JobInfo, QueueInfo, RunningPod, Snapshot, TaskGroup
+from hetsched.scheduler.contract.status import Code, Status
+from hetsched.scheduler.engine.conf import SchedulerConf
 
 
 class PluginSessionError(Exception):
@@ -74,10 +70,10 @@ class Session:
         """Placed pods per topology domain, for pod (anti-)affinity and spread (``predicates``, ``nodeorder``)."""
         self.node_mask: BoolArray | None = None
         """While a gang with a network-topology bound is placed: the nodes of the HyperNode it is tried in
-        (``scheduler.placement``); None: every node."""
+        (``scheduler.engine.placement``); None: every node."""
         self.handling: str | None = None
         """The job an action is working on (its key), None between jobs: when something raises, the runner
-        sets this job aside and runs the cycle again without it (``scheduler.runner``)."""
+        sets this job aside and runs the cycle again without it (``scheduler.engine.runner``)."""
         self.halted = halted
         """Why nothing is scheduled in this session (a guarding plugin cannot open), or None."""
         held = dict(set_aside or {})
@@ -94,7 +90,7 @@ class Session:
         enabled: dict[type, list[Plugin]] = {}
         for tier in conf.tiers if halted is None else ():
             for option in tier.plugins:
-                cls = plugin_class(option.name)
+                cls = conf.plugin_class(option.name)
                 if cls.NAME in without:  # set aside: it raised opening or closing an earlier session
                     continue
                 plugin = cls(Arguments(option.name, option.arguments))
@@ -137,7 +133,7 @@ class Session:
             started = watch() if watch is not None else 0.0
             try:
                 call(plugin)
-            except Exception as exc:  # the runner sets this plugin aside (``scheduler.runner``)
+            except Exception as exc:  # the runner sets this plugin aside (``scheduler.engine.runner``)
                 raise PluginSessionError(plugin, point, exc) from exc
             if watch is not None:
                 key = (plugin.NAME, point)
@@ -314,6 +310,19 @@ class Session:
             if new_phase is not None or conditions is not None:
                 self.decisions.podgroups[job.key] = PodGroupUpdate(new_phase, conditions)
         return self.decisions
+
+    # ------------------------------------------------------------------------------ the plugins' view
+
+    @property
+    def action_names(self) -> list[str]:
+        return self.conf.action_names
+
+    def unschedulable(self, job: str) -> Status | None:
+        return self.decisions.unschedulable.get(job)
+
+    def set_conditions(self, job: str, conditions: list[Condition]) -> None:
+        previous = self.decisions.podgroups.get(job)
+        self.decisions.podgroups[job] = PodGroupUpdate(previous.phase if previous else None, conditions)
 
     def condition(self, type_: str, reason: str, message: str) -> Condition:
         return Condition(type=type_, status="True", reason=reason, message=message, lastTransitionTime=self.now)

@@ -2,7 +2,7 @@
 
 Who calls it: ``hetsched explain`` (and its kubectl plugin) and ``hetsched doctor``'s stuck-gang check. It
 opens a read-only session on a snapshot — the same plugins and predicates as the scheduling cycle — and
-never changes anything. Reasons are data (``scheduler.reasons``): the hints below are chosen by reason
+never changes anything. Reasons are data (``scheduler.contract.reasons``): the hints below are chosen by reason
 code, never by matching text.
 
 Node reasons are counted like kube-scheduler's ``0/120 nodes are available`` message, one reason per node
@@ -20,15 +20,16 @@ import numpy as np
 
 from hetsched.api.quantity import format_quantity
 from hetsched.devices.catalog import PolicySettings
-from hetsched.scheduler.chips import ChipAccounts
-from hetsched.scheduler.conf import SchedulerConf
-from hetsched.scheduler.framework import Arguments, FloatArray
-from hetsched.scheduler.network_fragmentation import TierFree, by_tier, servers_needed
-from hetsched.scheduler.placement import capacity, shortages, static_failures, tier_bound
+from hetsched.scheduler.contract.arrays import FloatArray
+from hetsched.scheduler.contract.chips import ChipAccounts
+from hetsched.scheduler.contract.framework import Arguments
+from hetsched.scheduler.contract.network_fragmentation import TierFree, by_tier, servers_needed
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode, queue_state_reason, render, without_gang_prefix
+from hetsched.scheduler.contract.snapshot import JobInfo, QueueInfo, Snapshot, TaskGroup
+from hetsched.scheduler.engine.conf import SchedulerConf
+from hetsched.scheduler.engine.placement import capacity, shortages, static_failures, tier_bound
+from hetsched.scheduler.engine.session import PluginSessionError, Session
 from hetsched.scheduler.plugins import devicetopology
-from hetsched.scheduler.reasons import Reason, ReasonCode, queue_state_reason, render, without_gang_prefix
-from hetsched.scheduler.session import PluginSessionError, Session
-from hetsched.scheduler.snapshot import JobInfo, QueueInfo, Snapshot, TaskGroup
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Who calls it: every plugin subclasses :class:`Plugin` and the protocols of the points it takes part in;
 the plugin registry (``scheduler.plugins.registry``) checks each class with :func:`check_plugin` when it is
-registered or loaded from the ``hetsched.plugins`` entry-point group; the session (``scheduler.session``)
+registered or loaded from the ``hetsched.plugins`` entry-point group; the session (``scheduler.engine.session``)
 asks each enabled plugin at the points it declares and combines the answers across tiers with Volcano's
 rules. The points, their switches and their combination rules are :data:`EXTENSION_POINTS` (docs/scheduler.md
 lists them from there; a test compares the two):
@@ -15,66 +15,30 @@ lists them from there; a test compares the two):
   queue overused;
 - ``NodeScore`` and ``HyperNodeOrder``: sum (each plugin applies its own weight).
 
-Reasons are data (``scheduler.reasons``): a :class:`Status` carries :class:`~hetsched.scheduler.reasons.Reason`
-values, and node filters return them with their masks; text is rendered in one place.
+Reasons are data (``contract.reasons``): a :class:`~hetsched.scheduler.contract.status.Status` carries
+:class:`~hetsched.scheduler.contract.reasons.Reason` values, and node filters return them with their masks;
+text is rendered in one place. A plugin sees the session only as a
+:class:`~hetsched.scheduler.contract.view.SessionView`.
 
 Invariant for ``NodeScore``: a node's score may depend only on that node's state and the task, never on
 other nodes. The allocate action relies on it to place a whole group of identical pods from one
-vectorised evaluation (see ``scheduler.placement``).
+vectorised evaluation (see ``scheduler.engine.placement``).
 """
 
 from __future__ import annotations
 
 import difflib
-import enum
 import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
-import numpy as np
-import numpy.typing as npt
-
-from hetsched.scheduler.reasons import Reason
-
-if TYPE_CHECKING:
-    from hetsched.scheduler.session import Session
-    from hetsched.scheduler.snapshot import JobInfo, QueueInfo, RunningPod, TaskGroup
-
-BoolArray = npt.NDArray[np.bool_]
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-
-
-class Code(enum.Enum):
-    """Outcome of a scheduling step (the Kubernetes framework's codes)."""
-
-    SUCCESS = "Success"
-    UNSCHEDULABLE = "Unschedulable"
-    """Not now, maybe later: resources may free up or be preempted."""
-    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
-    """No node can ever take it as things stand (selector, affinity, taints, an impossible request)."""
-    WAIT = "Wait"
-    """Pipelined: waiting for resources that are being released."""
-
-
-@dataclass(frozen=True)
-class Status:
-    """A result value: a code, the reasons (data; see ``scheduler.reasons``) and the plugin or action that
-    produced it."""
-
-    code: Code
-    reasons: tuple[Reason, ...] = ()
-    plugin: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.code is Code.SUCCESS
-
-    @property
-    def message(self) -> str:
-        return "; ".join(map(str, self.reasons))
+from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
+from hetsched.scheduler.contract.reasons import Reason
+from hetsched.scheduler.contract.snapshot import JobInfo, QueueInfo, RunningPod, TaskGroup
+from hetsched.scheduler.contract.status import Status
+from hetsched.scheduler.contract.view import SessionView
 
 
 @dataclass
@@ -137,10 +101,10 @@ class Plugin:
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
 
-    def on_session_open(self, session: Session) -> None:
+    def on_session_open(self, session: SessionView) -> None:
         """Compute per-cycle state (shares, deserved resources) from the snapshot."""
 
-    def on_session_close(self, session: Session) -> None:
+    def on_session_close(self, session: SessionView) -> None:
         """Contribute status (e.g. PodGroup conditions) to the session's decisions. A plugin that kept the
         session (or anything of its snapshot) at open lets go of it here: the session holds its plugins, and
         the cycle would keep a snapshot's arrays — megabytes at 10,000 nodes — alive until the cyclic
@@ -238,7 +202,7 @@ class Reclaimable(Protocol):
 
 
 class NodeFilter(Protocol):
-    def node_filter(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+    def node_filter(self, session: SessionView, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         """Static predicates: ``(reason, failing-nodes mask)`` pairs over all snapshot nodes.
 
         Failures here are unresolvable (freeing resources would not help). Evaluated once per distinct
@@ -249,27 +213,27 @@ class NodeFilter(Protocol):
 
 
 class NodeCapacity(Protocol):
-    def node_capacity(self, session: Session, group: TaskGroup) -> IntArray | None:
+    def node_capacity(self, session: SessionView, group: TaskGroup) -> IntArray | None:
         """How many pods of ``group`` each node can take by this plugin's own rules (e.g. which chip sets
         are still free and legal), on top of resource fit; None: no limit for this group. Unlike
         ``node_filter`` it is asked again after every placement (it may depend on them)."""
         ...
 
-    def node_capacity_reasons(self, session: Session, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
+    def node_capacity_reasons(self, session: SessionView, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
         """Why ``node_capacity`` rules nodes out, as (reason, nodes) pairs, for ``explain``; [] leaves the
         blocked nodes to the device-topology explanation (fragmentation, unhealthy chips)."""
         ...
 
 
 class NodeScore(Protocol):
-    def node_score(self, session: Session, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+    def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         """Weighted score of putting one more pod of ``group`` on each ``nodes[i]`` that already holds
         ``placed[i]`` pods of the group from this placement (node-local: see the module docstring)."""
         ...
 
 
 class HyperNodeOrder(Protocol):
-    def hypernode_score(self, session: Session, job: JobInfo, tier: int, domains: IntArray) -> FloatArray:
+    def hypernode_score(self, session: SessionView, job: JobInfo, tier: int, domains: IntArray) -> FloatArray:
         """Weighted score of each HyperNode ``domains[i]`` (ids at ``tier``: ``snapshot.NetworkArrays``) as
         the one to hold ``job``'s gang; placement tries the highest first, ties to the lowest id."""
         ...
@@ -323,6 +287,21 @@ EXTENSION_POINTS: dict[str, ExtensionPoint] = {point.name: point for point in (
 """Extension point name → its definition, in the order the session documents them."""
 
 
+class PluginRegistry(Protocol):
+    """Plugin name → class, as the caller hands it to the engine (kube-scheduler's ``NewFramework(registry)``):
+    the engine resolves a configuration's plugins through it and imports no plugin itself
+    (``scheduler.plugins.registry`` is the in-tree one, with the entry points)."""
+
+    def resolve(self, name: str) -> type[Plugin]:
+        """The class registered as ``name``; KeyError when there is none, ValueError (naming the plugin)
+        when one of that name cannot be used."""
+        ...
+
+    def available(self) -> list[str]:
+        """Every name :meth:`resolve` knows."""
+        ...
+
+
 class PluginContractError(TypeError):
     """A plugin class does not keep the contract; the message names the plugin and the method."""
 
@@ -344,7 +323,7 @@ def check_plugin(cls: object, origin: str = "") -> None:
     method than those and the hooks."""
     where = f" ({origin})" if origin else ""
     if not (isinstance(cls, type) and issubclass(cls, Plugin)):
-        raise PluginContractError(f"{cls!r}{where} is not a subclass of hetsched.scheduler.framework.Plugin")
+        raise PluginContractError(f"{cls!r}{where} is not a subclass of hetsched.scheduler.contract.framework.Plugin")
     label = f"plugin {cls.NAME or cls.__qualname__}{where}"
     if not cls.NAME or not _NAME.fullmatch(cls.NAME):
         raise PluginContractError(f"{label}: NAME must be a non-empty name of letters, digits, '-', '_' or '.'")
@@ -398,10 +377,29 @@ def _public_methods(cls: type) -> list[str]:
     return names
 
 
+OLD_SESSION = ("a plugin sees the session as hetsched.scheduler.contract.SessionView since contract version 1 "
+               "(snapshot, nodes, now, action_names, pod_topology, bind_annotations, unschedulable(), "
+               "set_conditions(), condition()): docs/plugins.md")
+
+
+def _check_session_type(label: str, method: str, function: object) -> None:
+    """A ``session`` parameter annotated with the engine's ``Session`` is a plugin written before contract
+    version 1: it would reach into the engine, so it is refused, saying what to use instead."""
+    try:
+        hints = inspect.get_annotations(function)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return
+    hint = hints.get("session")
+    name = hint if isinstance(hint, str) else getattr(hint, "__name__", "")
+    if isinstance(name, str) and name.replace(" ", "").split("|")[0].rsplit(".", 1)[-1] == "Session":
+        raise PluginContractError(f"{label}: {method}() takes the engine's Session; {OLD_SESSION}")
+
+
 def _check_signature(label: str, method: str, implementation: object, expected: object) -> None:
     function = getattr(implementation, "__func__", implementation)
     if isinstance(implementation, (staticmethod, classmethod)) or not callable(function):
         raise PluginContractError(f"{label}: {method} must be a plain method")
+    _check_session_type(label, method, function)
     want = [p.name for p in inspect.signature(expected).parameters.values()][1:]  # type: ignore[arg-type]
     params = list(inspect.signature(function).parameters.values())[1:]
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
