@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from hetsched.api.objects import AnyObject, Condition
 
@@ -85,9 +85,30 @@ class ObjectStore(Protocol):
     def delete(self, kind: str, key: str) -> AnyObject: ...
 
 
+class BindRequest(NamedTuple):
+    """One pod to bind: its key, the node, and the annotations that travel with the binding."""
+
+    pod: str
+    node: str
+    annotations: Mapping[str, str] | None = None
+
+
+class Failure(NamedTuple):
+    """A bind or an eviction that did not happen: the pod's key and why."""
+
+    pod: str
+    error: str
+
+
 class Binder(Protocol):
     def bind(self, pod_key: str, node: str, annotations: Mapping[str, str] | None = None) -> None:
         """Bind a pending pod to a node (the Binding subresource); annotations travel with it."""
+        ...
+
+    def bind_all(self, binds: Sequence[BindRequest]) -> list[Failure]:
+        """Bind every pod of a cycle — one after the other on the embedded cluster, concurrently within a QPS
+        budget against an API server — and say which did not bind (the pod vanished, or was bound
+        elsewhere: ``Conflict``/``NotFound``); each node's pods with chips bind in the order given."""
         ...
 
 

@@ -52,6 +52,16 @@ tiers:
     arguments: {binpack.weight: 0.2}
 """)
     assert conf.tiers[1].plugins[-1].arguments == {"binpack.weight": 0.2}
+    # Volcano's gang and drf take part in preemption; hetsched's do not: turning it off does nothing here,
+    # which is accepted and said, never silently ignored
+    assert conf.notes == [
+        "<scheduler.conf>: tiers[0].plugins[1].enablePreemptable: plugin gang has no Evictable point, so the switch "
+        "does nothing (its switches: enableJobOrder, enableJobPipelined, enableJobReady, enableJobStarving, "
+        "enableJobValid); turning it off is accepted, as Volcano's own configurations do for its plugin of this name",
+        "<scheduler.conf>: tiers[1].plugins[1].enablePreemptable: plugin drf has no Evictable point, so the switch "
+        "does nothing (its switches: enableJobOrder); turning it off is accepted, as Volcano's own configurations "
+        "do for its plugin of this name"]
+    assert default_conf().notes == []
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -67,6 +77,9 @@ tiers:
     ("actions: allocate\ntiers: [{plugins: [{name: nodeorder, arguments: {leastrequested.wieght: 1}}]}]",
      "unknown argument 'leastrequested.wieght'"),
     ("actions: allocate\ntiers: []", "tiers"),
+    ("actions: allocate\ntiers: [{plugins: [{name: binpack, enableJobReady: true}]}]",  # issue 30: never ignored
+     "tiers[0].plugins[0].enableJobReady: plugin binpack has no JobReady point, so the switch does nothing "
+     "(its switches: enableNodeOrder)"),
     ("actions: [", "malformed YAML"),
 ])
 def test_bad_configuration_names_the_key(text: str, message: str) -> None:
@@ -84,3 +97,18 @@ def test_disabled_extension_point_is_skipped() -> None:
     h = harness([node("n1", cpu="1"), *gang("g", 2, cpu="1")], conf)
     h.cycle()
     assert len(h.bindings()) == 1  # without the gang's readiness gate, the pod that fits is bound alone
+
+
+def test_simulate_warns_of_a_switch_that_does_nothing(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from hetsched.cli.main import app
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "scenarios"
+    conf = tmp_path / "volcano.conf"
+    off = "  - name: gang\n    enablePreemptable: false\n"
+    conf.write_text(VOLCANO_DEFAULT_CONF_YAML.replace("  - name: gang\n", off))
+    result = CliRunner().invoke(app, ["simulate", "-q", "--cluster", str(examples / "ascend-4.yaml"),
+                                      str(examples / "two-queues.yaml"), "--scheduler-conf", str(conf), "--until", "5"])
+    assert result.exit_code in (0, 3), result.output
+    assert "warning: " in result.output and "enablePreemptable: plugin gang has no Evictable point" in result.output

@@ -75,6 +75,24 @@ def test_bind_sets_node_and_refuses_a_second_bind() -> None:
         cluster.bind("default/q", "missing")
 
 
+def test_bind_all_binds_the_rest_and_names_each_failure() -> None:
+    """The binder port's ``bind_all`` (issue 30: the runner calls it on every binder): a pod bound already
+    and a pod that is gone fail with their keys and why; the others bind, in order."""
+    from hetsched.ports import BindRequest, Failure
+
+    cluster = MemoryCluster(SimClock())
+    cluster.create(node("n1"))
+    for name in ("a", "b", "c"):
+        cluster.create(pod(name))
+    cluster.bind("default/b", "n1")
+    failures = cluster.bind_all([BindRequest("default/a", "n1", {"x": "1"}), BindRequest("default/b", "n1"),
+                                 BindRequest("default/gone", "n1"), BindRequest("default/c", "n1")])
+    assert [f.pod for f in failures] == ["default/b", "default/gone"] and all(isinstance(f, Failure) for f in failures)
+    assert "already bound to n1" in failures[0].error
+    assert {p.metadata.name: p.spec.nodeName for p in cluster.list("Pod") if isinstance(p, Pod)} == {
+        "a": "n1", "b": "n1", "c": "n1"}
+
+
 def test_evict_deletes_and_records_an_event() -> None:
     cluster = MemoryCluster(SimClock())
     cluster.create(pod("p"))

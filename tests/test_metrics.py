@@ -117,7 +117,8 @@ def test_scheduler_numbers_chips_queues_and_reasons() -> None:
     assert value(found, "hetsched_queue_allocated", queue="default", resource="huawei.com/Ascend910",
                  unit="chip") == 4
     assert value(found, "hetsched_queue_allocated", queue="default", resource="cpu", unit="core") == 3
-    assert value(found, "hetsched_pending_pods", queue="default") >= 0
+    assert value(found, "hetsched_pending_pods", queue="default") == 1  # the 16-chip pod, which never fits
+    assert value(found, "hetsched_pending_pods", queue="research") == 0
     # the fragmentation ratio is a share of free chips
     for _, _, number in found["hetsched_node_chip_fragmentation_ratio"][1]:
         assert 0.0 <= number <= 1.0

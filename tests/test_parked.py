@@ -79,3 +79,26 @@ def test_gangs_placed_by_other_pods_are_never_parked(tried: list[str]) -> None:
     for _ in range(3):
         h.cycle()
     assert tried.count("default/wait") == 3
+
+
+def test_a_parked_gang_is_tried_again_after_five_minutes_whatever_happened(tried: list[str]) -> None:
+    """Issue 30: should an event that frees room ever go unrecognised, a parked gang would wait forever. As
+    kube-scheduler flushes its unschedulable queue, a gang parked for 300 s (the injected clock) is tried
+    again with no event at all; still without room, it is parked again, for another 300 s."""
+    from hetsched.scheduler.cache.parked import MAX_PARKED
+
+    h = harness(blocked())
+    h.cycle()
+    assert tried == ["default/wait"]
+    h.clock.advance_to(MAX_PARKED - 1)
+    h.cycle()
+    assert tried == ["default/wait"]  # not yet
+    h.clock.advance_to(MAX_PARKED)
+    h.cycle()
+    assert tried == ["default/wait"] * 2  # five minutes parked: tried again, with nothing changed
+    h.clock.advance_to(2 * MAX_PARKED - 1)
+    h.cycle()
+    assert tried == ["default/wait"] * 2  # parked again from its retry
+    h.clock.advance_to(2 * MAX_PARKED)
+    h.cycle()
+    assert tried == ["default/wait"] * 3

@@ -30,6 +30,7 @@ import yaml
 
 from hetsched.benchmark.apiserver import KUBE_SCHEDULER, ApiServer, missing, real_apiserver, stop_process
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster
+from hetsched.ports import BindRequest
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
@@ -137,9 +138,9 @@ def _raw(api: ApiServer, client: KubeClient, nodes: int, pods: int, qps: float, 
 def raw_bind(url: str, token: str, ca: str, nodes: int, pods: int, qps: float, burst: int, workers: int) -> None:
     """Bind pods ``raw/p000000…`` round-robin to ``node-00000…`` (the raw binder's process)."""
     cluster = KubeCluster(KubeClient.from_token(url, token, ca_file=ca), qps=qps, burst=burst, bind_workers=workers)
-    failures = cluster.bind_all([(f"raw/p{i:06d}", f"node-{i % nodes:05d}", None) for i in range(pods)])
+    failures = cluster.bind_all([BindRequest(f"raw/p{i:06d}", f"node-{i % nodes:05d}") for i in range(pods)])
     if failures:
-        raise SystemExit(f"{len(failures)} binds failed, first: {failures[0][1]}")
+        raise SystemExit(f"{len(failures)} binds failed, first: {failures[0].pod}: {failures[0].error}")
 
 
 def _kube_scheduler(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: int, directory: Path) -> float:

@@ -97,7 +97,12 @@ def validate(files: Annotated[list[Path], typer.Argument(help="YAML manifests (m
 
 
 def _conf(path: Path | None) -> SchedulerConf | None:
-    return load_conf(path) if path is not None else None
+    if path is None:
+        return None
+    conf = load_conf(path)
+    for note in conf.notes:  # switches that do nothing here: said, never silently ignored
+        say(errors, "warning", note)
+    return conf
 
 
 def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None, period: float,
@@ -194,7 +199,7 @@ def print_summary(results: Results) -> None:
             shares.add_row(name, f"{data['meanAllocated']:.1%}", f"{data['meanDeserved']:.1%}")
         console.print(shares)
         if summary["fairnessIndex"] is not None:
-            console.print(f"fairness (Jain's index of allocated/deserved over queues, mean over cycles): "
+            console.print(f"fairness (Jain's index of allocated/deserved over queues, time-weighted mean): "
                           f"{summary['fairnessIndex']:.3f}")
     if results.faults:
         faults = _titled("Faults")

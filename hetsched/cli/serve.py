@@ -262,6 +262,8 @@ def scheduler(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     client = _client(kubeconfig, server, token_file, ca_file, insecure)
     conf = load_conf(scheduler_conf) if scheduler_conf else default_conf()
+    for note in conf.notes:
+        logging.getLogger("hetsched.scheduler").warning("%s", note)
     policy = _priority_policy(priority_class)
     metrics = SchedulerMetrics(settings=settings_of(conf))
     serve_metrics(metrics.registry, metrics_address)
@@ -281,7 +283,8 @@ def scheduler(
         cluster.pump()
         result = engine.run_once()
         if result.failed_binds:
-            log.warning("%d bind(s) failed, first: %s", len(result.failed_binds), result.failed_binds[0])
+            first = result.failed_binds[0]
+            log.warning("%d bind(s) failed, first: %s: %s", len(result.failed_binds), first.pod, first.error)
 
     _run("scheduler", client, make, setup, step, period, leader_elect, lease_namespace, lease_duration,
          renew_deadline, retry_period, identity, metrics.registry)

@@ -54,7 +54,7 @@ from hetsched.api.manifest import parse_document
 from hetsched.api.objects import KINDS, TIME_KEYS, AnyObject, Condition, object_key
 from hetsched.cluster.backoff import Backoff
 from hetsched.devices.inventory import POD_ANNOTATION, PREDICATE_TIME
-from hetsched.ports import Conflict, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
+from hetsched.ports import BindRequest, Conflict, Failure, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
 
 log = logging.getLogger("hetsched.kubernetes")
 _MODELS = {kind: model for (_, kind), model in KINDS.items()}
@@ -718,7 +718,7 @@ class KubeCluster:
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         self._write("POST", RESOURCES["Pod"].path(namespace, name, "binding"), body=body)
 
-    def bind_all(self, binds: Sequence[tuple[str, str, Mapping[str, str] | None]]) -> Sequence[tuple[str, Exception]]:
+    def bind_all(self, binds: Sequence[BindRequest]) -> builtins.list[Failure]:
         """Bind many pods within the QPS budget from ``bind_workers`` threads; each node's pods with chips
         one after the other in the order given (other pods all in parallel); returns the failures.
 
@@ -727,10 +727,10 @@ class KubeCluster:
         can tell which pod an ``Allocate`` is for (the kubelet API does not say): the first unadmitted one by
         that stamp."""
         by_node: dict[str, builtins.list[tuple[str, Mapping[str, str] | None]]] = {}
-        for pod, node, handoff in binds:
+        for pod, node, handoff in binds:  # a BindRequest, or any (pod, node, annotations) triple
             chain = node if handoff and POD_ANNOTATION in handoff else f"{node}\0{pod}"  # no chips: no order
             by_node.setdefault(chain, []).append((pod, handoff))
-        failures: builtins.list[tuple[str, Exception]] = []
+        failures: builtins.list[Failure] = []
         lock = threading.Lock()
 
         def bind_node(chain: str, pods: builtins.list[tuple[str, Mapping[str, str] | None]]) -> None:
@@ -740,7 +740,7 @@ class KubeCluster:
                     self.bind(pod, node, handoff)
                 except Exception as exc:  # this pod stays unbound; the node's next pods still go
                     with lock:
-                        failures.append((pod, exc))
+                        failures.append(Failure(pod, str(exc)))
 
         with futures.ThreadPoolExecutor(max_workers=self.bind_workers) as pool:
             list(pool.map(lambda item: bind_node(*item), by_node.items()))

@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import builtins
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,17 @@ from hetsched.api.objects import (
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import PriorityPolicy
 from hetsched.api.validation import first_problem
-from hetsched.ports import Clock, Conflict, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
+from hetsched.ports import (
+    BindRequest,
+    Clock,
+    Conflict,
+    Failure,
+    Invalid,
+    NotFound,
+    TooManyRequests,
+    WatchEvent,
+    WatchHandler,
+)
 
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """Kubernetes' ``utilrand.String`` alphabet."""
@@ -268,6 +279,16 @@ class MemoryCluster:
             "spec": pod.spec.model_copy(update={"nodeName": node}),  # type: ignore[union-attr]
             "status": status,
         }))
+
+    def bind_all(self, binds: Sequence[BindRequest]) -> builtins.list[Failure]:
+        """Each bind in order; a pod gone or bound elsewhere is a failure, and the others still bind."""
+        failures: builtins.list[Failure] = []
+        for request in binds:
+            try:
+                self.bind(request.pod, request.node, request.annotations)
+            except (Conflict, NotFound) as exc:
+                failures.append(Failure(request.pod, str(exc)))
+        return failures
 
     def evict(self, pod_key: str, reason: str) -> None:
         """The Eviction API: refused (TooManyRequests) when a PodDisruptionBudget does not allow it now."""

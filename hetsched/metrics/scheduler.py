@@ -121,7 +121,7 @@ class SchedulerMetrics:
         for (plugin, point), seconds in timings.plugins.items():
             self.plugin.labels(plugin, point).observe(seconds)
         snapshot, decisions = result.snapshot, result.decisions
-        failed = {entry.split(":", 1)[0] for entry in result.failed_binds}
+        failed = {failure.pod for failure in result.failed_binds}
         scheduled: dict[tuple[str, str], int] = {}
         latencies: dict[str, list[float]] = {}
         kind_of = self._kind_of

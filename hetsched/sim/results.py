@@ -333,6 +333,19 @@ def dominant_share(amounts: FloatArray, total: FloatArray) -> float:
     return float((amounts[mask] / total[mask]).max(initial=0.0))
 
 
+def time_weighted(samples: list[tuple[float, float]], end: float) -> float | None:
+    """The mean of a value sampled at cycles ``(time, value)``, each sample holding until the next (the last
+    until ``end``): a state that lasts an hour counts for an hour, not for the cycles that happened to run
+    in it. None without samples; the plain mean when no time passed."""
+    if not samples:
+        return None
+    times = np.asarray([t for t, _ in samples] + [max(end, samples[-1][0])], dtype=np.float64)
+    values = np.asarray([v for _, v in samples], dtype=np.float64)
+    spans = np.diff(times)
+    total = float(spans.sum())
+    return float(values.mean()) if total <= 0 else float(np.dot(values, spans) / total)
+
+
 def jain(values: list[float]) -> float:
     """Jain's fairness index: 1 when all values are equal, 1/n when one holds everything."""
     if not values or not any(values):
@@ -435,7 +448,7 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
         "lostChipSecondsByAction": {a: round(v, 3) for a, v in sorted(lost_by_action.items())},
         "byReason": dict(Counter(e["reason"] for e in recorder.evictions).most_common(MAX_REASONS)),
     }
-    fairness = float(np.mean([f for _, f in recorder.fairness])) if recorder.fairness else None
+    fairness = time_weighted(recorder.fairness, end_time)
     summary = {
         "jobs": len(jobs),
         "phases": dict(sorted(Counter(j["phase"] for j in jobs).items())),

@@ -21,6 +21,9 @@ Rules (the invariant is that a parked job would fail again, the same way, if tri
   PodGroup status written by the scheduler releases nothing.
 - While parked, ``allocate`` does not try the job and reports its last status again, so its condition and
   ``explain`` stay as they were. Preemption and reclaim still see it.
+- A job parked for ``MAX_PARKED`` seconds (the runner's injected clock) is tried again whatever happened, as
+  kube-scheduler flushes its unschedulable queue after five minutes: should an event that frees room ever go
+  unrecognised, a job waits five minutes longer than it had to, never forever.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
 Parked = tuple[Status, "int | None"]
 """The status a job was parked with, and ``JobInfo.short`` then (its condition says how many pods were
 missing, which a cycle that does not try the job cannot know)."""
+MAX_PARKED = 300.0
+"""Seconds a job stays parked at most (kube-scheduler's ``podMaxInUnschedulablePodsDuration``)."""
 ROOM = frozenset({ReasonCode.NODES_UNAVAILABLE, ReasonCode.NO_HYPERNODE_ROOM, ReasonCode.SUBGROUP_NO_ROOM,
                   ReasonCode.HYPERNODE_SPLIT})
 """Failures that only more room (or a changed cluster or job) can cure."""
@@ -49,24 +54,34 @@ class ParkedJobs:
         """PodGroup key → the status it was parked with, and how many pods its gang was short."""
         self.moved: set[str] = set()
         """Keys whose pods or PodGroup spec changed since the last snapshot."""
+        self.since: dict[str, float] = {}
+        """PodGroup key → when it was parked (the runner's clock)."""
 
     def freed(self) -> None:
         """Something may have made room: every parked job is tried again."""
         self.room += 1
         self.jobs.clear()
+        self.since.clear()
 
     def touched(self, key: str) -> None:
         """The job's own pods or spec changed: it is tried again."""
         self.moved.add(key)
         self.jobs.pop(key, None)
+        self.since.pop(key, None)
+
+    def expire(self, now: float) -> None:
+        """Release the jobs parked for ``MAX_PARKED`` seconds or longer (the runner calls it before each cycle)."""
+        for key in [k for k, at in self.since.items() if now - at >= MAX_PARKED]:
+            self.jobs.pop(key, None)
+            del self.since[key]
 
     def for_snapshot(self) -> dict[str, Parked]:
         self.moved.clear()
         return dict(self.jobs)
 
-    def park(self, snapshot: Snapshot, unschedulable: dict[str, Status]) -> None:
-        """After the cycle on ``snapshot``: park the jobs ``allocate`` found no room for, unless room may have
-        been freed, or the job changed, since the snapshot was taken."""
+    def park(self, snapshot: Snapshot, unschedulable: dict[str, Status], now: float) -> None:
+        """After the cycle on ``snapshot`` (at ``now``): park the jobs ``allocate`` found no room for, unless
+        room may have been freed, or the job changed, since the snapshot was taken."""
         if snapshot.room != self.room:
             return
         active = snapshot.active
@@ -81,3 +96,4 @@ class ParkedJobs:
             if job is None or any(group.spec.pod_topology for group in job.groups):
                 continue
             self.jobs[key] = (status, job.short)
+            self.since[key] = now

@@ -14,7 +14,10 @@ Form::
         enableNodeOrder: true
         arguments: {binpack.weight: 2, binpack.resources: huawei.com/Ascend910}
 
-Every switch is spelled ``enable<ExtensionPoint>`` (``framework.EXTENSION_POINTS``). Volcano mixes
+Every switch is spelled ``enable<ExtensionPoint>`` (``framework.EXTENSION_POINTS``), and only on a plugin that
+takes part in that point: ``true`` on one that does not is an error; ``false`` (Volcano's configurations turn
+off points their plugin of that name has, e.g. ``enablePreemptable: false`` on ``gang``) is accepted and
+said in :attr:`SchedulerConf.notes`. Volcano mixes
 ``enable…`` and ``enabled…``; here the odd spellings are rejected with the right one named, rather than
 silently ignored. Unknown plugins, actions and keys are errors. Every switch does what Volcano's does
 (``enableReclaimable: false`` on ``proportion`` turns ``reclaim`` off, ``enableJobStarving: false`` on
@@ -33,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from hetsched.api.validation import first_problem
 from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
-from hetsched.scheduler.contract.framework import EXTENSION_POINTS, Arguments, Plugin, PluginRegistry
+from hetsched.scheduler.contract.framework import EXTENSION_POINTS, Arguments, Plugin, PluginRegistry, declared_points
 
 SWITCHES = sorted({point.switch for point in EXTENSION_POINTS.values()})
 ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim")
@@ -108,6 +111,13 @@ class SchedulerConf(BaseModel):
     configurations: list[ActionConfiguration] = Field(default_factory=list)
     _classes: dict[str, type[Plugin]] = PrivateAttr(default_factory=dict)
     """Plugin name → class, resolved by :func:`parse_conf` through the caller's registry."""
+    _notes: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def notes(self) -> list[str]:
+        """What the configuration says that does nothing here, and is accepted (a switch turning off a point
+        the plugin does not take part in): the CLI prints these as warnings, the scheduler logs them."""
+        return list(self._notes)
 
     def plugin_class(self, name: str) -> type[Plugin]:
         """The class the configuration's plugin ``name`` resolved to."""
@@ -164,6 +174,19 @@ def parse_conf(text: str, source: str = "<scheduler.conf>", *, registry: PluginR
                 ) from None
             except ValueError as exc:  # an entry point that cannot be used, named by the registry
                 raise ConfError(f"{source}: tiers[{t}].plugins[{p}].name: {exc}") from None
+            switches = {point.switch for point in declared_points(cls)}
+            for key, value in sorted((option.model_extra or {}).items()):
+                if key in switches:
+                    continue
+                # a switch for a point the plugin does not take part in does nothing: never silently
+                names = " or ".join(point.name for point in EXTENSION_POINTS.values() if point.switch == key)
+                where = f"{source}: tiers[{t}].plugins[{p}].{key}"
+                said = (f"plugin {option.name} has no {names} point, so the switch does nothing (its switches: "
+                        f"{', '.join(sorted(switches)) or 'none'})")
+                if value:
+                    raise ConfError(f"{where}: {said}")
+                conf._notes.append(f"{where}: {said}; turning it off is accepted, as Volcano's own configurations "
+                                   "do for its plugin of this name")
             try:
                 cls(Arguments(option.name, option.arguments))
             except ValueError as exc:

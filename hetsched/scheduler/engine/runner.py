@@ -47,9 +47,11 @@ from hetsched.api.priority_policy import PriorityPolicy
 from hetsched.devices.inventory import HANDOFF_FOR, POD_ANNOTATION, handoff_for
 from hetsched.ports import (
     Binder,
+    BindRequest,
     Clock,
     Conflict,
     Evictor,
+    Failure,
     NotFound,
     ObjectStore,
     StatusUpdater,
@@ -119,8 +121,8 @@ class SetAside:
 class CycleResult:
     decisions: Decisions
     snapshot: Snapshot
-    failed_binds: list[str] = field(default_factory=list)
-    failed_evictions: list[str] = field(default_factory=list)
+    failed_binds: list[Failure] = field(default_factory=list)
+    failed_evictions: list[Failure] = field(default_factory=list)
     now: float = 0.0
     """The injected clock's reading at the start of the cycle."""
     timings: CycleTimings = field(default_factory=CycleTimings)
@@ -169,6 +171,7 @@ class Scheduler:
         timings = timings if timings is not None else CycleTimings()
         now = self.clock.now() if now is None else now
         halted: Reason | None = None
+        self.cache.parked.expire(now)  # a job parked for five minutes is tried again whatever happened
         for attempt in range(MAX_SET_ASIDE + 1):
             started = self._tick()
             snapshot = self.cache.snapshot()
@@ -266,34 +269,25 @@ class Scheduler:
             assert self.evictor is not None
             try:
                 self.evictor.evict(eviction.pod, f"{eviction.action}: {eviction.reason}")
-            except NotFound:
-                result.failed_evictions.append(eviction.pod)
+            except NotFound as exc:
+                result.failed_evictions.append(Failure(eviction.pod, str(exc)))
             except TooManyRequests as exc:  # a budget changed under us: its preemptor waits for next cycle
-                result.failed_evictions.append(f"{eviction.pod}: {exc}")
+                result.failed_evictions.append(Failure(eviction.pod, str(exc)))
                 stalled.add(eviction.preemptor)
         binds = [self._stamped(b) for b in decisions.binds if b.job not in stalled]
         for bind in binds:
             self.cache.assume(bind.pod, bind.node, bind.annotations)
-        bind_all = getattr(self.binder, "bind_all", None)
-        failures: list[tuple[str, Exception]] = []
-        if bind_all is not None:  # a remote binder binds concurrently, within its QPS budget
-            failures = list(bind_all([(b.pod, b.node, b.annotations) for b in binds]))
-        else:
-            for bind in binds:
-                try:
-                    self.binder.bind(bind.pod, bind.node, bind.annotations)
-                except (Conflict, NotFound) as exc:
-                    failures.append((bind.pod, exc))
-        for pod, error in failures:
-            self.cache.forget(pod)
-            result.failed_binds.append(f"{pod}: {error}")
+        failures = self.binder.bind_all([BindRequest(b.pod, b.node, b.annotations) for b in binds])
+        for failure in failures:
+            self.cache.forget(failure.pod)
+            result.failed_binds.append(failure)
         for nomination in decisions.nominations:
             with contextlib.suppress(Conflict, NotFound):
                 self.status.nominate(nomination.pod, nomination.node)
         for key, update in decisions.podgroups.items():
             if update.conditions is not None:
                 self._update_podgroup(key, None, update.conditions)
-        self.cache.parked.park(snapshot, decisions.unschedulable)
+        self.cache.parked.park(snapshot, decisions.unschedulable, now)
         self._report_mismatches()
         ended = self._tick()
         timings.apply, timings.total = ended - applying, ended - started
