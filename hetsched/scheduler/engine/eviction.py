@@ -44,7 +44,7 @@ from hetsched.api.objects import NetworkTopology
 from hetsched.scheduler.contract.arrays import IntArray
 from hetsched.scheduler.contract.decisions import Eviction
 from hetsched.scheduler.contract.snapshot import JobInfo, RunningPod
-from hetsched.scheduler.engine.placement import held_rows, place_job, tier_bound
+from hetsched.scheduler.engine.placement import Domain, held_rows, place_job, tier_bound
 from hetsched.scheduler.engine.session import Session
 
 Unit = list[RunningPod]
@@ -127,9 +127,9 @@ def within_budget(session: Session, unit: Unit) -> bool:
     return missing + len(unit) <= job.max_unavailable
 
 
-def gang_fits(session: Session, job: JobInfo) -> bool:
-    """Dry run of ``allocate``'s gang placement: would the job's gang be placed now?"""
-    return place_job(session, job, [g for g in job.groups if not g.best_effort], dry_run=True)
+def gang_fits(session: Session, job: JobInfo, domain: Domain = None) -> bool:
+    """Dry run of ``allocate``'s gang placement (within ``domain``): would the job's gang be placed now?"""
+    return place_job(session, job, [g for g in job.groups if not g.best_effort], dry_run=True, domain=domain)
 
 
 def plan(session: Session, job: JobInfo, candidates: list[RunningPod],
@@ -139,10 +139,9 @@ def plan(session: Session, job: JobInfo, candidates: list[RunningPod],
     once it is down to its deserved share). A gang with a ``hard`` network-topology bound evicts inside
     one HyperNode only (:func:`_plan_in_one_hypernode`)."""
     bound = job.podgroup.spec.networkTopology
-    if (bound is not None and bound.mode == "hard" and session.snapshot.network is not None
-            and session.node_mask is None):
+    if bound is not None and bound.mode == "hard" and session.snapshot.network is not None:
         return _plan_in_one_hypernode(session, job, bound, candidates, still_allowed)
-    return _plan(session, job, candidates, still_allowed)
+    return _plan(session, job, candidates, still_allowed, None)
 
 
 MAX_PREEMPT_DOMAINS = 16
@@ -204,11 +203,7 @@ def _plan_in_one_hypernode(session: Session, job: JobInfo, bound: NetworkTopolog
                              minlength=count)[ids]
         for chosen in ids[np.argsort(-freest, kind="stable")][:MAX_PREEMPT_DOMAINS].tolist():
             within = [p for p, d in zip(allowed, by_domain.tolist(), strict=True) if d == chosen]
-            session.node_mask = domain == chosen
-            try:
-                victims = _plan(session, job, within, still_allowed)
-            finally:
-                session.node_mask = None
+            victims = _plan(session, job, within, still_allowed, domain == chosen)
             if victims is None:
                 continue
             _release(session, victims, -1)  # put back: the next HyperNode is planned from the same state
@@ -221,9 +216,10 @@ def _plan_in_one_hypernode(session: Session, job: JobInfo, bound: NetworkTopolog
     return best[2]
 
 
-def _plan(session: Session, job: JobInfo, candidates: list[RunningPod],
-          still_allowed: Callable[[Unit], bool]) -> list[RunningPod] | None:
-    """The greedy plan of the module docstring over ``candidates``; the victims stay released."""
+def _plan(session: Session, job: JobInfo, candidates: list[RunningPod], still_allowed: Callable[[Unit], bool],
+          domain: Domain) -> list[RunningPod] | None:
+    """The greedy plan of the module docstring over ``candidates``, for the gang placed within ``domain``;
+    the victims stay released."""
     allowed = [p for p in candidates if p.preemptable and session.evictable(p)]
     counts: dict[str, int] = defaultdict(int)
     for pod in session.snapshot.running:
@@ -239,7 +235,7 @@ def _plan(session: Session, job: JobInfo, candidates: list[RunningPod],
                 chosen.remove(earlier)
         _release(session, unit, 1)
         chosen.append(unit)
-        if _enough(session, job) and gang_fits(session, job):
+        if _enough(session, job, domain) and gang_fits(session, job, domain):
             break
     else:
         for unit in reversed(chosen):
@@ -247,12 +243,12 @@ def _plan(session: Session, job: JobInfo, candidates: list[RunningPod],
         return None
     for unit in reversed(chosen[:-1]):  # drop units the gang does not need after all
         _release(session, unit, -1)
-        if gang_fits(session, job):
+        if gang_fits(session, job, domain):
             chosen.remove(unit)
         else:
             _release(session, unit, 1)
     if len(chosen) > 1:
-        chosen = _single_unit_instead(session, job, chosen, candidates=[
+        chosen = _single_unit_instead(session, job, chosen, domain, candidates=[
             u for u in units(session, allowed) if u not in chosen and still_allowed(u) and within_budget(session, u)])
     return [pod for unit in chosen for pod in unit]
 
@@ -265,7 +261,8 @@ def _cost(chosen: list[Unit]) -> tuple[int, int]:
     return max(p.priority for unit in chosen for p in unit), sum(len(unit) for unit in chosen)
 
 
-def _single_unit_instead(session: Session, job: JobInfo, chosen: list[Unit], candidates: list[Unit]) -> list[Unit]:
+def _single_unit_instead(session: Session, job: JobInfo, chosen: list[Unit], domain: Domain,
+                         candidates: list[Unit]) -> list[Unit]:
     """Greedy-by-cost can take several small units where one other unit would do (three pods on one HCCS
     ring where a single pod frees the other ring). Try single units no costlier than the current set, in
     cost order, and keep the first that suffices alone. ``chosen`` is released on entry and on return."""
@@ -276,7 +273,7 @@ def _single_unit_instead(session: Session, job: JobInfo, chosen: list[Unit], can
         for taken in chosen:
             _release(session, taken, -1)
         _release(session, unit, 1)
-        if gang_fits(session, job):
+        if gang_fits(session, job, domain):
             return [unit]
         _release(session, unit, -1)
         for taken in chosen:
@@ -296,11 +293,11 @@ def _gang_need(job: JobInfo) -> IntArray:
     return need
 
 
-def _enough(session: Session, job: JobInfo) -> bool:
+def _enough(session: Session, job: JobInfo, domain: Domain) -> bool:
     """Cheap necessary condition before a dry run: the free resources (of the HyperNode being planned, when
     there is one) cover the gang's need."""
     need = _gang_need(job)
-    usable = session.nodes.schedulable if session.node_mask is None else session.nodes.schedulable & session.node_mask
+    usable = session.nodes.schedulable if domain is None else session.nodes.schedulable & domain
     free = (session.nodes.alloc - session.nodes.used)[:, usable].sum(axis=1)
     return bool((free >= need).all())
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,10 +39,16 @@ CAPACITY_REASON = Reason.of(ReasonCode.DEVICE_TOPOLOGY)
 TOO_MANY_PODS = Reason.of(ReasonCode.TOO_MANY_PODS)
 
 
-def capacity(session: Session, group: TaskGroup, *, future: bool = False) -> IntArray:
-    """How many more pods of ``group`` each node can take now (0 where a static predicate fails), or, with
-    ``future``, once its terminating pods are gone (nodes with nothing terminating offer nothing more).
-    Device rules (``node_capacity``) apply to the chips free now in both cases."""
+Domain = BoolArray | None
+"""The nodes a placement may use: one HyperNode's, for a network-bounded gang or sub-group; None: every node.
+Passed down explicitly (never kept on the session), so what a placement may use is in its signature."""
+
+
+def capacity(session: Session, group: TaskGroup, *, future: bool = False, domain: Domain = None) -> IntArray:
+    """How many more pods of ``group`` each node of ``domain`` can take now (0 where a static predicate fails,
+    and outside the domain), or, with ``future``, once its terminating pods are gone (nodes with nothing
+    terminating offer nothing more). Device rules (``node_capacity``) apply to the chips free now in both
+    cases."""
     ok, _ = session.static_checks(group)
     nodes = session.nodes
     columns = group.columns
@@ -59,19 +67,20 @@ def capacity(session: Session, group: TaskGroup, *, future: bool = False) -> Int
     limit = session.capacity_limit(group)
     if limit is not None:
         fits = np.minimum(fits, limit, out=fits)
-    if session.node_mask is not None:
-        ok = ok & session.node_mask
+    if domain is not None:
+        ok = ok & domain
     return np.where(ok, np.maximum(fits, 0), 0)
 
 
-def place_group(session: Session, group: TaskGroup, count: int, *, future: bool = False) -> IntArray:
+def place_group(session: Session, group: TaskGroup, count: int, *, future: bool = False,
+                domain: Domain = None) -> IntArray:
     """Node rows for up to ``count`` pods of ``group``, best first; fewer when capacity runs out.
 
     Does not change the session; the caller records the result in a statement.
     """
     if count <= 0:
         return _EMPTY
-    cap = capacity(session, group, future=future)
+    cap = capacity(session, group, future=future, domain=domain)
     feasible = np.flatnonzero(cap)
     if feasible.size == 0:
         return _EMPTY
@@ -171,13 +180,32 @@ def _fail(job: JobInfo, status: Status) -> None:
         job.unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """What a placement attempt says about its job (why it failed, whether resolvable, how many pods short,
+    pipelined): a dry run puts it back as it was."""
+
+    failure: Reason | None
+    unresolvable: bool
+    short: int | None
+    pipelined: bool
+
+    @classmethod
+    def of(cls, job: JobInfo) -> _Outcome:
+        return cls(job.failure, job.unresolvable, job.short, job.pipelined)
+
+    def restore(self, job: JobInfo) -> None:
+        job.failure, job.unresolvable, job.short, job.pipelined = (self.failure, self.unresolvable, self.short,
+                                                                   self.pipelined)
+
+
 def place_job(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: bool = True,
-              dry_run: bool = False) -> bool:
-    """Allocate ``job``'s pods from ``groups`` (see :func:`_place`); a job with a ``networkTopology`` is
-    placed inside one HyperNode (:func:`_place_in_network`)."""
+              dry_run: bool = False, domain: Domain = None) -> bool:
+    """Allocate ``job``'s pods from ``groups`` within ``domain`` (see :func:`_place`); a job with a
+    ``networkTopology`` and no domain given is placed inside one HyperNode (:func:`_place_in_network`)."""
     bound = job.podgroup.spec.networkTopology
-    if bound is None or session.node_mask is not None:
-        return _place(session, job, groups, gang=gang, dry_run=dry_run)
+    if bound is None or domain is not None:
+        return _place(session, job, groups, gang=gang, dry_run=dry_run, domain=domain)
     return _place_in_network(session, job, groups, bound, gang=gang, dry_run=dry_run)
 
 
@@ -195,6 +223,12 @@ def tier_bound(network: NetworkArrays | None, bound: NetworkTopology) -> int | N
     return None
 
 
+def _unknown_tier(bound: NetworkTopology) -> Reason:
+    what = (f"tier {bound.highestTierName!r}" if bound.highestTierAllowed is None else
+            f"tier ≤ {bound.highestTierAllowed}")
+    return Reason.of(ReasonCode.NO_HYPERNODE, bound=what)
+
+
 def held_rows(session: Session, job: JobInfo) -> IntArray:
     """Node rows the job's pods already hold (bound in earlier cycles, or placed in this session)."""
     rows = [pod.node for pod in session.snapshot.running if pod.job == job.key] if job.ready else []
@@ -202,18 +236,54 @@ def held_rows(session: Session, job: JobInfo) -> IntArray:
     return np.unique(np.concatenate([np.asarray(rows, dtype=np.int64), placed]))
 
 
-def _room(session: Session, groups: list[TaskGroup], domain: IntArray, count: int) -> FloatArray:
-    """Per domain id, how many of the groups' pending pods its nodes could take now, each group counted up
-    to its pending pods (an upper bound: placing one pod may take room another group counted)."""
+def _room(session: Session, groups: list[TaskGroup], ids: IntArray, count: int, domain: Domain) -> FloatArray:
+    """Per HyperNode id (``ids``: each node row's HyperNode at one tier), how many of the groups' pending pods
+    its nodes in ``domain`` could take now, each group counted up to its pending pods (an upper bound:
+    placing one pod may take room another group counted)."""
     room = np.zeros(count, dtype=np.float64)
-    inside = domain >= 0
+    inside = ids >= 0
     for group in groups:
         if not group.pending or group.best_effort:
             continue
-        per_node = capacity(session, group)
-        per_domain = np.bincount(domain[inside], weights=per_node[inside], minlength=count)
+        per_node = capacity(session, group, domain=domain)
+        per_domain = np.bincount(ids[inside], weights=per_node[inside], minlength=count)
         room += np.minimum(per_domain, len(group.pending))
     return room
+
+
+@dataclass
+class _Search:
+    """The most pods any HyperNode tried could take (for the reason when none could take enough)."""
+
+    best: float = 0.0
+
+
+def _hypernodes(session: Session, job: JobInfo, groups: list[TaskGroup], tiers: list[int], held: IntArray,
+                needed: int, base: Domain, search: _Search) -> Iterator[BoolArray]:
+    """The HyperNodes to try for ``needed`` pods of ``groups``, as node masks (within ``base``): tier by tier,
+    lowest first; within a tier those whose free room could take them, in the ``HyperNodeOrder`` plugins'
+    order, at most :data:`MAX_DOMAIN_TRIES`. Pods already ``held`` keep the search to the HyperNode holding
+    them (a tier where they span several is skipped: a higher one must hold them)."""
+    network = session.snapshot.network
+    assert network is not None
+    for tier in tiers:
+        ids = network.domain[tier]
+        count = len(network.names[tier])
+        allowed = np.ones(count, dtype=bool)
+        if held.size:
+            holding = np.unique(ids[held])
+            if holding.size != 1 or holding[0] < 0:
+                continue
+            allowed[:] = False
+            allowed[holding[0]] = True
+        room = _room(session, groups, ids, count, base)
+        room[~allowed] = -1
+        search.best = max(search.best, float(room.max(initial=0)))
+        candidates = np.flatnonzero(room >= needed)
+        order = np.argsort(-session.hypernode_scores(job, tier, candidates), kind="stable")
+        for chosen in candidates[order][:MAX_DOMAIN_TRIES].tolist():
+            inside = ids == chosen
+            yield inside if base is None else base & inside
 
 
 def _place_in_network(session: Session, job: JobInfo, groups: list[TaskGroup], bound: NetworkTopology, *,
@@ -229,57 +299,36 @@ def _place_in_network(session: Session, job: JobInfo, groups: list[TaskGroup], b
     if network is None or (highest is None and not soft):
         if soft:
             return _place(session, job, groups, gang=gang, dry_run=dry_run)
-        what = (f"tier {bound.highestTierName!r}" if bound.highestTierAllowed is None else
-                f"tier ≤ {bound.highestTierAllowed}")
-        reason = Reason.of(ReasonCode.NO_HYPERNODE, bound=what)
         if job.failure is None and not dry_run:
-            job.failure, job.unresolvable = reason, True
+            job.failure, job.unresolvable = _unknown_tier(bound), True
         return False
     tiers = [t for t in network.tiers if highest is None or t <= highest]
     held = held_rows(session, job)
     needed = max(job.min_member - job.occupied(), 1) if gang else 1
-    best_room = 0.0
-    for tier in tiers:
-        domain = network.domain[tier]
-        count = len(network.names[tier])
-        allowed = np.ones(count, dtype=bool)
-        if held.size:
-            holding = np.unique(domain[held])
-            if holding.size != 1 or holding[0] < 0:
-                continue  # its pods span more than one HyperNode of this tier: a higher tier must hold them
-            allowed[:] = False
-            allowed[holding[0]] = True
-        room = _room(session, groups, domain, count)
-        room[~allowed] = -1
-        best_room = max(best_room, float(room.max(initial=0)))
-        candidates = np.flatnonzero(room >= needed)
-        order = np.argsort(-session.hypernode_scores(job, tier, candidates), kind="stable")
-        for chosen in candidates[order][:MAX_DOMAIN_TRIES].tolist():
-            session.node_mask = domain == chosen
-            try:
-                if not gang or _place(session, job, groups, gang=gang, dry_run=True):
-                    if dry_run:
-                        return True
-                    placed = _place(session, job, groups, gang=gang, dry_run=False)
-                    if placed:
-                        job.failure = None
-                    return placed
-            finally:
-                session.node_mask = None
+    search = _Search()
+    for inside in _hypernodes(session, job, groups, tiers, held, needed, None, search):
+        if not gang or _place(session, job, groups, gang=gang, dry_run=True, domain=inside):
+            if dry_run:
+                return True
+            placed = _place(session, job, groups, gang=gang, dry_run=False, domain=inside)
+            if placed:
+                job.failure = None
+            return placed
     if soft and not held.size:
         return _place(session, job, groups, gang=gang, dry_run=dry_run)
     if not dry_run and gang:
         top = highest if highest is not None else max(network.tiers, default=1)
-        job.failure = Reason.of(ReasonCode.NO_HYPERNODE_ROOM, tier=top, needed=needed, best=int(best_room))
+        job.failure = Reason.of(ReasonCode.NO_HYPERNODE_ROOM, tier=top, needed=needed, best=int(search.best))
         job.unresolvable = False
         job.short = needed
     return False
 
 
 def _allocate(session: Session, job: JobInfo, statement: Statement, group: TaskGroup, wanted: int, *,
-              future: bool = False, explain_failures: bool = True) -> int:
-    """Place up to ``wanted`` pods of ``group`` into ``statement`` (as many as fit and the queue allows);
-    with ``explain_failures``, a shortfall records why on the job. Returns how many were placed."""
+              future: bool = False, explain_failures: bool = True, domain: Domain = None) -> int:
+    """Place up to ``wanted`` pods of ``group`` within ``domain`` into ``statement`` (as many as fit and the
+    queue allows); with ``explain_failures``, a shortfall records why on the job. Returns how many were
+    placed."""
     if wanted <= 0:
         return 0
     queue = session.snapshot.queues[job.queue]
@@ -287,7 +336,7 @@ def _allocate(session: Session, job: JobInfo, statement: Statement, group: TaskG
     if group.spec.pod_topology:  # each pod counts for the next (affinity, spread): one at a time
         placed = 0
         for _ in range(min(wanted, allowed)):
-            one = place_group(session, group, 1, future=future)
+            one = place_group(session, group, 1, future=future, domain=domain)
             if not len(one):
                 break
             statement.allocate(group, one, pipelined=future)
@@ -296,7 +345,7 @@ def _allocate(session: Session, job: JobInfo, statement: Statement, group: TaskG
             _fail(job, explain(session, group) if placed < allowed else Status(
                 Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
         return placed
-    nodes = place_group(session, group, wanted, future=future)
+    nodes = place_group(session, group, wanted, future=future, domain=domain)
     if len(nodes) > allowed:
         # The nodes could take more, the queue may not: blame the queue (placement is greedy, so the
         # first ``allowed`` placements are exactly what placing ``allowed`` pods would give).
@@ -309,9 +358,25 @@ def _allocate(session: Session, job: JobInfo, statement: Statement, group: TaskG
     return len(nodes)
 
 
+def _fill(session: Session, job: JobInfo, statement: Statement, groups: list[TaskGroup], *, gang: bool,
+          domain: Domain) -> None:
+    """Allocate ``groups`` (in task order) into ``statement``: with ``gang``, first each task's
+    ``minTaskMember``, then up to the job's ``minMember``; without, every pending pod that fits."""
+    if not gang:
+        for group in groups:
+            _allocate(session, job, statement, group, len(group.pending), domain=domain)
+        return
+    for group in groups:
+        need = job.min_task_member.get(group.task, 0) - job.occupied_by_task(group.task)
+        _allocate(session, job, statement, group, min(need, len(group.pending)), domain=domain)
+    for group in groups:
+        _allocate(session, job, statement, group, min(job.min_member - job.occupied(), len(group.pending)),
+                  domain=domain)
+
+
 def _place(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: bool = True,
-           dry_run: bool = False) -> bool:
-    """Allocate ``job``'s pods from ``groups`` in one statement.
+           dry_run: bool = False, domain: Domain = None) -> bool:
+    """Allocate ``job``'s pods from ``groups`` within ``domain`` in one statement.
 
     With ``gang``: first each task's ``minTaskMember``, then up to ``minMember``; commit when the job is
     ready, keep (nominate) when pipelined, else discard. Without: place every pending pod that fits and
@@ -321,24 +386,18 @@ def _place(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: boo
     A job with network-bounded sub-groups is placed by :func:`_place_partitioned`.
     """
     if job.subgroups and any(g.subgroup for g in groups if g.pending):
-        return _place_partitioned(session, job, groups, gang=gang, dry_run=dry_run)
-    saved = (job.failure, job.unresolvable, job.short, job.pipelined)
+        return _place_partitioned(session, job, groups, gang=gang, dry_run=dry_run, domain=domain)
+    outcome = _Outcome.of(job)
     statement = Statement(session)
     ordered = sorted((g for g in groups if g.pending), key=session.task_order_key)
+    _fill(session, job, statement, ordered, gang=gang, domain=domain)
     if not gang:
-        for group in ordered:
-            _allocate(session, job, statement, group, len(group.pending))
         statement.commit()
         return True
-    for group in ordered:
-        need = job.min_task_member.get(group.task, 0) - job.occupied_by_task(group.task)
-        _allocate(session, job, statement, group, min(need, len(group.pending)))
-    for group in ordered:
-        _allocate(session, job, statement, group, min(job.min_member - job.occupied(), len(group.pending)))
     if dry_run:
         ready = session.job_ready(job)
         statement.discard()
-        job.failure, job.unresolvable, job.short, job.pipelined = saved
+        outcome.restore(job)
         return ready
     if session.job_ready(job):
         statement.commit()
@@ -346,7 +405,7 @@ def _place(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: boo
         return True
     for group in ordered:
         missing = job.min_member - job.occupied() - job.session_pipelined
-        _allocate(session, job, statement, group, min(missing, len(group.pending)), future=True)
+        _allocate(session, job, statement, group, min(missing, len(group.pending)), future=True, domain=domain)
     if session.job_pipelined(job) and job.session_pipelined > 0:
         statement.keep()
         job.failure = Reason.of(ReasonCode.PIPELINED, pods=job.session_pipelined)
@@ -358,16 +417,16 @@ def _place(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: boo
 
 
 def _place_partitioned(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: bool,
-                       dry_run: bool) -> bool:
+                       dry_run: bool, domain: Domain) -> bool:
     """A job with network-bounded sub-groups (``subGroupPolicy``; a task's ``partitionPolicy``), in one
     statement: each sub-group's pending pods together inside one HyperNode of tier ≤ its bound — the lowest
     tier first, HyperNodes in ``HyperNodeOrder``, up to :data:`MAX_DOMAIN_TRIES` tried and rolled back — or
     none of them (a ``soft`` bound falls back to anywhere); then the job's other pods up to its gang. The
     whole job binds only when the gang is ready, so a job never holds a half-placed shard. Sub-groups
     whose pods already run stay in their HyperNode. Within a job bound (``networkTopology``) everything
-    stays inside the job's HyperNode (``session.node_mask``). No pipelining: a bounded shard needs its
-    whole domain now."""
-    saved = (job.failure, job.unresolvable, job.short, job.pipelined)
+    stays inside the job's HyperNode (``domain``). No pipelining: a bounded shard needs its whole domain
+    now."""
+    outcome = _Outcome.of(job)
     statement = Statement(session)
     ordered = sorted((g for g in groups if g.pending), key=session.task_order_key)
     shards: dict[str, list[TaskGroup]] = {}
@@ -378,23 +437,17 @@ def _place_partitioned(session: Session, job: JobInfo, groups: list[TaskGroup], 
     for name in sorted(shards):
         if gang and job.occupied() >= job.min_member:
             break
-        reason = _place_shard(session, job, statement, name, shards[name])
+        reason = _place_shard(session, job, statement, name, shards[name], domain)
         if reason is not None:  # the next shard may fit elsewhere (minSubGroups below the total)
             short = short or reason
+    _fill(session, job, statement, rest, gang=gang, domain=domain)
     if not gang:
-        for group in rest:
-            _allocate(session, job, statement, group, len(group.pending))
         statement.commit()
         return True
-    for group in rest:
-        need = job.min_task_member.get(group.task, 0) - job.occupied_by_task(group.task)
-        _allocate(session, job, statement, group, min(need, len(group.pending)))
-    for group in rest:
-        _allocate(session, job, statement, group, min(job.min_member - job.occupied(), len(group.pending)))
     ready = session.job_ready(job)
     if dry_run:
         statement.discard()
-        job.failure, job.unresolvable, job.short, job.pipelined = saved
+        outcome.restore(job)
         return ready
     if ready:
         statement.commit()
@@ -407,52 +460,33 @@ def _place_partitioned(session: Session, job: JobInfo, groups: list[TaskGroup], 
     return False
 
 
-def _place_shard(session: Session, job: JobInfo, statement: Statement, name: str,
-                 groups: list[TaskGroup]) -> Reason | None:
-    """Place every pending pod of sub-group ``name`` inside one HyperNode of its bound (see
+def _place_shard(session: Session, job: JobInfo, statement: Statement, name: str, groups: list[TaskGroup],
+                 base: Domain) -> Reason | None:
+    """Place every pending pod of sub-group ``name`` inside one HyperNode of its bound, within ``base`` (see
     :func:`_place_partitioned`); None when placed, else why not (nothing of it is left placed)."""
     bound = job.subgroups[name]
     network = session.snapshot.network
     highest = tier_bound(network, bound)
     needed = sum(len(g.pending) for g in groups)
-    base = session.node_mask
     soft = bound.mode == "soft"
-    best = 0.0
+    search = _Search()
     if network is not None and (highest is not None or soft):
         held = np.asarray(sorted({p.node for p in session.snapshot.running
                                   if p.job == job.key and p.subgroup == name}), dtype=np.int64)
-        for tier in (t for t in network.tiers if highest is None or t <= highest):
-            domain = network.domain[tier]
-            count = len(network.names[tier])
-            room = _room(session, groups, domain, count)
-            if held.size:
-                holding = np.unique(domain[held])
-                if holding.size != 1 or holding[0] < 0:
-                    continue
-                room[np.arange(count) != holding[0]] = -1
-            best = max(best, float(room.max(initial=0)))
-            candidates = np.flatnonzero(room >= needed)
-            order = np.argsort(-session.hypernode_scores(job, tier, candidates), kind="stable")
-            for chosen in candidates[order][:MAX_DOMAIN_TRIES].tolist():
-                mark = statement.mark()
-                inside = domain == chosen
-                session.node_mask = inside if base is None else base & inside
-                try:
-                    placed = sum(_allocate(session, job, statement, g, len(g.pending), explain_failures=False)
-                                 for g in groups)
-                finally:
-                    session.node_mask = base
-                if placed == needed:
-                    return None
-                statement.discard_to(mark)
+        tiers = [t for t in network.tiers if highest is None or t <= highest]
+        for inside in _hypernodes(session, job, groups, tiers, held, needed, base, search):
+            mark = statement.mark()
+            placed = sum(_allocate(session, job, statement, g, len(g.pending), explain_failures=False, domain=inside)
+                         for g in groups)
+            if placed == needed:
+                return None
+            statement.discard_to(mark)
     if soft:
         mark = statement.mark()
-        if sum(_allocate(session, job, statement, g, len(g.pending)) for g in groups) == needed:
+        if sum(_allocate(session, job, statement, g, len(g.pending), domain=base) for g in groups) == needed:
             return None
         statement.discard_to(mark)
         return job.failure
     if network is None or highest is None:
-        what = (f"tier {bound.highestTierName!r}" if bound.highestTierAllowed is None else
-                f"tier ≤ {bound.highestTierAllowed}")
-        return Reason.of(ReasonCode.NO_HYPERNODE, bound=what)
-    return Reason.of(ReasonCode.SUBGROUP_NO_ROOM, subgroup=name, tier=highest, needed=needed, best=int(best))
+        return _unknown_tier(bound)
+    return Reason.of(ReasonCode.SUBGROUP_NO_ROOM, subgroup=name, tier=highest, needed=needed, best=int(search.best))

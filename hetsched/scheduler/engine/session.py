@@ -68,9 +68,6 @@ class Session:
         self.decisions = Decisions()
         self.pod_topology = PodTopology(snapshot, snapshot.nodes)
         """Placed pods per topology domain, for pod (anti-)affinity and spread (``predicates``, ``nodeorder``)."""
-        self.node_mask: BoolArray | None = None
-        """While a gang with a network-topology bound is placed: the nodes of the HyperNode it is tried in
-        (``scheduler.engine.placement``); None: every node."""
         self.handling: str | None = None
         """The job an action is working on (its key), None between jobs: when something raises, the runner
         sets this job aside and runs the cycle again without it (``scheduler.engine.runner``)."""
