@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from hetsched.scheduler.contract.snapshot import Snapshot
 
 Parked = tuple[Status, "int | None"]
-"""The status a job was parked with, and ``JobInfo.short`` then (its condition says how many pods were
-missing, which a cycle that does not try the job cannot know)."""
+"""The status a job was parked with, and how many pods its gang was short then (its condition says how many
+pods were missing, which a cycle that does not try the job cannot know)."""
 MAX_PARKED = 300.0
 """Seconds a job stays parked at most (kube-scheduler's ``podMaxInUnschedulablePodsDuration``)."""
 ROOM = frozenset({ReasonCode.NODES_UNAVAILABLE, ReasonCode.NO_HYPERNODE_ROOM, ReasonCode.SUBGROUP_NO_ROOM,
@@ -79,7 +79,8 @@ class ParkedJobs:
         self.moved.clear()
         return dict(self.jobs)
 
-    def park(self, snapshot: Snapshot, unschedulable: dict[str, Status], now: float) -> None:
+    def park(self, snapshot: Snapshot, unschedulable: dict[str, Status], shortfalls: dict[str, int | None],
+             now: float) -> None:
         """After the cycle on ``snapshot`` (at ``now``): park the jobs ``allocate`` found no room for, unless
         room may have been freed, or the job changed, since the snapshot was taken."""
         if snapshot.room != self.room:
@@ -95,5 +96,5 @@ class ParkedJobs:
             job = active.get(key)
             if job is None or any(group.spec.pod_topology for group in job.groups):
                 continue
-            self.jobs[key] = (status, job.short)
+            self.jobs[key] = (status, shortfalls.get(key))
             self.since[key] = now

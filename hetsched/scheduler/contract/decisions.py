@@ -45,6 +45,9 @@ class Decisions:
     podgroups: dict[str, PodGroupUpdate] = field(default_factory=dict)
     unschedulable: dict[str, Status] = field(default_factory=dict)
     """Job key → why it (or part of it) could not be placed this cycle."""
+    shortfalls: dict[str, int | None] = field(default_factory=dict)
+    """Job key (of each unschedulable job) → how many pods its gang lacked at its last attempt (None: not
+    attempted); the cache parks a job with it (``cache.parked``)."""
     enqueued: list[str] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
     """Applied before the binds: a preemptor's pods bind in the same cycle, after its victims are gone."""

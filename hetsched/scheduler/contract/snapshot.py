@@ -24,7 +24,6 @@ from hetsched.devices.policy import bit_weights
 
 if TYPE_CHECKING:
     from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
-    from hetsched.scheduler.contract.reasons import Reason
     from hetsched.scheduler.contract.status import Status
 
 CORE_RESOURCES = ("cpu", "memory", "pods")
@@ -224,28 +223,10 @@ class JobInfo:
     failed: int = 0
     """Pods that failed (or are being deleted while pending): counted in ``total_pods``, but not valid for the
     gang (Volcano's ValidTaskNum leaves them out)."""
-    # session state, changed by statements:
-    session_allocated: int = 0
-    session_placed: list[IntArray] = field(default_factory=list)
-    """Node rows of the pods placed this session, one array per placement (the HyperNode they hold)."""
-    session_by_task: dict[str, int] = field(default_factory=dict)
-    session_pipelined: int = 0
-    failure: Reason | None = None
-    """Why the job could not be placed this cycle (set by actions, read by the gang plugin)."""
-    unresolvable: bool = False
-    pipelined: bool = False
-    """The gang holds a reservation on resources being released (Volcano's pipelined state)."""
-    best_effort_counts: bool = True
-    """Whether pending best-effort pods count toward the gang (see ``pending_best_effort``)."""
     preempts: bool = True
     """May evict others (False under ``preemptionPolicy: Never``, on the PriorityClass or the pods)."""
     max_unavailable: int | None = None
     """Disruption budget: how many of its pods may be missing at once through voluntary evictions."""
-    short: int | None = None
-    """Pods the gang lacked at its last attempt this cycle (None when not attempted)."""
-    set_aside: bool = False
-    """Handling this job raised in an earlier attempt (``scheduler.engine.runner``'s fault isolation): no action
-    places, admits or evicts for it until its back-off ends; everything else is scheduled meanwhile."""
     subgroups: dict[str, NetworkTopology] = field(default_factory=dict)
     """Network-bounded sub-groups with pending pods → the bound each must stay within."""
     shared: bool = False
@@ -253,26 +234,16 @@ class JobInfo:
     snapshots until one of its pods or its PodGroup changes: a session never changes it in place, it
     changes its own copy (:meth:`Snapshot.own`)."""
 
-    def occupied(self) -> int:
-        return self.ready + self.session_allocated
-
     def copy(self) -> JobInfo:
         """This job's record, for one session to change (only settled, shared ones are ever copied: they
-        have no task groups and no session state yet)."""
-        assert not self.groups and not self.session_placed, "only a settled job is copied"
-        return replace(self, ready_by_task=dict(self.ready_by_task), session_by_task={}, session_placed=[],
-                       shared=False)
-
-    def occupied_by_task(self, task: str) -> int:
-        return self.ready_by_task.get(task, 0) + self.session_by_task.get(task, 0)
+        have no task groups)."""
+        assert not self.groups, "only a settled job is copied"
+        return replace(self, ready_by_task=dict(self.ready_by_task), shared=False)
 
     def pending_best_effort(self, task: str | None = None) -> int:
         """Pending pods that request nothing but a pod slot (of ``task``, or of every task) and are not
-        placed yet: Volcano's ``PendingBestEffortTaskNum``, which counts toward a ready gang — except while
-        ``backfill`` places those very pods for a gang (``best_effort_counts`` False), which must then
-        really fit."""
-        if not self.best_effort_counts:
-            return 0
+        placed yet: Volcano's ``PendingBestEffortTaskNum``, which counts toward a ready gang (the session
+        leaves them out while ``backfill`` places those very pods: ``SessionView.pending_best_effort``)."""
         return sum(len(g.pending) for g in self.groups if g.best_effort and (task is None or g.task == task))
 
 
@@ -501,8 +472,9 @@ class Snapshot:
     settled_by_queue: dict[str, int] = field(default_factory=dict)
     """Queue → its settled jobs (all Running, none pending), for counts that need not see each one."""
     parked: dict[str, tuple[Status, int | None]] = field(default_factory=dict)
-    """PodGroup key → the status (and :attr:`JobInfo.short`) of a job ``allocate`` found no room for and will
-    not try again until room may have been freed (``cache.parked``); empty in hand-built snapshots."""
+    """PodGroup key → the status (and how many pods its gang was short) of a job ``allocate`` found no room
+    for and will not try again until room may have been freed (``cache.parked``); empty in hand-built
+    snapshots."""
     room: int = 0
     """The cache's count of events that may have freed room, when this snapshot was taken."""
 

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from hetsched.api.objects import Condition
 from hetsched.scheduler.contract.podtopology import PodTopology
-from hetsched.scheduler.contract.snapshot import NodeArrays, Snapshot
+from hetsched.scheduler.contract.snapshot import JobInfo, NodeArrays, Snapshot
 from hetsched.scheduler.contract.status import Status
 
 
@@ -56,6 +56,28 @@ class SessionView(Protocol):
     def bind_annotations(self) -> dict[str, dict[str, str]]:
         """Pod key → annotations written on the pod at bind. A plugin adds its own for the pods
         ``on_allocate`` names and removes them in ``on_deallocate``; it never touches another plugin's."""
+        ...
+
+    def occupied(self, job: JobInfo) -> int:
+        """The job's pods bound or running (and succeeded), plus those placed for it this session."""
+        ...
+
+    def occupied_by_task(self, job: JobInfo, task: str) -> int:
+        """:meth:`occupied`, counting only task ``task``'s pods."""
+        ...
+
+    def pending_best_effort(self, job: JobInfo, task: str | None = None) -> int:
+        """Pending pods that request nothing but a pod slot (of ``task``, or of every task): Volcano's
+        ``PendingBestEffortTaskNum``, which counts toward a ready gang — except while ``backfill`` places
+        those very pods for the gang, which must then really fit (0 then)."""
+        ...
+
+    def pipelined_pods(self, job: JobInfo) -> int:
+        """The job's pods reserved this session on resources being released (Volcano's pipelined tasks)."""
+        ...
+
+    def short(self, job: JobInfo) -> int | None:
+        """How many pods the job's gang lacked at its last attempt this session (None: not attempted)."""
         ...
 
     def unschedulable(self, job: str) -> Status | None:

@@ -63,7 +63,7 @@ def units(session: Session, allowed: list[RunningPod]) -> list[Unit]:
     for job_key, pods in by_job.items():
         job = session.snapshot.jobs[job_key]
         # pods an earlier action of this session bound for the job count toward its gang: they are decided
-        spare = max(job.occupied() - job.min_member, 0)
+        spare = max(session.occupied(job) - job.min_member, 0)
         pods.sort(key=lambda p: -p.created)
         singles = pods[:spare]
         whole = running[job_key]
@@ -72,7 +72,8 @@ def units(session: Session, allowed: list[RunningPod]) -> list[Unit]:
             result.append(((job.priority, pod.priority, 0, -pod.created), [pod]))
         # the whole job only when all of it may go, and none of it was bound in this session (taking the rest
         # would leave those binds a gang below its minimum)
-        if whole and not job.session_allocated and all(p.key in allowed_keys for p in whole):
+        attempt = session.attempts.get(job_key)
+        if whole and not (attempt is not None and attempt.allocated) and all(p.key in allowed_keys for p in whole):
             result.append(((job.priority, max(p.priority for p in whole), 1, -max(p.created for p in whole)), whole))
     result.sort(key=lambda item: item[0])
     return [unit for _, unit in result]
@@ -173,7 +174,7 @@ def _plan_in_one_hypernode(session: Session, job: JobInfo, bound: NetworkTopolog
     if not allowed:
         return None
     held = held_rows(session, job)
-    need = _gang_need(job)
+    need = _gang_need(session, job)
     asked = np.flatnonzero(need)
     free = session.nodes.alloc - session.nodes.used
     best: tuple[tuple[int, int, int, float], int, list[RunningPod]] | None = None
@@ -281,10 +282,10 @@ def _single_unit_instead(session: Session, job: JobInfo, chosen: list[Unit], dom
     return chosen
 
 
-def _gang_need(job: JobInfo) -> IntArray:
+def _gang_need(session: Session, job: JobInfo) -> IntArray:
     """Resources the gang's missing pods ask for, in total."""
     need = np.zeros(len(job.allocated), dtype=np.int64)
-    missing = job.min_member - job.occupied()
+    missing = job.min_member - session.occupied(job)
     for group in job.groups:
         if group.pending and not group.best_effort and missing > 0:
             take = min(missing, len(group.pending))
@@ -296,7 +297,7 @@ def _gang_need(job: JobInfo) -> IntArray:
 def _enough(session: Session, job: JobInfo, domain: Domain) -> bool:
     """Cheap necessary condition before a dry run: the free resources (of the HyperNode being planned, when
     there is one) cover the gang's need."""
-    need = _gang_need(job)
+    need = _gang_need(session, job)
     usable = session.nodes.schedulable if domain is None else session.nodes.schedulable & domain
     free = (session.nodes.alloc - session.nodes.used)[:, usable].sum(axis=1)
     return bool((free >= need).all())
@@ -308,7 +309,9 @@ def starving(session: Session) -> list[JobInfo]:
     jobs = []
     for job in session.jobs():
         with session.working_on(job):
-            if (job.phase in ("Inqueue", "Running") and job.preempts and not job.unresolvable
+            attempt = session.attempts.get(job.key)
+            if (job.phase in ("Inqueue", "Running") and job.preempts
+                    and not (attempt is not None and attempt.unresolvable)
                     and session.job_starving(job)
                     and any(g.pending and not g.best_effort for g in job.groups)
                     and session.snapshot.queues[job.queue].state == "Open"):
@@ -326,6 +329,6 @@ def evict_for(session: Session, action: str, job: JobInfo, candidates: list[Runn
     session.snapshot.drop_running({pod.key for pod in victims})
     for pod in victims:
         session.decisions.evictions.append(Eviction(pod.key, pod.job, action, reason, job.key))
-    job.failure = None
+    session.attempt(job).failure = None
     place_job(session, job, [g for g in job.groups if not g.best_effort])
     return True

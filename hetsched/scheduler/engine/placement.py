@@ -31,6 +31,7 @@ from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
 from hetsched.scheduler.contract.reasons import Reason, ReasonCode, nodes_unavailable
 from hetsched.scheduler.contract.snapshot import JobInfo, NetworkArrays, TaskGroup
 from hetsched.scheduler.contract.status import Code, Status
+from hetsched.scheduler.engine.attempt import Attempt, Outcome
 from hetsched.scheduler.engine.session import Session
 from hetsched.scheduler.engine.statement import Statement
 
@@ -174,29 +175,10 @@ def explain(session: Session, group: TaskGroup) -> Status:
     return Status(code, (nodes_unavailable(total, counts),), "allocate")
 
 
-def _fail(job: JobInfo, status: Status) -> None:
-    if job.failure is None:
-        job.failure = status.reasons[0]
-        job.unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    """What a placement attempt says about its job (why it failed, whether resolvable, how many pods short,
-    pipelined): a dry run puts it back as it was."""
-
-    failure: Reason | None
-    unresolvable: bool
-    short: int | None
-    pipelined: bool
-
-    @classmethod
-    def of(cls, job: JobInfo) -> _Outcome:
-        return cls(job.failure, job.unresolvable, job.short, job.pipelined)
-
-    def restore(self, job: JobInfo) -> None:
-        job.failure, job.unresolvable, job.short, job.pipelined = (self.failure, self.unresolvable, self.short,
-                                                                   self.pipelined)
+def _fail(attempt: Attempt, status: Status) -> None:
+    if attempt.failure is None:
+        attempt.failure = status.reasons[0]
+        attempt.unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
 def place_job(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: bool = True,
@@ -232,7 +214,8 @@ def _unknown_tier(bound: NetworkTopology) -> Reason:
 def held_rows(session: Session, job: JobInfo) -> IntArray:
     """Node rows the job's pods already hold (bound in earlier cycles, or placed in this session)."""
     rows = [pod.node for pod in session.snapshot.running if pod.job == job.key] if job.ready else []
-    placed = np.concatenate(job.session_placed) if job.session_placed else np.zeros(0, dtype=np.int64)
+    attempt = session.attempts.get(job.key)
+    placed = np.concatenate(attempt.placed) if attempt is not None and attempt.placed else np.zeros(0, dtype=np.int64)
     return np.unique(np.concatenate([np.asarray(rows, dtype=np.int64), placed]))
 
 
@@ -299,12 +282,13 @@ def _place_in_network(session: Session, job: JobInfo, groups: list[TaskGroup], b
     if network is None or (highest is None and not soft):
         if soft:
             return _place(session, job, groups, gang=gang, dry_run=dry_run)
-        if job.failure is None and not dry_run:
-            job.failure, job.unresolvable = _unknown_tier(bound), True
+        attempt = session.attempt(job)
+        if attempt.failure is None and not dry_run:
+            attempt.failure, attempt.unresolvable = _unknown_tier(bound), True
         return False
     tiers = [t for t in network.tiers if highest is None or t <= highest]
     held = held_rows(session, job)
-    needed = max(job.min_member - job.occupied(), 1) if gang else 1
+    needed = max(job.min_member - session.occupied(job), 1) if gang else 1
     search = _Search()
     for inside in _hypernodes(session, job, groups, tiers, held, needed, None, search):
         if not gang or _place(session, job, groups, gang=gang, dry_run=True, domain=inside):
@@ -312,15 +296,16 @@ def _place_in_network(session: Session, job: JobInfo, groups: list[TaskGroup], b
                 return True
             placed = _place(session, job, groups, gang=gang, dry_run=False, domain=inside)
             if placed:
-                job.failure = None
+                session.attempt(job).failure = None
             return placed
     if soft and not held.size:
         return _place(session, job, groups, gang=gang, dry_run=dry_run)
     if not dry_run and gang:
         top = highest if highest is not None else max(network.tiers, default=1)
-        job.failure = Reason.of(ReasonCode.NO_HYPERNODE_ROOM, tier=top, needed=needed, best=int(search.best))
-        job.unresolvable = False
-        job.short = needed
+        attempt = session.attempt(job)
+        attempt.failure = Reason.of(ReasonCode.NO_HYPERNODE_ROOM, tier=top, needed=needed, best=int(search.best))
+        attempt.unresolvable = False
+        attempt.short = needed
     return False
 
 
@@ -342,7 +327,7 @@ def _allocate(session: Session, job: JobInfo, statement: Statement, group: TaskG
             statement.allocate(group, one, pipelined=future)
             placed += 1
         if placed < wanted and not future and explain_failures:
-            _fail(job, explain(session, group) if placed < allowed else Status(
+            _fail(session.attempt(job), explain(session, group) if placed < allowed else Status(
                 Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
         return placed
     nodes = place_group(session, group, wanted, future=future, domain=domain)
@@ -351,10 +336,11 @@ def _allocate(session: Session, job: JobInfo, statement: Statement, group: TaskG
         # first ``allowed`` placements are exactly what placing ``allowed`` pods would give).
         nodes = nodes[:allowed]
         if explain_failures:
-            _fail(job, Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
+            _fail(session.attempt(job),
+                  Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
     statement.allocate(group, nodes, pipelined=future)
     if len(nodes) < wanted and not future and explain_failures:
-        _fail(job, explain(session, group))  # after the placed ones: why the next pod does not fit
+        _fail(session.attempt(job), explain(session, group))  # after the placed ones: why the next pod does not fit
     return len(nodes)
 
 
@@ -367,10 +353,10 @@ def _fill(session: Session, job: JobInfo, statement: Statement, groups: list[Tas
             _allocate(session, job, statement, group, len(group.pending), domain=domain)
         return
     for group in groups:
-        need = job.min_task_member.get(group.task, 0) - job.occupied_by_task(group.task)
+        need = job.min_task_member.get(group.task, 0) - session.occupied_by_task(job, group.task)
         _allocate(session, job, statement, group, min(need, len(group.pending)), domain=domain)
     for group in groups:
-        _allocate(session, job, statement, group, min(job.min_member - job.occupied(), len(group.pending)),
+        _allocate(session, job, statement, group, min(job.min_member - session.occupied(job), len(group.pending)),
                   domain=domain)
 
 
@@ -387,7 +373,8 @@ def _place(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: boo
     """
     if job.subgroups and any(g.subgroup for g in groups if g.pending):
         return _place_partitioned(session, job, groups, gang=gang, dry_run=dry_run, domain=domain)
-    outcome = _Outcome.of(job)
+    attempt = session.attempt(job)
+    outcome = Outcome.of(attempt)
     statement = Statement(session)
     ordered = sorted((g for g in groups if g.pending), key=session.task_order_key)
     _fill(session, job, statement, ordered, gang=gang, domain=domain)
@@ -397,21 +384,21 @@ def _place(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: boo
     if dry_run:
         ready = session.job_ready(job)
         statement.discard()
-        outcome.restore(job)
+        outcome.restore(attempt)
         return ready
     if session.job_ready(job):
         statement.commit()
-        job.failure = None
+        attempt.failure = None
         return True
     for group in ordered:
-        missing = job.min_member - job.occupied() - job.session_pipelined
+        missing = job.min_member - session.occupied(job) - attempt.pipelined_pods
         _allocate(session, job, statement, group, min(missing, len(group.pending)), future=True, domain=domain)
-    if session.job_pipelined(job) and job.session_pipelined > 0:
+    if session.job_pipelined(job) and attempt.pipelined_pods > 0:
         statement.keep()
-        job.failure = Reason.of(ReasonCode.PIPELINED, pods=job.session_pipelined)
-        job.pipelined = True
+        attempt.failure = Reason.of(ReasonCode.PIPELINED, pods=attempt.pipelined_pods)
+        attempt.pipelined = True
         return False
-    job.short = max(job.min_member - job.occupied(), 0)
+    attempt.short = max(job.min_member - session.occupied(job), 0)
     statement.discard()
     return False
 
@@ -426,7 +413,8 @@ def _place_partitioned(session: Session, job: JobInfo, groups: list[TaskGroup], 
     whose pods already run stay in their HyperNode. Within a job bound (``networkTopology``) everything
     stays inside the job's HyperNode (``domain``). No pipelining: a bounded shard needs its whole domain
     now."""
-    outcome = _Outcome.of(job)
+    attempt = session.attempt(job)
+    outcome = Outcome.of(attempt)
     statement = Statement(session)
     ordered = sorted((g for g in groups if g.pending), key=session.task_order_key)
     shards: dict[str, list[TaskGroup]] = {}
@@ -435,7 +423,7 @@ def _place_partitioned(session: Session, job: JobInfo, groups: list[TaskGroup], 
         (shards.setdefault(group.subgroup, []) if group.subgroup else rest).append(group)
     short: Reason | None = None
     for name in sorted(shards):
-        if gang and job.occupied() >= job.min_member:
+        if gang and session.occupied(job) >= job.min_member:
             break
         reason = _place_shard(session, job, statement, name, shards[name], domain)
         if reason is not None:  # the next shard may fit elsewhere (minSubGroups below the total)
@@ -447,15 +435,15 @@ def _place_partitioned(session: Session, job: JobInfo, groups: list[TaskGroup], 
     ready = session.job_ready(job)
     if dry_run:
         statement.discard()
-        outcome.restore(job)
+        outcome.restore(attempt)
         return ready
     if ready:
         statement.commit()
-        job.failure = None
+        attempt.failure = None
         return True
     if short is not None:
-        job.failure, job.unresolvable = short, False
-    job.short = max(job.min_member - job.occupied(), 0)
+        attempt.failure, attempt.unresolvable = short, False
+    attempt.short = max(job.min_member - session.occupied(job), 0)
     statement.discard()
     return False
 
@@ -486,7 +474,7 @@ def _place_shard(session: Session, job: JobInfo, statement: Statement, name: str
         if sum(_allocate(session, job, statement, g, len(g.pending), domain=base) for g in groups) == needed:
             return None
         statement.discard_to(mark)
-        return job.failure
+        return session.attempt(job).failure
     if network is None or highest is None:
         return _unknown_tier(bound)
     return Reason.of(ReasonCode.SUBGROUP_NO_ROOM, subgroup=name, tier=highest, needed=needed, best=int(search.best))

@@ -287,7 +287,7 @@ class Scheduler:
         for key, update in decisions.podgroups.items():
             if update.conditions is not None:
                 self._update_podgroup(key, None, update.conditions)
-        self.cache.parked.park(snapshot, decisions.unschedulable, now)
+        self.cache.parked.park(snapshot, decisions.unschedulable, decisions.shortfalls, now)
         self._report_mismatches()
         ended = self._tick()
         timings.apply, timings.total = ended - applying, ended - started

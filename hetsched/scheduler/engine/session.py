@@ -44,6 +44,7 @@ from hetsched.scheduler.contract.podtopology import PodTopology
 from hetsched.scheduler.contract.reasons import Reason, render
 from hetsched.scheduler.contract.snapshot import JobInfo, QueueInfo, RunningPod, Snapshot, TaskGroup
 from hetsched.scheduler.contract.status import Code, Status
+from hetsched.scheduler.engine.attempt import Attempt
 from hetsched.scheduler.engine.conf import SchedulerConf
 
 
@@ -73,13 +74,15 @@ class Session:
         sets this job aside and runs the cycle again without it (``scheduler.engine.runner``)."""
         self.halted = halted
         """Why nothing is scheduled in this session (a guarding plugin cannot open), or None."""
+        self.attempts: dict[str, Attempt] = {}
+        """Job key → what this session did for the job (``engine.attempt``): never on the snapshot's records."""
         held = dict(set_aside or {})
         if halted is not None:  # a plugin that guards every placement cannot open: no job is touched
             held.update({key: halted for key in snapshot.active if key not in held})
         for key, why in held.items():  # raised in an earlier attempt: no action touches them
             job = snapshot.job(key)
             if job is not None and not job.shared:
-                job.set_aside = True
+                self.attempt(job).set_aside = True
                 self.decisions.unschedulable[key] = Status(Code.UNSCHEDULABLE, (why,), "isolation")
         self.bind_annotations: dict[str, dict[str, str]] = {}
         """Pod key → annotations to write at bind (device hand-off), filled by plugins on allocation."""
@@ -155,9 +158,18 @@ class Session:
         yield
         self.handling = previous
 
+    def attempt(self, job: JobInfo) -> Attempt:
+        """This session's record for ``job`` (made on first use)."""
+        found = self.attempts.get(job.key)
+        if found is None:
+            found = self.attempts[job.key] = Attempt()
+        return found
+
     def jobs(self) -> list[JobInfo]:
-        """The active jobs actions may act on: every one not set aside (``JobInfo.set_aside``)."""
-        return [job for job in self.snapshot.active.values() if not job.set_aside]
+        """The active jobs actions may act on: every one not set aside (``Attempt.set_aside``)."""
+        attempts = self.attempts
+        return [job for job in self.snapshot.active.values()
+                if job.key not in attempts or not attempts[job.key].set_aside]
 
     def task_order_key(self, group: TaskGroup) -> tuple[Any, ...]:
         return (*(p.task_order_key(group) for p in self._task_order), group.pending[0])
@@ -292,7 +304,7 @@ class Session:
             message = render(self.halted)
             for job in self.snapshot.active.values():
                 old = next((c for c in job.podgroup.status.conditions if c.type == "Unschedulable"), None)
-                if job.occupied() >= job.min_member > 0 or (old is not None and old.message == message):
+                if self.occupied(job) >= job.min_member > 0 or (old is not None and old.message == message):
                     continue
                 kept = [c for c in job.podgroup.status.conditions if c.type not in ("Unschedulable", "Scheduled")]
                 self.decisions.podgroups[job.key] = PodGroupUpdate(
@@ -300,12 +312,16 @@ class Session:
         for job in self.snapshot.active.values():  # a settled job is Running and stays so
             update = self.decisions.podgroups.get(job.key)
             phase = job.phase
-            if job.occupied() >= job.min_member and job.occupied() > 0 and phase in ("Pending", "Inqueue"):
+            occupied = self.occupied(job)
+            if occupied >= job.min_member and occupied > 0 and phase in ("Pending", "Inqueue"):
                 phase = "Running"
             conditions = update.conditions if update else None
             new_phase = phase if phase != job.podgroup.status.phase else None
             if new_phase is not None or conditions is not None:
                 self.decisions.podgroups[job.key] = PodGroupUpdate(new_phase, conditions)
+        for key in self.decisions.unschedulable:  # how many pods each was short (its parked condition says it)
+            attempt = self.attempts.get(key)
+            self.decisions.shortfalls[key] = attempt.short if attempt is not None else None
         return self.decisions
 
     # ------------------------------------------------------------------------------ the plugins' view
@@ -313,6 +329,26 @@ class Session:
     @property
     def action_names(self) -> list[str]:
         return self.conf.action_names
+
+    def occupied(self, job: JobInfo) -> int:
+        attempt = self.attempts.get(job.key)
+        return job.ready + (attempt.allocated if attempt is not None else 0)
+
+    def occupied_by_task(self, job: JobInfo, task: str) -> int:
+        attempt = self.attempts.get(job.key)
+        return job.ready_by_task.get(task, 0) + (attempt.by_task.get(task, 0) if attempt is not None else 0)
+
+    def pending_best_effort(self, job: JobInfo, task: str | None = None) -> int:
+        attempt = self.attempts.get(job.key)
+        return 0 if attempt is not None and not attempt.best_effort_counts else job.pending_best_effort(task)
+
+    def pipelined_pods(self, job: JobInfo) -> int:
+        attempt = self.attempts.get(job.key)
+        return attempt.pipelined_pods if attempt is not None else 0
+
+    def short(self, job: JobInfo) -> int | None:
+        attempt = self.attempts.get(job.key)
+        return attempt.short if attempt is not None else None
 
     def unschedulable(self, job: str) -> Status | None:
         return self.decisions.unschedulable.get(job)

@@ -48,13 +48,13 @@ class Statement:
         pods = group.pending[:count]
         del group.pending[:count]
         _add_usage(self.session.nodes.used, nodes, group.request, 1)
-        job = group.job
+        attempt = self.session.attempt(group.job)
         if pipelined:
-            job.session_pipelined += count
+            attempt.pipelined_pods += count
         else:
-            job.session_allocated += count
-            job.session_placed.append(nodes)
-            job.session_by_task[group.task] = job.session_by_task.get(group.task, 0) + count
+            attempt.allocated += count
+            attempt.placed.append(nodes)
+            attempt.by_task[group.task] = attempt.by_task.get(group.task, 0) + count
             self._account(group, count)
         self._operations.append(_Operation(group, pods, nodes, pipelined))
         if not pipelined:  # pipelined pods bind nothing now; their devices are chosen when they really fit
@@ -82,13 +82,13 @@ class Statement:
             count = len(op.pods)
             _add_usage(self.session.nodes.used, op.nodes, op.group.request, -1)
             op.group.pending[:0] = op.pods
-            job = op.group.job
+            attempt = self.session.attempt(op.group.job)
             if op.pipelined:
-                job.session_pipelined -= count
+                attempt.pipelined_pods -= count
             else:
-                job.session_allocated -= count
-                job.session_placed.pop()
-                job.session_by_task[op.group.task] -= count
+                attempt.allocated -= count
+                attempt.placed.pop()
+                attempt.by_task[op.group.task] -= count
                 self._account(op.group, -count)
                 self.session.on_deallocate(op.group, op.pods, op.nodes)
 

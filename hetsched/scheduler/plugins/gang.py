@@ -31,13 +31,20 @@ if TYPE_CHECKING:
 NAME = "gang"
 
 
-def _tasks_ready(job: JobInfo) -> bool:
-    return all(job.occupied_by_task(task) + job.pending_best_effort(task) >= need
-               for task, need in job.min_task_member.items())
-
-
 class Gang(Plugin, JobValid, JobReady, JobPipelined, JobStarving, JobOrder):
+    """Counts what each job holds through the session (``SessionView.occupied`` …), kept from session open
+    to close."""
+
     NAME = NAME
+    _session: SessionView
+
+    def on_session_open(self, session: SessionView) -> None:
+        self._session = session
+
+    def _tasks_ready(self, job: JobInfo) -> bool:
+        session = self._session
+        return all(session.occupied_by_task(job, task) + session.pending_best_effort(job, task) >= need
+                   for task, need in job.min_task_member.items())
 
     def job_valid(self, job: JobInfo) -> Status:
         valid = job.total_pods - job.failed  # Volcano's ValidTaskNum: a failed pod never completes a gang
@@ -48,13 +55,16 @@ class Gang(Plugin, JobValid, JobReady, JobPipelined, JobStarving, JobOrder):
         return Status(Code.SUCCESS)
 
     def job_ready(self, job: JobInfo) -> bool:
-        return job.occupied() + job.pending_best_effort() >= job.min_member and _tasks_ready(job)
+        session = self._session
+        return (session.occupied(job) + session.pending_best_effort(job) >= job.min_member
+                and self._tasks_ready(job))
 
     def job_pipelined(self, job: JobInfo) -> bool:
-        return job.occupied() + job.session_pipelined + job.pending_best_effort() >= job.min_member
+        session = self._session
+        return session.occupied(job) + session.pipelined_pods(job) + session.pending_best_effort(job) >= job.min_member
 
     def job_starving(self, job: JobInfo) -> bool:
-        return job.occupied() + job.session_pipelined < job.min_member
+        return self._session.occupied(job) + self._session.pipelined_pods(job) < job.min_member
 
     def job_order_key(self, job: JobInfo) -> float:
         if self.job_ready(job):
@@ -68,8 +78,10 @@ class Gang(Plugin, JobValid, JobReady, JobPipelined, JobStarving, JobOrder):
         for job in session.snapshot.active.values():  # a settled job has no status to change
             current = {c.type: c for c in job.podgroup.status.conditions}
             status = session.unschedulable(job.key)
+            occupied = session.occupied(job)
             if status is not None and not self.job_ready(job):
-                missing = job.short if job.short is not None else max(job.min_member - job.occupied(), 0)
+                short = session.short(job)
+                missing = short if short is not None else max(job.min_member - occupied, 0)
                 message = render(Reason.of(ReasonCode.GANG_UNSCHEDULABLE, missing=missing,
                                            min_member=job.min_member, cause=status.reasons[0]))
                 reason = {Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "Unresolvable", Code.WAIT: "Pipelined"}.get(
@@ -80,9 +92,10 @@ class Gang(Plugin, JobValid, JobReady, JobPipelined, JobStarving, JobOrder):
                                                                                             "Scheduled")]
                     conditions.append(session.condition("Unschedulable", reason, message))
                     session.set_conditions(job.key, conditions)
-            elif job.occupied() >= job.min_member and job.occupied() > 0 and "Scheduled" not in current:
+            elif occupied >= job.min_member and occupied > 0 and "Scheduled" not in current:
                 conditions = [c for c in job.podgroup.status.conditions if c.type != "Unschedulable"]
                 conditions.append(session.condition(
                     "Scheduled", "tasks in gang are ready to be scheduled",
-                    f"{job.occupied()}/{job.total_pods} pods bound or finished"))
+                    f"{occupied}/{job.total_pods} pods bound or finished"))
                 session.set_conditions(job.key, conditions)
+        del self._session  # the session holds its plugins: let go of it (``Plugin.on_session_close``)

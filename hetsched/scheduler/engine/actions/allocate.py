@@ -50,7 +50,7 @@ def _candidate(session: Session, job: JobInfo, enqueue_configured: bool, jobs: l
         return
     parked = session.snapshot.parked.get(job.key)
     if parked is not None:  # no room for it last time, and none freed since (``cache.parked``)
-        session.decisions.unschedulable[job.key], job.short = parked
+        session.decisions.unschedulable[job.key], session.attempt(job).short = parked
         return
     jobs.append(job)
 
@@ -76,10 +76,11 @@ def execute(session: Session) -> None:
             if session.job_ready(job):
                 place_job(session, job, [g for g in job.groups if not g.best_effort], gang=False)
     for job in jobs:
-        if job.failure is not None:
-            code = Code.WAIT if job.pipelined else (
-                Code.UNSCHEDULABLE_AND_UNRESOLVABLE if job.unresolvable else Code.UNSCHEDULABLE)
-            session.decisions.unschedulable[job.key] = Status(code, (job.failure,), NAME)
+        attempt = session.attempt(job)
+        if attempt.failure is not None:
+            code = Code.WAIT if attempt.pipelined else (
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE if attempt.unresolvable else Code.UNSCHEDULABLE)
+            session.decisions.unschedulable[job.key] = Status(code, (attempt.failure,), NAME)
         elif job.queue in overused and job not in served:
-            job.failure = Reason.of(ReasonCode.QUEUE_OVERUSED, queue=job.queue)
-            session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (job.failure,), NAME)
+            attempt.failure = Reason.of(ReasonCode.QUEUE_OVERUSED, queue=job.queue)
+            session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (attempt.failure,), NAME)

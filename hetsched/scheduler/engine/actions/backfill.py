@@ -22,7 +22,8 @@ def execute(session: Session) -> None:
     ]
     for job in sorted(jobs, key=session.job_order_key):
         groups = [g for g in job.groups if g.best_effort]
-        job.best_effort_counts = False
+        attempt = session.attempt(job)
+        attempt.best_effort_counts = False
         try:
             with session.working_on(job):
                 if session.job_ready(job):
@@ -30,4 +31,4 @@ def execute(session: Session) -> None:
                 elif session.job_valid(job).ok:
                     place_job(session, job, groups)
         finally:
-            job.best_effort_counts = True
+            attempt.best_effort_counts = True

@@ -22,7 +22,7 @@ NAME = "preempt"
 def execute(session: Session) -> None:
     jobs = session.snapshot.jobs
     for job in starving(session):
-        if job.occupied() + job.session_pipelined >= job.min_member:
+        if session.occupied(job) + session.pipelined_pods(job) >= job.min_member:
             continue  # an earlier eviction in this cycle already made room
         candidates = [
             pod for pod in session.snapshot.running

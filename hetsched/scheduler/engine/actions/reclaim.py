@@ -60,7 +60,7 @@ def execute(session: Session) -> None:
     jobs = session.snapshot.jobs
     for job in starving(session):
         mine = job.queue
-        if job.occupied() + job.session_pipelined >= job.min_member or _share(queues[mine]) >= 1.0 - _EPS \
+        if session.occupied(job) + session.pipelined_pods(job) >= job.min_member or _share(queues[mine]) >= 1.0 - _EPS \
                 or not _within_deserved(queues[mine], job):
             continue
         candidates = [
