@@ -371,3 +371,22 @@ def test_fewer_chips_than_before_is_an_error_not_a_shrink_until_it_holds(tmp_pat
         assert "3 chip(s) ([0, 1, 2]) where there were 4" in plugin.last_error
     plugin.poll()
     assert plugin._health == dict.fromkeys((f"fake-{i}" for i in range(3)), "Healthy")
+
+
+def test_a_fractional_pods_stamped_hand_off_is_not_told_as_refused(world: SimpleNamespace,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pod sharing one chip (``hetsched.io/<kind>-milli``) asks for none of the chip resource itself, and its
+    stamped hand-off names its one chip: that is the scheduler's own, never a ``HandOffRefused``."""
+    from hetsched.agents.deviceplugin import server
+
+    monkeypatch.setattr(server, "SHARE_OF", {"hetsched.io/fake": "hetsched.io/fake-milli"})
+    sharing = bound_pod("sharing", "u-share", [2], created=1.0, bound_at=1, asks=0)
+    sharing = sharing.model_copy(update={"spec": sharing.spec.model_copy(update={"containers": [
+        c.model_copy(update={"resources": c.resources.model_copy(update={
+            "limits": {"hetsched.io/fake-milli": 500}, "requests": {"hetsched.io/fake-milli": 500}})})
+        for c in sharing.spec.containers]})})
+    assert sharing.spec.requests.get("hetsched.io/fake-milli", 0) > 0 and not sharing.spec.requests.get(
+        "hetsched.io/fake")
+    world.bound.append(sharing)
+    allocate(world, ["fake-2"])  # kubelet followed the scheduler's chip
+    assert world.told == []
