@@ -2,8 +2,8 @@
 
 Who calls it: the CLI, the simulator, the benchmarks, ``doctor`` and the tests — whoever parses a
 configuration. The engine (``scheduler.engine``) imports no plugin; this module is the one place that
-hands it the registry (kube-scheduler's ``NewFramework(registry)``), so the import graph reads
-``defaults → engine → plugins? no: defaults → engine, defaults → plugins → contract``.
+hands it the registry (kube-scheduler's ``NewFramework(registry)``): it imports the engine and the plugins,
+and neither of them imports the other.
 """
 
 from __future__ import annotations
