@@ -68,7 +68,11 @@ tiers:
     ("actions: enqueue, shuffle\ntiers: [{plugins: [{name: gang}]}]", "unknown action 'shuffle'"),
     ("actions: allocate\ntiers: [{plugins: [{name: gangg}]}]", "tiers[0].plugins[0].name: unknown plugin 'gangg'"),
     ("actions: allocate\ntiers: [{plugins: [{name: gang, enabledJobReady: false}]}]",
-     "hetsched spells every switch enable<Point>, e.g. enableJobReady"),
+     "unknown key 'enabledJobReady'; Volcano spells this switch enableJobReady"),
+    ("actions: allocate\ntiers: [{plugins: [{name: proportion, enableOverused: false, enabledOverused: true}]}]",
+     "enabledOverused and enableOverused are the same switch; give it once, as enabledOverused"),
+    ("actions: allocate\ntiers: [{plugins: [{name: gang, enableHierarchy: true}]}]",  # Volcano-only: never ignored
+     "tiers[0].plugins[0].enableHierarchy: plugin gang has nothing hetsched has for it (a Volcano-only point)"),
     ("actions: allocate\ntiers: [{plugins: [{name: gang, enableJobReady: maybe}]}]", "must be true or false"),
     ("actions: allocate\ntiers: [{plugins: [{name: binpack, arguments: {binpack.weight: heavy}}]}]",
      "plugin binpack: argument binpack.weight must be a number"),
@@ -112,3 +116,39 @@ def test_simulate_warns_of_a_switch_that_does_nothing(tmp_path: Path) -> None:
                                       str(examples / "two-queues.yaml"), "--scheduler-conf", str(conf), "--until", "5"])
     assert result.exit_code in (0, 3), result.output
     assert "warning: " in result.output and "enablePreemptable: plugin gang has no Evictable point" in result.output
+
+
+def test_switches_are_spelt_as_volcanos_scheduler_reads_them() -> None:
+    """Issue 31: Volcano's ``conf.PluginOption`` reads ``enabledOverused``, ``enabledAllocatable`` and
+    ``enabledHyperNodeOrder`` (YAML tags with a d) beside ``enable…`` for the rest. Those spellings turn the
+    point off here too; hetsched's earlier ``enable…`` spellings still do (aliases); Volcano's switches for
+    points hetsched has none of are accepted when off, and said."""
+    conf = parse_conf("""
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: proportion
+    enabledOverused: false
+    enabledAllocatable: false
+  - name: network-topology-aware
+    enabledHyperNodeOrder: false
+  - name: gang
+    enableHierarchy: false
+""")
+    proportion, network = conf.tiers[0].plugins[0], conf.tiers[0].plugins[1]
+    assert not proportion.enabled("enabledOverused") and not proportion.enabled("enabledAllocatable")
+    assert proportion.enabled("enableQueueOrder") and not network.enabled("enabledHyperNodeOrder")
+    assert [note.split(": ", 1)[0] for note in conf.notes] == ["<scheduler.conf>"]
+    assert "tiers[0].plugins[2].enableHierarchy: plugin gang has nothing hetsched has for it" in conf.notes[0]
+    old = parse_conf("actions: allocate\ntiers: [{plugins: [{name: proportion, enableOverused: false}]}]")
+    assert not old.tiers[0].plugins[0].enabled("enabledOverused") and old.notes == []
+
+
+def test_volcanos_plugin_names_are_accepted() -> None:
+    """Issue 31: Volcano names the NUMA plugin ``numa-aware`` (hetsched's is ``numaaware``): both load it."""
+    from hetsched.scheduler.plugins.numaaware import NumaAware
+
+    conf = parse_conf("actions: allocate\ntiers: [{plugins: [{name: numa-aware}, {name: predicates}]}]")
+    assert conf.plugin_class("numa-aware") is NumaAware
+    assert parse_conf("actions: allocate\ntiers: [{plugins: [{name: numaaware}]}]").plugin_class("numaaware") \
+        is NumaAware

@@ -241,7 +241,8 @@ class HyperNodeOrder(Protocol):
 
 @dataclass(frozen=True)
 class ExtensionPoint:
-    """One extension point: its protocol, the configuration switch that turns it off for one plugin, who
+    """One extension point: its protocol, the configuration switch that turns it off for one plugin (spelt as
+    Volcano's scheduler reads it: its ``conf.PluginOption`` YAML tags, ``enabled…`` for three of them), who
     asks it and how the answers of several plugins combine (docs/scheduler.md's table is checked against
     these)."""
 
@@ -270,8 +271,8 @@ EXTENSION_POINTS: dict[str, ExtensionPoint] = {point.name: point for point in (
     ExtensionPoint(JobEnqueue, "enableJobEnqueued", "enqueue", "any rejection rejects, with its reason"),
     ExtensionPoint(JobReady, "enableJobReady", "placement, allocate, backfill", "all must agree"),
     ExtensionPoint(JobPipelined, "enableJobPipelined", "placement", "all must agree"),
-    ExtensionPoint(Overused, "enableOverused", "allocate", "any plugin may declare a queue overused"),
-    ExtensionPoint(Allocatable, "enableAllocatable", "placement", "the smallest allowance wins"),
+    ExtensionPoint(Overused, "enabledOverused", "allocate", "any plugin may declare a queue overused"),
+    ExtensionPoint(Allocatable, "enabledAllocatable", "placement", "the smallest allowance wins"),
     ExtensionPoint(Evictable, "enablePreemptable", "preempt, reclaim", "all must agree"),
     ExtensionPoint(JobStarving, "enableJobStarving", "preempt, reclaim",
                    "all must agree; none enabled → no job evicts"),
@@ -281,7 +282,7 @@ EXTENSION_POINTS: dict[str, ExtensionPoint] = {point.name: point for point in (
     ExtensionPoint(NodeCapacity, "enablePredicate", "placement",
                    "per node, the fewest pods any plugin allows; asked again after each placement"),
     ExtensionPoint(NodeScore, "enableNodeOrder", "placement", "weighted sum (each plugin applies its weight)"),
-    ExtensionPoint(HyperNodeOrder, "enableHyperNodeOrder", "placement",
+    ExtensionPoint(HyperNodeOrder, "enabledHyperNodeOrder", "placement",
                    "weighted sum; the highest HyperNode is tried first, ties to the lowest id"),
 )}
 """Extension point name → its definition, in the order the session documents them."""

@@ -14,12 +14,14 @@ Form::
         enableNodeOrder: true
         arguments: {binpack.weight: 2, binpack.resources: huawei.com/Ascend910}
 
-Every switch is spelled ``enable<ExtensionPoint>`` (``framework.EXTENSION_POINTS``), and only on a plugin that
-takes part in that point: ``true`` on one that does not is an error; ``false`` (Volcano's configurations turn
-off points their plugin of that name has, e.g. ``enablePreemptable: false`` on ``gang``) is accepted and
-said in :attr:`SchedulerConf.notes`. Volcano mixes
-``enable…`` and ``enabled…``; here the odd spellings are rejected with the right one named, rather than
-silently ignored. Unknown plugins, actions and keys are errors. Every switch does what Volcano's does
+Every switch is spelled as Volcano's scheduler reads it (``framework.EXTENSION_POINTS``: ``enable<Point>``, and
+``enabledOverused``, ``enabledAllocatable``, ``enabledHyperNodeOrder`` — Volcano's YAML tags; hetsched's
+earlier ``enable…`` spellings of those three are aliases). A switch acts only on a plugin that takes part
+in its point: ``true`` on one that does not is an error; ``false`` is accepted and said in
+:attr:`SchedulerConf.notes` (Volcano's configurations turn off points its plugin of that name has, e.g.
+``enablePreemptable: false`` on ``gang``), and so are Volcano's switches for points hetsched has none of
+(``VOLCANO_ONLY``). Any other spelling is an error naming Volcano's. Unknown plugins, actions and keys are
+errors. Every switch does what Volcano's does
 (``enableReclaimable: false`` on ``proportion`` turns ``reclaim`` off, ``enableJobStarving: false`` on
 ``gang`` stops evictions for gangs, ``enablePreemptable: false`` on ``conformance`` lets critical pods be
 victims). ``configurations:`` may only name listed actions, and since hetsched's actions take no
@@ -39,6 +41,20 @@ from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
 from hetsched.scheduler.contract.framework import EXTENSION_POINTS, Arguments, Plugin, PluginRegistry, declared_points
 
 SWITCHES = sorted({point.switch for point in EXTENSION_POINTS.values()})
+ALIASES = {"enableOverused": "enabledOverused", "enableAllocatable": "enabledAllocatable",
+           "enableHyperNodeOrder": "enabledHyperNodeOrder"}
+"""Earlier hetsched spellings of three switches → Volcano's (its YAML tags say ``enabled…`` for these)."""
+VOLCANO_ONLY = frozenset({
+    "enableHierarchy", "enablePreemptive", "enabledClusterOrder", "enableBestNode", "enableTargetJob",
+    "enableReservedNodes", "enabledVictim", "enabledSubJobReady", "enabledSubJobPipelined", "enabledSubJobOrder",
+    "enabledHyperNodeGradient"})
+"""Switches Volcano's scheduler reads for points no hetsched plugin has: ``false`` is accepted (and said),
+``true`` is an error naming it — never silently ignored."""
+
+
+def canonical(key: str) -> str:
+    """A switch key as Volcano spells it."""
+    return ALIASES.get(key, key)
 ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim")
 """The actions a configuration may name (``engine.actions.registry`` maps each to its function)."""
 
@@ -77,20 +93,29 @@ class PluginOption(BaseModel):
 
     @model_validator(mode="after")
     def _known_switches(self) -> PluginOption:
+        seen: dict[str, str] = {}
         for key, value in (self.model_extra or {}).items():
-            if key in SWITCHES:
+            if key in SWITCHES or key in ALIASES or key in VOLCANO_ONLY:
                 if not isinstance(value, bool):
                     raise ValueError(f"plugin {self.name}: {key} must be true or false, got {value!r}")
+                if canonical(key) in seen:
+                    raise ValueError(f"plugin {self.name}: {key} and {seen[canonical(key)]} are the same switch; "
+                                     f"give it once, as {canonical(key)}")
+                seen[canonical(key)] = key
                 continue
             hint = ""
-            if key.startswith("enabled"):
-                hint = f"; hetsched spells every switch enable<Point>, e.g. {'enable' + key[len('enabled'):]}"
+            flipped = ("enable" + key[len("enabled"):] if key.startswith("enabled")
+                       else "enabled" + key[len("enable"):] if key.startswith("enable") else "")
+            if flipped in SWITCHES or flipped in VOLCANO_ONLY:
+                hint = f"; Volcano spells this switch {flipped}"
             raise ValueError(f"plugin {self.name}: unknown key {key!r}{hint} (switches: {', '.join(SWITCHES)})")
         return self
 
     def enabled(self, switch: str) -> bool:
-        value = (self.model_extra or {}).get(switch, True)
-        return bool(value)
+        for key, value in (self.model_extra or {}).items():
+            if canonical(key) == switch:
+                return bool(value)
+        return True
 
 
 class Tier(BaseModel):
@@ -176,12 +201,13 @@ def parse_conf(text: str, source: str = "<scheduler.conf>", *, registry: PluginR
                 raise ConfError(f"{source}: tiers[{t}].plugins[{p}].name: {exc}") from None
             switches = {point.switch for point in declared_points(cls)}
             for key, value in sorted((option.model_extra or {}).items()):
-                if key in switches:
+                if canonical(key) in switches:
                     continue
                 # a switch for a point the plugin does not take part in does nothing: never silently
-                names = " or ".join(point.name for point in EXTENSION_POINTS.values() if point.switch == key)
+                names = " or ".join(point.name for point in EXTENSION_POINTS.values() if point.switch == canonical(key))
                 where = f"{source}: tiers[{t}].plugins[{p}].{key}"
-                said = (f"plugin {option.name} has no {names} point, so the switch does nothing (its switches: "
+                point = f"no {names} point" if names else "nothing hetsched has for it (a Volcano-only point)"
+                said = (f"plugin {option.name} has {point}, so the switch does nothing (its switches: "
                         f"{', '.join(sorted(switches)) or 'none'})")
                 if value:
                     raise ConfError(f"{where}: {said}")

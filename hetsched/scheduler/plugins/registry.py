@@ -46,6 +46,8 @@ IN_TREE: dict[str, type[Plugin]] = {
 }
 for _cls in IN_TREE.values():
     check_plugin(_cls, "in-tree")
+ALIASES = {"numa-aware": NumaAware.NAME}
+"""Volcano's plugin names where hetsched's differ: a Volcano configuration names them as it always has."""
 
 _loaded: dict[str, type[Plugin]] = {}
 
@@ -63,12 +65,13 @@ def _entry_points() -> dict[str, EntryPoint]:
 
 def available() -> list[str]:
     """Every plugin name a configuration may use: in-tree ones and installed entry points."""
-    return sorted({*IN_TREE, *_entry_points()})
+    return sorted({*IN_TREE, *ALIASES, *_entry_points()})
 
 
 def resolve(name: str) -> type[Plugin]:
     """The class registered as ``name``, loading and checking an entry point of that name; KeyError when
     there is none, :class:`PluginLoadError` when an entry point of that name cannot be used."""
+    name = ALIASES.get(name, name)
     found = _entry_points().get(name)
     if found is not None:
         dist = found.dist.name if found.dist is not None else "an unknown distribution"
