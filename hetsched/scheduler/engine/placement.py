@@ -1,6 +1,6 @@
 """Placing groups of identical pods on nodes, vectorised over nodes, and explaining failures.
 
-Who calls it: the allocate and backfill actions (:func:`place_job`).
+Who calls it: the allocate and backfill actions (:func:`place_job`), and the eviction actions' dry runs.
 
 How a group of k identical pods is placed (:func:`place_group`), equivalent to placing them one by one,
 each on the best-scoring feasible node (ties to the lowest node index), as a per-pod scheduler would:

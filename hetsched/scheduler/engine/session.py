@@ -1,8 +1,11 @@
 """One scheduling cycle: a snapshot, the configured plugins and the statements that change it.
 
 Who calls it: the runner opens a session per cycle, runs the configured actions on it and closes it to
-get the :class:`~hetsched.scheduler.contract.decisions.Decisions`. Actions call the combined extension points here
-(``job_ready``, ``allocatable``, ``score`` …); plugins are built fresh for every session.
+get the :class:`~hetsched.scheduler.contract.decisions.Decisions`. Actions call the combined extension points
+here (``job_ready``, ``allocatable``, ``score`` …); plugins are built fresh for every session, from the
+classes the configuration resolved through its caller's registry (the session imports no plugin), and see
+the session only as a ``contract.view.SessionView``. What the session did for each job is its
+``Attempt`` (``engine.attempt``), never a field of the snapshot's records.
 
 The combination rules are documented in ``scheduler.contract.framework``.
 """
