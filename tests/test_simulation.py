@@ -118,3 +118,27 @@ def test_workload_naming_an_undefined_queue_is_an_input_error() -> None:
     with pytest.raises(ManifestError) as info:
         Simulation([node("n1")], objects)
     assert "document 1 (Job/first): spec.queue: queue 'gpu-team' does not exist (defined: default)" in str(info.value)
+
+
+def test_a_job_whose_pods_cannot_be_created_says_why_in_the_waiting_table() -> None:
+    """Issue 31: a Job naming a PriorityClass that does not exist never gets pods, so the scheduler never
+    says anything about it; the waiting table said "no reason" while the Job's own message had it."""
+    orphan = """apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: orphan, namespace: default}
+spec:
+  minAvailable: 1
+  schedulerName: volcano
+  priorityClassName: does-not-exist
+  tasks:
+  - name: w
+    replicas: 1
+    template:
+      metadata: {annotations: {hetsched.io/duration: "60"}}
+      spec:
+        containers: [{name: c, image: busybox, resources: {requests: {cpu: "1"}}}]
+"""
+    results = Simulation([node("n1", cpu="4")], load_text(orphan)).run()
+    (waiting,) = results.summary["waiting"]
+    assert waiting["name"] == "orphan" and not waiting["ran"]
+    assert "spec.priorityClassName: no PriorityClass with name does-not-exist was found" in waiting["reason"]

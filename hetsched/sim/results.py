@@ -287,6 +287,15 @@ class Recorder:
                 workload.blocked_by.update(f for reason in status.reasons for f in fragments(reason))
 
 
+def _waiting_reason(recorder: Recorder, workload: WorkloadRecord) -> str:
+    """Why a job still waits: the scheduler's last reason; else, for a Volcano Job whose pods could not even
+    be created (a missing PriorityClass, say), what the job controller wrote in its state."""
+    if workload.last_reason or workload.reasons:
+        return workload.last_reason or workload.reasons[-1]
+    state = recorder.job_retries.get(workload.key)
+    return state[3] if state is not None else ""
+
+
 def _retries(recorder: Recorder, key: str, lost: dict[str, float]) -> dict[str, Any]:
     retry, fault, reason, message = recorder.job_retries.get(key, (0, 0, "", ""))
     return {"retryCount": retry, "faultRetries": fault, "reason": reason, "message": message,
@@ -406,7 +415,7 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
         })
     waits = [w.start - w.submit for w in recorder.workloads.values() if w.start is not None]
     waiting = [{"name": w.name, "namespace": w.namespace, "kind": w.kind, "queue": w.queue, "phase": w.phase,
-                "ran": w.start is not None, "reason": w.last_reason or (w.reasons[-1] if w.reasons else "")}
+                "ran": w.start is not None, "reason": _waiting_reason(recorder, w)}
                for w in sorted(recorder.workloads.values(), key=lambda w: (w.submit, w.namespace, w.name))
                if w.phase in WAITING_PHASES]
     for key, named in sorted(recorder.missing_groups.items()):
