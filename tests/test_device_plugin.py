@@ -377,9 +377,9 @@ def test_a_fractional_pods_stamped_hand_off_is_not_told_as_refused(world: Simple
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A pod sharing one chip (``hetsched.io/<kind>-milli``) asks for none of the chip resource itself, and its
     stamped hand-off names its one chip: that is the scheduler's own, never a ``HandOffRefused``."""
-    from hetsched.agents.deviceplugin import server
+    from hetsched.devices import inventory
 
-    monkeypatch.setattr(server, "SHARE_OF", {"hetsched.io/fake": "hetsched.io/fake-milli"})
+    monkeypatch.setattr(inventory, "SHARE_OF", {"hetsched.io/fake": "hetsched.io/fake-milli"})
     sharing = bound_pod("sharing", "u-share", [2], created=1.0, bound_at=1, asks=0)
     sharing = sharing.model_copy(update={"spec": sharing.spec.model_copy(update={"containers": [
         c.model_copy(update={"resources": c.resources.model_copy(update={

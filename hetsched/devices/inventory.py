@@ -161,6 +161,18 @@ def handoff_for(uid: str, node: str) -> str:
     return f"{uid}/{node}"
 
 
+def chips_asked(requests: dict[str, int], resource: str) -> int:
+    """How many chips of ``resource`` a pod's hand-off names: its whole chips (requests in milli-units),
+    or 1 for a fractional share of one chip (``SHARE_OF``)."""
+    if requests.get(SHARE_OF.get(resource, ""), 0) > 0:
+        return 1
+    return -(-requests.get(resource, 0) // 1000)
+
+
+def _names_what_is_asked(chips: list[int], wanted: int) -> bool:
+    return len(chips) == wanted == len(set(chips)) and all(0 <= chip < MAX_CHIPS for chip in chips)
+
+
 def trusted_allocation(annotations: dict[str, str], uid: str, node: str,
                        wanted: dict[str, int]) -> dict[str, list[int]]:
     """The chips a pod's hand-off names, per resource, only where it can be trusted: the provenance stamp
@@ -170,8 +182,7 @@ def trusted_allocation(annotations: dict[str, str], uid: str, node: str,
     if not uid or annotations.get(HANDOFF_FOR) != handoff_for(uid, node):
         return {}
     return {resource: chips for resource, chips in pod_allocation(annotations).items()
-            if resource in wanted and len(chips) == wanted[resource] == len(set(chips))
-            and all(0 <= chip < MAX_CHIPS for chip in chips)}
+            if resource in wanted and _names_what_is_asked(chips, wanted[resource])}
 
 
 def handoff_problem(annotations: dict[str, str], uid: str, node: str, wanted: dict[str, int]) -> str:
@@ -188,8 +199,7 @@ def handoff_problem(annotations: dict[str, str], uid: str, node: str, wanted: di
     if not uid or stamp != mine:
         return f"annotation {HANDOFF_FOR} names {stamp[:120]!r}, not this pod on this node ({mine}): copied or stale"
     for resource, chips in sorted(named.items()):
-        if resource in wanted and not (len(chips) == wanted[resource] == len(set(chips))
-                                       and all(0 <= chip < MAX_CHIPS for chip in chips)):
+        if resource in wanted and not _names_what_is_asked(chips, wanted[resource]):
             return (f"annotation {POD_ANNOTATION} names {len(chips)} chip id(s) of {resource} ({len(set(chips))} "
                     f"distinct) where the pod asks for {wanted[resource]}")
     return ""

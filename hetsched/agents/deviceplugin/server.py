@@ -50,7 +50,7 @@ from hetsched.api.objects import Pod
 from hetsched.devices.catalog import PolicySettings, policy_for
 from hetsched.devices.inventory import (
     PREDICATE_TIME,
-    SHARE_OF,
+    chips_asked,
     handoff_problem,
     pod_allocation,
     trusted_allocation,
@@ -273,9 +273,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
                 continue
             annotations = pod.metadata.annotations
             if resource in pod_allocation(annotations):  # forged, copied, stale, squatting: said, never followed
-                share = SHARE_OF.get(resource, "")  # a fractional pod's hand-off names its one chip
-                asked = 1 if share and pod.spec.requests.get(share, 0) > 0 else -(
-                    -pod.spec.requests.get(resource, 0) // 1000)
+                asked = chips_asked(pod.spec.requests, resource)  # a fractional pod's hand-off names its one chip
                 problem = handoff_problem(annotations, pod.metadata.uid, pod.spec.nodeName, {resource: asked})
                 if problem:
                     self._tell(pod, "HandOffRefused", f"{problem}; ignored: kubelet's chips are mounted")

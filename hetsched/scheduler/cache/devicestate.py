@@ -28,6 +28,7 @@ from hetsched.devices.inventory import (
     SHARE_OF,
     DeviceSet,
     InventoryError,
+    chips_asked,
     from_ascend_device_info,
     parse_node_devices,
     trusted_allocation,
@@ -253,8 +254,7 @@ class DeviceLedger:
         chips: dict[str, int] = {}
         shares: dict[str, tuple[int, int, int]] = {}
         requests = record.pod.spec.requests
-        wanted = {resource: 1 if requests.get(SHARE_OF.get(resource, ""), 0) > 0
-                  else -(-requests.get(resource, 0) // 1000) for resource in self.devices}
+        wanted = {resource: chips_asked(requests, resource) for resource in self.devices}
         # only a hand-off the scheduler wrote for this very pod on this node counts: a forged, copied or
         # squatting one (anyone who creates a pod can write annotations) never blocks anyone's chips
         named = trusted_allocation(record.pod.metadata.annotations, record.pod.metadata.uid,

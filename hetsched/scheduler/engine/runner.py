@@ -117,6 +117,13 @@ class SetAside:
     backoff: float
 
 
+def _backed_off(previous: SetAside | None, error: str, now: float) -> SetAside:
+    """Set aside again after ``previous`` (or the first time): the back-off doubles with each failure."""
+    failures = previous.failures + 1 if previous is not None else 1
+    backoff = min(SET_ASIDE_BASE * 2 ** (failures - 1), SET_ASIDE_MAX)
+    return SetAside(error, failures, now + backoff, backoff)
+
+
 @dataclass
 class CycleResult:
     decisions: Decisions
@@ -219,10 +226,7 @@ class Scheduler:
 
     def _set_aside(self, key: str, exc: Exception, now: float) -> str:
         error = f"{type(exc).__name__}: {exc}"[:300]
-        previous = self.set_aside.get(key)
-        failures = previous.failures + 1 if previous is not None else 1
-        backoff = min(SET_ASIDE_BASE * 2 ** (failures - 1), SET_ASIDE_MAX)
-        self.set_aside[key] = SetAside(error, failures, now + backoff, backoff)
+        self.set_aside[key] = _backed_off(self.set_aside.get(key), error, now)
         return error
 
     def _plugin_aside(self, exc: PluginSessionError, now: float) -> tuple[str, Reason | None]:
@@ -231,10 +235,7 @@ class Scheduler:
         error = f"{type(exc.error).__name__}: {exc.error}"[:300]
         plugin = exc.plugin.NAME
         if advisory(type(exc.plugin)):
-            previous = self.plugins_aside.get(plugin)
-            failures = previous.failures + 1 if previous is not None else 1
-            backoff = min(SET_ASIDE_BASE * 2 ** (failures - 1), SET_ASIDE_MAX)
-            self.plugins_aside[plugin] = SetAside(error, failures, now + backoff, backoff)
+            self.plugins_aside[plugin] = _backed_off(self.plugins_aside.get(plugin), error, now)
             return error, None
         return error, Reason.of(ReasonCode.PLUGIN_FAILED, plugin=plugin, error=error)
 
