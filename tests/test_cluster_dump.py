@@ -181,3 +181,20 @@ def test_an_object_in_both_the_dump_and_a_workload_is_an_error_not_a_crash(tmp_p
     assert run.returncode == 2, run.stderr
     assert "(Queue/research): metadata.name: Queue research is already defined" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.timeout(120)
+def test_validate_reads_the_dumps_simulate_takes(tmp_path: Path) -> None:
+    """Issue 31: a `kubectl get -o yaml` dump (a List, RFC 3339 times) that `simulate --cluster` takes is valid
+    for `validate` too; a time that is not one is refused naming the item and the field."""
+    files = [str(write(tmp_path, name, text)) for name, text in (("n.yaml", NODES), ("r.yaml", RUNNING))]
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "validate", *files],
+                         capture_output=True, text=True, timeout=100, check=False)
+    assert run.returncode == 0, run.stderr
+    assert "3 Node" in run.stdout and "Pod" in run.stdout
+    bad = write(tmp_path, "bad.yaml", RUNNING.replace('creationTimestamp: "2026-12-03T05:00:00Z"',
+                                                      'creationTimestamp: "yesterday"', 1))
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "validate", str(bad)],
+                         capture_output=True, text=True, timeout=100, check=False)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "metadata.creationTimestamp" in run.stderr

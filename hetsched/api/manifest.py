@@ -6,13 +6,16 @@ tests. Each problem becomes one line::
     job.yaml: document 1 (Job/ascend-bert-pretrain): spec.tasks[0].template.spec.nodeSelector: value of
     'huawei.com/Ascend910' must be a string, got bool true; … quote it: huawei.com/Ascend910: "true"
 
+A document may be a ``List`` (``kubectl get … -o yaml``): its items are read as documents, a problem naming
+``items[i]``; times the API server wrote (``creationTimestamp``, …) are read as RFC 3339 (``api.times``).
+
 Invariant: loading either returns every object of every file, or raises :class:`ManifestError` holding every
 problem found; nothing is half-loaded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,10 +24,11 @@ import yaml
 from pydantic import ValidationError
 
 from hetsched.api import hypernodes as hypernodes_tree
-from hetsched.api import workload_annotations
+from hetsched.api import volcano_annotations, workload_annotations
 from hetsched.api.objects import CLUSTER_SCOPED, KINDS, AnyObject, HyperNode, Job, Node, object_key
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import job_class_names
+from hetsched.api.times import epoch_times
 from hetsched.api.validation import problems
 from hetsched.api.yamlsafe import YamlLimitError, iter_load_all, read_text
 
@@ -61,6 +65,25 @@ def _pydantic_problems(exc: ValidationError, source: str, index: int, kind: str,
             for where, text in problems(exc, unknown="unknown field (check the spelling against the Volcano API)")]
 
 
+def list_items(document: Any) -> list[tuple[str, Any]]:
+    """A document, or the items of a ``List``/``NodeList``/… (what ``kubectl get -o yaml`` prints), each with
+    where it was found (``items[3]``, "" for a plain document)."""
+    if isinstance(document, dict) and isinstance(document.get("kind"), str) and document["kind"].endswith("List") \
+            and "items" in document:
+        items = document["items"]
+        if not isinstance(items, list):
+            return [("items", document)]  # parse_document reports a map it cannot read
+        kind = document["kind"].removesuffix("List")
+        version = document.get("apiVersion")
+        out = []
+        for index, item in enumerate(items):
+            if isinstance(item, dict) and kind and "kind" not in item:  # NodeList items carry no kind
+                item = {"kind": kind, "apiVersion": version, **item}
+            out.append((f"items[{index}]", item))
+        return out
+    return [("", document)]
+
+
 def parse_document(doc: Any, source: str, index: int) -> AnyObject | list[Problem]:
     """Validate one decoded YAML document; return the object or its problems."""
     if not isinstance(doc, dict):
@@ -88,6 +111,9 @@ def parse_document(doc: Any, source: str, index: int) -> AnyObject | list[Proble
     bad = workload_annotations.problems(kind, obj.metadata.annotations, [
         (f"spec.tasks[{i}].template.metadata.annotations", task.template.metadata.annotations)
         for i, task in enumerate(obj.spec.tasks)] if isinstance(obj, Job) else [])
+    bad += volcano_annotations.problems(kind, obj.metadata.labels, obj.metadata.annotations, [
+        (f"spec.tasks[{i}].template.metadata", task.template.metadata.labels, task.template.metadata.annotations)
+        for i, task in enumerate(obj.spec.tasks)] if isinstance(obj, Job) else [])
     if bad:
         return [Problem(source, index, kind, name, field, message) for field, message in bad]
     return obj
@@ -108,13 +134,16 @@ def _entries(text: str, source: str) -> list[tuple[str, int, AnyObject]]:
     problems: list[Problem] = []
     try:  # one raw document held at a time: each becomes its object (or its problems) and is let go
         for index, doc in enumerate(iter_load_all(text), start=1):
-            result = parse_document(doc, source, index)
-            if not isinstance(result, list) and result.kind in ("Job", "PodGroup", "Pod"):
-                result = priority_problems(doc, result, source, index) or result
-            if isinstance(result, list):
-                problems.extend(result)
-            else:
-                objects.append((source, index, result))
+            for where, item in list_items(doc):
+                result = parse_document(epoch_times(item) if isinstance(item, dict) else item, source, index)
+                if not isinstance(result, list) and result.kind in ("Job", "PodGroup", "Pod"):
+                    result = priority_problems(item, result, source, index) or result
+                if isinstance(result, list):
+                    problems.extend(p if not where else Problem(p.source, p.document, p.kind, p.name,
+                                                                f"{where}.{p.path}" if p.path else where, p.message)
+                                    for p in result)
+                else:
+                    objects.append((source, index, result))
     except YamlLimitError as exc:
         raise ManifestError([Problem(source, 0, "", "", "", str(exc))]) from None
     except yaml.YAMLError as exc:
@@ -178,8 +207,11 @@ def check_cluster(objects: list[AnyObject]) -> None:
         raise ManifestError(problems)
 
 
-def load_files(paths: Iterable[str | Path]) -> list[AnyObject]:
-    """Load several files; problems of all files are collected before raising."""
+def load_files(paths: Iterable[str | Path],
+               check: Callable[[str, int, AnyObject], list[Problem]] | None = None) -> list[AnyObject]:
+    """Load several files; problems of all files are collected before raising. ``check`` (source, document,
+    object → problems) is the caller's own check of each object, e.g. ``hetsched validate`` parsing a
+    scheduler ConfigMap's configuration as the scheduler would (the API layer knows no scheduler)."""
     entries: list[tuple[str, int, AnyObject]] = []
     problems: list[Problem] = []
     for path in paths:
@@ -197,6 +229,9 @@ def load_files(paths: Iterable[str | Path]) -> list[AnyObject]:
     problems += duplicate_problems(entries)
     if not problems:
         problems += topology_problems(entries, with_nodes=any(isinstance(obj, Node) for _, _, obj in entries))
+    if check is not None:
+        for source, index, obj in entries:
+            problems += check(source, index, obj)
     if problems:
         raise ManifestError(problems)
     return [obj for _, _, obj in entries]

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from hetsched.api import fault_labels
+from hetsched.api.annotations import go_duration
 from hetsched.api.quantity import QuantityError, format_quantity, parse_quantity
 from hetsched.api.regex import MAX_PATTERN, compile_pattern
 
@@ -599,21 +600,12 @@ class LifecyclePolicy(_Strict):
         return None if self.timeout is None else parse_duration(self.timeout)
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s)")
-_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
 def parse_duration(text: str) -> float:
     """Seconds in a Go duration string ("1h30m", "90s", "500ms"); ValueError naming the text otherwise."""
-    position, total = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != position:
-            break
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        position = match.end()
-    if not text or position != len(text):
-        raise ValueError(f"timeout {text!r} is not a duration such as \"90s\", \"10m\" or \"1h30m\"")
-    return total
+    try:
+        return go_duration(text)
+    except ValueError:
+        raise ValueError(f"timeout {text[:80]!r} is not a duration such as \"90s\", \"10m\" or \"1h30m\"") from None
 
 
 MAX_UNAVAILABLE_ANNOTATION = "hetsched.io/max-unavailable"

@@ -12,6 +12,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,13 +21,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from hetsched.api.manifest import ManifestError, check_cluster, load_files
-from hetsched.api.objects import AnyObject, Node
+from hetsched.api.manifest import ManifestError, Problem, check_cluster, load_files
+from hetsched.api.objects import AnyObject, ConfigMap, Node
 from hetsched.cli import agents, doctor, install, serve, sweep
 from hetsched.cli.devices import devices_app
 from hetsched.cli.options import DEFAULT_TRACE_DIR, check_jobs, parse_seeds
 from hetsched.cli.output import say, stderr_console, stdout_console, write_file, writing
-from hetsched.scheduler.defaults import ConfError, SchedulerConf, load_conf
+from hetsched.scheduler.defaults import ConfError, SchedulerConf, load_conf, parse_conf
 from hetsched.sim.results import Results
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -71,8 +72,8 @@ def _process_settings() -> None:
 
 @app.command()
 def validate(files: Annotated[list[Path], typer.Argument(help="YAML manifests (multi-document)")]) -> None:
-    """Validate Jobs, PodGroups, Queues, Pods, Nodes, PriorityClasses and cluster specs; exit 0 if valid,
-    2 if not."""
+    """Validate Jobs, PodGroups, Queues, Pods, Nodes, PriorityClasses, scheduler ConfigMaps (Volcano's
+    ``volcano-scheduler.conf``, parsed as the scheduler would) and cluster specs; exit 0 if valid, 2 if not."""
     from hetsched.cluster.spec import is_cluster_spec, load_cluster_spec
 
     specs = [f for f in files if is_cluster_spec(f)]
@@ -84,16 +85,42 @@ def validate(files: Annotated[list[Path], typer.Argument(help="YAML manifests (m
             except ManifestError as exc:
                 problems.extend(exc.problems)
         try:
-            objects = load_files([f for f in files if f not in specs])
+            notes: list[str] = []
+            objects = load_files([f for f in files if f not in specs], check=partial(_scheduler_configmap, notes))
         except ManifestError as exc:
             problems.extend(exc.problems)
         if problems:
             raise ManifestError(problems)
+        for note in notes:
+            say(errors, "warning", note)
     kinds: dict[str, int] = {"ClusterSpec": len(specs)} if specs else {}
     for obj in objects:
         kinds[obj.kind] = kinds.get(obj.kind, 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no objects"
     console.print(f"valid: {summary} in {len(files)} file(s)")
+
+
+SCHEDULER_CONF_KEYS = ("volcano-scheduler.conf", "scheduler.conf")
+"""ConfigMap keys holding a scheduler configuration: Volcano's (its install mounts ``volcano-scheduler.conf``)
+and hetsched's (``hetsched-scheduler-conf``'s ``scheduler.conf``)."""
+
+
+def _scheduler_configmap(notes: list[str], source: str, index: int, obj: AnyObject) -> list[Problem]:
+    """A scheduler ConfigMap's configuration parsed as the scheduler parses it at start: the problem, naming
+    the key and the field, or nothing (what it turns off that does nothing here is added to ``notes``)."""
+    if not isinstance(obj, ConfigMap):
+        return []
+    found = []
+    for key in SCHEDULER_CONF_KEYS:
+        if key in obj.data:
+            where = f'data["{key}"]'
+            try:
+                conf = parse_conf(obj.data[key], where)
+            except ConfError as exc:
+                found.append(Problem(source, index, "ConfigMap", obj.metadata.name, "", str(exc)))
+                continue
+            notes.extend(f"{source}: document {index} (ConfigMap/{obj.metadata.name}): {note}" for note in conf.notes)
+    return found
 
 
 def _conf(path: Path | None) -> SchedulerConf | None:

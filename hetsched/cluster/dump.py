@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from hetsched.api.manifest import ManifestError, Problem, parse_document
+from hetsched.api.manifest import ManifestError, Problem, list_items, parse_document
 from hetsched.api.objects import TIME_KEYS, AnyObject, Node, Pod
 from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load_all
 from hetsched.cluster.spec import is_cluster_spec, load_cluster_spec
@@ -50,24 +50,6 @@ def _strip(data: Any) -> Any:
     if isinstance(data, list):
         return [_strip(v) for v in data]
     return data
-
-
-def _items(document: Any) -> list[tuple[str, Any]]:
-    """A document, or the items of a ``List``/``NodeList``/…, each with where it was found."""
-    if isinstance(document, dict) and isinstance(document.get("kind"), str) and document["kind"].endswith("List") \
-            and "items" in document:
-        items = document["items"]
-        if not isinstance(items, list):
-            return [("items", document)]  # parse_document reports a map it cannot read
-        kind = document["kind"].removesuffix("List")
-        version = document.get("apiVersion")
-        out = []
-        for index, item in enumerate(items):
-            if isinstance(item, dict) and kind and "kind" not in item:  # NodeList items carry no kind
-                item = {"kind": kind, "apiVersion": version, **item}
-            out.append((f"items[{index}]", item))
-        return out
-    return [("", document)]
 
 
 def _running(pod: Pod) -> Pod | None:
@@ -94,7 +76,7 @@ def load_dump(path: Path) -> ClusterFiles:
     found = ClusterFiles()
     problems: list[Problem] = []
     for index, document in enumerate(documents, start=1):
-        for where, item in _items(document):
+        for where, item in list_items(document):
             parsed = parse_document(_strip(item), source, index)
             if isinstance(parsed, list):
                 problems += [p if not where else Problem(p.source, p.document, p.kind, p.name,

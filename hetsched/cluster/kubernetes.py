@@ -51,7 +51,8 @@ import kubernetes.config
 from pydantic import ValidationError
 
 from hetsched.api.manifest import parse_document
-from hetsched.api.objects import KINDS, TIME_KEYS, AnyObject, Condition, object_key
+from hetsched.api.objects import KINDS, AnyObject, Condition, object_key
+from hetsched.api.times import convert_times, to_epoch
 from hetsched.cluster.backoff import Backoff
 from hetsched.devices.inventory import POD_ANNOTATION, PREDICATE_TIME
 from hetsched.ports import BindRequest, Conflict, Failure, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
@@ -118,35 +119,16 @@ class ApiError(RuntimeError):
 # ----------------------------------------------------------------------------------- conversion
 
 
-def _to_epoch(value: Any) -> Any:
-    if isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    return value
-
-
-def _to_rfc3339(value: Any) -> Any:
+def to_rfc3339(value: Any) -> Any:
+    """Seconds since the epoch as the API server's RFC 3339 form; anything else unchanged."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return value
 
 
-def _walk(data: Any, convert: Callable[[Any], Any]) -> Any:
-    if isinstance(data, dict):
-        return {k: (convert(v) if k in TIME_KEYS else _walk(v, convert)) for k, v in data.items()}
-    if isinstance(data, list):
-        return [_walk(v, convert) for v in data]
-    return data
-
-
-def epoch_times(data: Mapping[str, Any]) -> dict[str, Any]:
-    """An API object with its RFC 3339 timestamps as seconds (hetsched's models' form)."""
-    return _walk(dict(data), _to_epoch)  # type: ignore[no-any-return]
-
-
 def from_api(kind: str, data: Mapping[str, Any]) -> AnyObject:
     """An API server object (JSON) as hetsched's model (timestamps as seconds); Invalid names the field."""
-    converted = _walk(dict(data), _to_epoch)
+    converted = convert_times(dict(data), to_epoch)
     converted["kind"] = kind
     converted["apiVersion"] = RESOURCES[kind].api_version if kind != "PodDisruptionBudget" else "policy/v1"
     try:
@@ -183,7 +165,7 @@ def to_api(obj: AnyObject, resource: Resource) -> dict[str, Any]:
         if not metadata.get(key):
             metadata.pop(key, None)
     metadata.pop("creationTimestamp", None)
-    return _walk(data, _to_rfc3339)  # type: ignore[no-any-return]
+    return convert_times(data, to_rfc3339)  # type: ignore[no-any-return]
 
 
 # ----------------------------------------------------------------------------------- client
@@ -597,7 +579,7 @@ class KubeCluster:
         self._post_event(kind, metadata, "InvalidObject", str(exc), "Warning")
         if kind in ("Job", "PodGroup", "Queue") and metadata.get("name"):  # and a condition on the object itself
             condition = {"type": "Invalid", "status": "True", "reason": "ValidationFailed",
-                         "message": str(exc)[:1024], "lastTransitionTime": _to_rfc3339(time.time())}
+                         "message": str(exc)[:1024], "lastTransitionTime": to_rfc3339(time.time())}
             path = self._resource(kind).path(metadata.get("namespace"), metadata["name"], "status")
             with contextlib.suppress(ApiError, Invalid, NotFound, Conflict, TooManyRequests, Fenced):
                 self._write("PATCH", path, body={"status": {"conditions": [condition]}},
@@ -694,7 +676,8 @@ class KubeCluster:
     def patch(self, kind: str, key: str, patch: Mapping[str, Any]) -> AnyObject:
         namespace, _, name = key.rpartition("/")
         data = self._write("PATCH", self._resource(kind).path(namespace or None, name),
-                                   body=_walk(dict(patch), _to_rfc3339), content_type="application/merge-patch+json")
+                                   body=convert_times(dict(patch), to_rfc3339),
+                                   content_type="application/merge-patch+json")
         return from_api(kind, data)
 
     def delete(self, kind: str, key: str) -> AnyObject:
@@ -791,7 +774,7 @@ class KubeCluster:
         """A ``core/v1`` Event about the object ``metadata`` describes; an Event is never worth failing a cycle."""
         resource = self._resource(kind)
         namespace = metadata.get("namespace") or "default"
-        now = _to_rfc3339(time.time())
+        now = to_rfc3339(time.time())
         body = {"apiVersion": "v1", "kind": "Event",
                 "metadata": {"generateName": f"{metadata.get('name') or 'object'}.", "namespace": namespace},
                 "involvedObject": {"apiVersion": resource.api_version, "kind": kind, "name": metadata.get("name"),

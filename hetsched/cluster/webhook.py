@@ -50,7 +50,7 @@ from hetsched.api.manifest import parse_document
 from hetsched.api.objects import MAX_REPLICAS, Job
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import PriorityPolicy, job_class_names
-from hetsched.cluster.kubernetes import epoch_times
+from hetsched.api.times import epoch_times
 from hetsched.cluster.restriction import Restriction
 from hetsched.devices.inventory import is_handoff_key
 from hetsched.metrics.agents import WebhookMetrics

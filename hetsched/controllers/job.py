@@ -43,6 +43,7 @@ from hetsched.api.objects import (
     TaskSpec,
     quantity_strings,
 )
+from hetsched.api.volcano_annotations import COOLDOWN_TIME
 from hetsched.controllers import ssh
 from hetsched.controllers.fault import FAULT_REASON, PREFERRED_NODES, RETRIES_EXHAUSTED
 from hetsched.controllers.lifecycle import FINISHED, Delayed, Event, Step, Sync, decide
@@ -55,6 +56,9 @@ JOB_NAME = "volcano.sh/job-name"
 TASK_SPEC = "volcano.sh/task-spec"
 TASK_INDEX = "volcano.sh/task-index"
 JOB_VERSION = "volcano.sh/job-version"
+HANDED_TO_PODS = ("volcano.sh/preemptable", COOLDOWN_TIME)
+"""Job annotations its pods carry (Volcano's controller hands the same): whether they may be victims, and
+for how long after they start they may not (``cdp``)."""
 
 
 def pod_name(job: str, task: str, index: int) -> str:
@@ -458,6 +462,9 @@ class JobController:
         annotations = {**template.metadata.annotations, GROUP_ANNOTATION: job.metadata.name,
                        JOB_NAME: job.metadata.name, TASK_SPEC: task.name, TASK_INDEX: str(index),
                        JOB_VERSION: str(job.status.retryCount)}
+        for key in HANDED_TO_PODS:  # a Job's victim rules reach its pods, over the template's, as Volcano's
+            if key in job.metadata.annotations:
+                annotations[key] = job.metadata.annotations[key]
         if task.topologyPolicy and task.topologyPolicy != "none":  # Volcano's hand-off to numaaware
             annotations[NUMA_POLICY_ANNOTATION] = task.topologyPolicy
         labels = {**template.metadata.labels, JOB_NAME: job.metadata.name, TASK_SPEC: task.name}

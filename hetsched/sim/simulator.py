@@ -171,6 +171,12 @@ class Simulation:
         self.recorder.on_event(event, self.clock.now())
 
     def _arrive(self, obj: AnyObject) -> None:
+        meta = obj.metadata
+        if meta.creationTimestamp is not None or meta.deletionTimestamp is not None:
+            # a manifest from `kubectl get -o yaml` carries the real cluster's times; the simulation's clock
+            # starts at 0 and the object is created when it arrives
+            obj = obj.model_copy(update={"metadata": meta.model_copy(
+                update={"creationTimestamp": None, "deletionTimestamp": None})})
         if isinstance(obj, Job):
             try:
                 current = self.cluster.get("Job", object_key(obj))

@@ -27,7 +27,7 @@ from hetsched.api.objects import (
 )
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import PriorityPolicy
-from hetsched.scheduler.cache.pods import Group, PodRecord, preemptable, required_anti
+from hetsched.scheduler.cache.pods import Group, PodRecord, cooldown, preemptable, required_anti, running_since
 from hetsched.scheduler.cache.settled import SettledJobs, is_settled
 from hetsched.scheduler.contract.snapshot import (
     MLU_LINK_ANNOTATION,
@@ -222,5 +222,6 @@ def running(jobs: dict[str, JobInfo], groups: dict[str, Group], pods: dict[str, 
                 numa=record.numa if record.numa is not None else -1,
                 budgets=tuple(i for i, b in enumerate(budgets) if pod.status.phase == "Running" and covers(b, pod)),
                 job_priority=jobs[job_key].priority, preemptable=preemptable(pod),
-                subgroup=member[0] if member is not None else ""))
+                subgroup=member[0] if member is not None else "", running_since=running_since(pod),
+                cooldown=cooldown(pod)))
     return result, allowed

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hetsched.api.objects import Pod, PodAffinityTerm, PodGroup
+from hetsched.api.volcano_annotations import cooldown_time
 from hetsched.scheduler.contract.arrays import IntArray
 
 TASK_ANNOTATION = "volcano.sh/task-spec"
@@ -46,6 +47,26 @@ def preemptable(pod: Pod) -> bool:
     that is not a boolean, protect the pod, as Volcano treats an unparsable one)."""
     value = pod.metadata.annotations.get(PREEMPTABLE, pod.metadata.labels.get(PREEMPTABLE))
     return value is None or value.strip() in _TRUE
+
+
+def running_since(pod: Pod) -> float | None:
+    """When a Running pod was scheduled (its ``PodScheduled=True`` condition's time), as Volcano's ``cdp``
+    reads it; None for a pod not Running or without the condition."""
+    if pod.status.phase != "Running":
+        return None
+    for condition in pod.status.conditions:
+        if condition.type == "PodScheduled" and condition.status == "True":
+            return condition.lastTransitionTime
+    return None
+
+
+def cooldown(pod: Pod) -> float | None:
+    """``volcano.sh/cooldown-time`` (label, else annotation) in seconds; None when absent or not a duration
+    (refused at admission, so only one written around the webhook)."""
+    try:
+        return cooldown_time(pod.metadata.labels, pod.metadata.annotations)
+    except ValueError:
+        return None
 
 
 def pod_state(pod: Pod) -> str:

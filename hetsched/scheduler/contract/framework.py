@@ -8,9 +8,12 @@ rules. The points, their switches and their combination rules are :data:`EXTENSI
 lists them from there; a test compares the two):
 - ordering keys (queue, job, task): plugins contribute keys in tier order; the first that differs decides
   (lexicographic comparison of the key tuple);
-- ``JobReady``/``JobPipelined``/``JobValid``/``NodeFilter``/``Evictable``: every participating plugin must
-  agree; ``JobStarving``/``Reclaimable`` too, and with none enabled nothing is evicted;
-- ``JobEnqueue``: any non-ok status rejects, and its reason is reported;
+- ``JobReady``/``JobValid``/``NodeFilter``/``Evictable``: every participating plugin must agree;
+  ``JobStarving``/``Reclaimable`` too, and with none enabled nothing is evicted;
+- ``JobEnqueue`` and ``JobPipelined``: Volcano's tiered vote — any rejection rejects (its reason is
+  reported); a permit (``Code.PERMIT``; ``True`` from ``job_pipelined``) with no rejection in its tier
+  decides yes without asking later tiers; abstentions (``Code.SUCCESS``; ``None``) leave it to them; all
+  abstaining is yes;
 - ``Allocatable`` and ``NodeCapacity``: the smallest allowance wins; ``Overused``: any plugin may declare a
   queue overused;
 - ``NodeScore`` and ``HyperNodeOrder``: sum (each plugin applies its own weight).
@@ -151,7 +154,8 @@ class JobValid(Protocol):
 
 class JobEnqueue(Protocol):
     def job_enqueueable(self, job: JobInfo) -> Status:
-        """May this Pending PodGroup move to Inqueue (its pods be created) now? Not ok → the reason."""
+        """May this Pending PodGroup move to Inqueue (its pods be created) now? Not ok → the reason;
+        ``Code.PERMIT``: yes, whatever later tiers say; ``Code.SUCCESS``: no objection."""
         ...
 
     def job_enqueued(self, job: JobInfo) -> None:
@@ -166,8 +170,10 @@ class JobReady(Protocol):
 
 
 class JobPipelined(Protocol):
-    def job_pipelined(self, job: JobInfo) -> bool:
-        """Has the job enough allocated plus pipelined pods to keep its reservation?"""
+    def job_pipelined(self, job: JobInfo) -> bool | None:
+        """May the job keep what it was given this cycle as a reservation, though it cannot bind yet (enough
+        allocated plus pipelined pods for its gang; ``sla``: it waited past its SLA)? True: permit,
+        False: reject, None: abstain."""
         ...
 
 
@@ -268,9 +274,11 @@ EXTENSION_POINTS: dict[str, ExtensionPoint] = {point.name: point for point in (
                    "keys in tier order; the first that differs decides"),
     ExtensionPoint(TaskOrder, "enableTaskOrder", "placement", "keys in tier order; the first that differs decides"),
     ExtensionPoint(JobValid, "enableJobValid", "allocate, backfill", "all must pass; the first failure is the reason"),
-    ExtensionPoint(JobEnqueue, "enableJobEnqueued", "enqueue", "any rejection rejects, with its reason"),
+    ExtensionPoint(JobEnqueue, "enableJobEnqueued", "enqueue",
+                   "tiered vote: a rejection rejects, with its reason; a permit decides its tier, skipping later ones"),
     ExtensionPoint(JobReady, "enableJobReady", "placement, allocate, backfill", "all must agree"),
-    ExtensionPoint(JobPipelined, "enableJobPipelined", "placement", "all must agree"),
+    ExtensionPoint(JobPipelined, "enableJobPipelined", "placement",
+                   "tiered vote: any rejection rejects; a permit decides its tier and skips later ones"),
     ExtensionPoint(Overused, "enabledOverused", "allocate", "any plugin may declare a queue overused"),
     ExtensionPoint(Allocatable, "enabledAllocatable", "placement", "the smallest allowance wins"),
     ExtensionPoint(Evictable, "enablePreemptable", "preempt, reclaim", "all must agree"),

@@ -70,6 +70,7 @@ class ReasonCode(enum.Enum):
     QUEUE_CAPABILITY_EXCEEDED = "QueueCapabilityExceeded"
     CLUSTER_HEADROOM = "ClusterHeadroom"
     PIPELINED = "Pipelined"
+    RESERVED = "Reserved"
     NO_HYPERNODE = "NoHyperNode"
     NO_HYPERNODE_ROOM = "NoHyperNodeRoom"
     HYPERNODE_SPLIT = "HyperNodeSplit"
@@ -259,6 +260,10 @@ SPECS: dict[ReasonCode, Spec] = {
     ReasonCode.PIPELINED: Spec(
         ("pods",), "pipelined: {pods} pod(s) wait for resources being released; the gang binds once they are free",
         "pipelined"),
+    ReasonCode.RESERVED: Spec(
+        ("pods", "missing"), "reserving room for {pods} pod(s) this cycle while {missing} more are missing "
+        "(a plugin lets the gang hold resources before it can bind: sla, once the job waited past its SLA)",
+        "reserved"),
 }
 """Code → how it renders; every code has exactly one entry (checked by the tests)."""
 

@@ -388,6 +388,10 @@ class RunningPod:
     """False when the pod says ``volcano.sh/preemptable: "false"`` (annotation, else label): never a victim."""
     subgroup: str = ""
     """Its network-bounded sub-group ("" = none): a replacement joins this sub-group's HyperNode."""
+    running_since: float | None = None
+    """When it was scheduled (its ``PodScheduled`` condition), once it is Running; None before."""
+    cooldown: float | None = None
+    """Seconds after :attr:`running_since` it may not be a victim (``volcano.sh/cooldown-time``, for ``cdp``)."""
 
 
 def tightest_chip(free_milli: IntArray, milli: int, free_memory: IntArray | None = None,

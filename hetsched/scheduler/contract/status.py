@@ -22,6 +22,10 @@ class Code(enum.Enum):
     """No node can ever take it as things stand (selector, affinity, taints, an impossible request)."""
     WAIT = "Wait"
     """Pipelined: waiting for resources that are being released."""
+    PERMIT = "Permit"
+    """Yes, and plugins of later tiers are not asked (Volcano's Permit vote, for ``job_enqueueable``: ``sla``
+    once a job waited past its SLA; ``proportion``, ``capacity`` and ``overcommit`` when the job fits).
+    ``SUCCESS`` there is Volcano's Abstain: no objection, the next tier decides."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,7 @@ class Status:
 
     @property
     def ok(self) -> bool:
-        return self.code is Code.SUCCESS
+        return self.code is Code.SUCCESS or self.code is Code.PERMIT
 
     @property
     def message(self) -> str:

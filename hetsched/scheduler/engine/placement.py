@@ -393,9 +393,13 @@ def _place(session: Session, job: JobInfo, groups: list[TaskGroup], *, gang: boo
     for group in ordered:
         missing = job.min_member - session.occupied(job) - attempt.pipelined_pods
         _allocate(session, job, statement, group, min(missing, len(group.pending)), future=True, domain=domain)
-    if session.job_pipelined(job) and attempt.pipelined_pods > 0:
+    held = session.occupied(job) - job.ready  # placed this cycle, not bound
+    if session.job_pipelined(job) and (attempt.pipelined_pods > 0 or held > 0):
+        # kept as a reservation inside this cycle (Volcano keeps a statement its plugins let pipeline): on
+        # resources being released, or — ``sla``, once a job waited past its SLA — on free ones
         statement.keep()
-        attempt.failure = Reason.of(ReasonCode.PIPELINED, pods=attempt.pipelined_pods)
+        attempt.failure = Reason.of(ReasonCode.PIPELINED, pods=attempt.pipelined_pods) if attempt.pipelined_pods \
+            else Reason.of(ReasonCode.RESERVED, pods=held, missing=max(job.min_member - session.occupied(job), 0))
         attempt.pipelined = True
         return False
     attempt.short = max(job.min_member - session.occupied(job), 0)

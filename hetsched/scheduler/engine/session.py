@@ -91,13 +91,16 @@ class Session:
         """Pod key → annotations to write at bind (device hand-off), filled by plugins on allocation."""
         self.plugins: list[Plugin] = []
         enabled: dict[type, list[Plugin]] = {}
-        for tier in conf.tiers if halted is None else ():
+        self._tier: dict[int, int] = {}
+        """id(plugin) → its tier (the tiered votes: ``JobEnqueue``, ``JobPipelined``)."""
+        for number, tier in enumerate(conf.tiers if halted is None else ()):
             for option in tier.plugins:
                 cls = conf.plugin_class(option.name)
                 if cls.NAME in without:  # set aside: it raised opening or closing an earlier session
                     continue
                 plugin = cls(Arguments(option.name, option.arguments))
                 self.plugins.append(plugin)
+                self._tier[id(plugin)] = number
                 for point in declared_points(type(plugin)):
                     if option.enabled(point.switch):
                         enabled.setdefault(point.protocol, []).append(plugin)
@@ -187,11 +190,20 @@ class Session:
         return Status(Code.SUCCESS)
 
     def job_enqueueable(self, job: JobInfo) -> Status:
+        """Volcano's tiered vote (``contract.framework``): a rejection is the answer; a permit decides once
+        the rest of its tier has not rejected; all abstaining is yes."""
+        permit: Status | None = None
+        permit_tier = -1
         for plugin in self._job_enqueue:
+            tier = self._tier[id(plugin)]
+            if permit is not None and tier != permit_tier:
+                break
             status = plugin.job_enqueueable(job)
             if not status.ok:
                 return status
-        return Status(Code.SUCCESS)
+            if status.code is Code.PERMIT and permit is None:
+                permit, permit_tier = status, tier
+        return permit if permit is not None else Status(Code.SUCCESS)
 
     def job_enqueued(self, job: JobInfo) -> None:
         for plugin in self._job_enqueue:
@@ -201,7 +213,20 @@ class Session:
         return all(p.job_ready(job) for p in self._job_ready)
 
     def job_pipelined(self, job: JobInfo) -> bool:
-        return all(p.job_pipelined(job) for p in self._job_pipelined)
+        """Volcano's tiered vote, as :meth:`job_enqueueable` (True permits, False rejects, None abstains)."""
+        permit_tier = -1
+        for plugin in self._job_pipelined:
+            tier = self._tier[id(plugin)]
+            if permit_tier >= 0 and tier != permit_tier:
+                break
+            vote = plugin.job_pipelined(job)
+            if vote is None:
+                continue
+            if not vote:
+                return False
+            if permit_tier < 0:
+                permit_tier = tier
+        return True
 
     # ------------------------------------------------------------------------------ queues
 

@@ -61,7 +61,11 @@ class Gang(Plugin, JobValid, JobReady, JobPipelined, JobStarving, JobOrder):
 
     def job_pipelined(self, job: JobInfo) -> bool:
         session = self._session
-        return session.occupied(job) + session.pipelined_pods(job) + session.pending_best_effort(job) >= job.min_member
+        pipelined = session.pipelined_pods(job)
+        # without pods waiting on releasing resources, what is held must already satisfy every task's
+        # minimum (Volcano's CheckTaskPipelined): a gang short of one task keeps no reservation
+        return (session.occupied(job) + pipelined + session.pending_best_effort(job) >= job.min_member
+                and (pipelined > 0 or self._tasks_ready(job)))
 
     def job_starving(self, job: JobInfo) -> bool:
         return self._session.occupied(job) + self._session.pipelined_pods(job) < job.min_member

@@ -105,10 +105,10 @@ class Overcommit(Plugin, JobEnqueue):
     def job_enqueueable(self, job: JobInfo) -> Status:
         short = np.flatnonzero((job.min_resources > 0) & (job.min_resources > self.headroom + 1e-6))
         if short.size == 0 or not np.flatnonzero((job.min_resources > 0) & (job.min_resources > self.idle + 1e-6)).size:
-            return Status(Code.SUCCESS)
+            return Status(Code.PERMIT, (), NAME)
         if (self.preempt or self.reclaim) and not np.flatnonzero(
                 (job.min_resources > 0) & (job.min_resources > self.headroom + self._evictable_room(job) + 1e-6)).size:
-            return Status(Code.SUCCESS)
+            return Status(Code.PERMIT, (), NAME)
         names = self.resources.names
         amounts = tuple((names[c], int(job.min_resources[c]), int(self.headroom[c])) for c in short)
         return Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.CLUSTER_HEADROOM, amounts=amounts,

@@ -182,7 +182,7 @@ class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Allocatable, JobEnqu
         for counted in ("admitted", "now"):
             problem = self._over(job, queue, counted)
             if problem is None:
-                return Status(Code.SUCCESS)
+                return Status(Code.PERMIT, (), NAME)
         assert problem is not None
         return Status(Code.UNSCHEDULABLE, (problem,), NAME)
 

@@ -18,6 +18,7 @@ from importlib.metadata import EntryPoint, entry_points
 
 from hetsched.scheduler.contract.framework import Plugin, PluginContractError, check_plugin
 from hetsched.scheduler.plugins.binpack import Binpack
+from hetsched.scheduler.plugins.cdp import CooldownProtection
 from hetsched.scheduler.plugins.conformance import Conformance
 from hetsched.scheduler.plugins.devicetopology import DeviceTopology
 from hetsched.scheduler.plugins.drf import DRF
@@ -31,6 +32,7 @@ from hetsched.scheduler.plugins.overcommit import Overcommit
 from hetsched.scheduler.plugins.predicates import Predicates
 from hetsched.scheduler.plugins.priority import Priority
 from hetsched.scheduler.plugins.proportion import Proportion
+from hetsched.scheduler.plugins.sla import SLA
 
 ENTRY_POINT_GROUP = "hetsched.plugins"
 _CONTRACT = "plugins import hetsched.scheduler.contract (SessionView, Plugin, the points; docs/plugins.md)"
@@ -42,7 +44,8 @@ MOVED = {f"hetsched.scheduler.{name}": _CONTRACT for name in (
 IN_TREE: dict[str, type[Plugin]] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
-                DeviceTopology, FGD, NumaAware, NodeGroup, NetworkTopologyAware)
+                DeviceTopology, FGD, NumaAware, NodeGroup, NetworkTopologyAware, SLA,
+                CooldownProtection)
 }
 for _cls in IN_TREE.values():
     check_plugin(_cls, "in-tree")

@@ -1,0 +1,250 @@
+"""Volcano's plugins that hetsched had no counterpart for (issue 31), each case translated from Volcano's
+own tests or user guide (the source is named in each test):
+
+- ``sla``: a job past its SLA waiting time goes first, is admitted whatever later tiers say, and holds
+  what it is given until its gang fits;
+- ``cdp``: a Running pod is no victim until its ``volcano.sh/cooldown-time`` has passed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hetsched.api.manifest import ManifestError, load_text
+from hetsched.api.objects import AnyObject, Condition, Pod, PodGroup
+from hetsched.scheduler.defaults import ConfError, parse_conf
+from tests.builders import gang, harness, node, pod, podgroup, priority_class, queue, running_on
+
+pytestmark = pytest.mark.timeout(120)
+
+SLA_CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enableJobPipelined: {pipelined}
+  - name: conformance
+  - name: sla
+    arguments: {arguments}
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def sla_conf(*, gang_pipelined: bool = False, arguments: str = "{}") -> str:
+    return SLA_CONF.format(pipelined=str(gang_pipelined).lower(), arguments=arguments)
+
+
+def with_sla(objects: list[AnyObject], waiting: str) -> list[AnyObject]:
+    """The PodGroup among ``objects`` annotated with ``volcano.sh/sla-waiting-time: waiting``."""
+    out: list[AnyObject] = []
+    for obj in objects:
+        if isinstance(obj, PodGroup):
+            obj = obj.model_copy(update={"metadata": obj.metadata.model_copy(
+                update={"annotations": {"volcano.sh/sla-waiting-time": waiting}})})
+        out.append(obj)
+    return out
+
+
+def scheduled_running(made: Pod, node_name: str, at: float) -> Pod:
+    """``made`` bound to ``node_name``, Running, scheduled at ``at`` (the PodScheduled condition)."""
+    bound = running_on(made, node_name)
+    return bound.model_copy(update={"status": bound.status.model_copy(update={
+        "conditions": [Condition(type="PodScheduled", status="True", lastTransitionTime=at)]})})
+
+
+# ------------------------------------------------------------------------------------------------ sla
+
+
+def test_sla_orders_jobs_by_deadline_and_those_without_one_last() -> None:
+    """sla_test.go TestSlaPlugin: with ``sla-waiting-time: 3m`` for every job, a job without its own goes
+    before one whose annotation says 1h; with no argument, the one with an SLA goes first. Here each job
+    is one 4-CPU pod and the node fits one: the first in order runs."""
+    objects: list[AnyObject] = [node("n0", cpu="4"), *gang("job1", 1, cpu="4"),
+                                *with_sla(gang("job2", 1, cpu="4"), "1h")]
+    h = harness(objects, sla_conf(arguments='{"sla-waiting-time": 3m}'))
+    h.cycle()
+    assert h.bindings() == {"job1-0": "n0"}
+    h = harness(objects, sla_conf())
+    h.cycle()
+    assert h.bindings() == {"job2-0": "n0"}
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ('{"sla-waiting-time": 1}', "sla-waiting-time must be a duration"),
+    ('{"sla-waiting-time": "0s"}', "must be a duration above 0"),
+    ('{"sla-waiting-time": "soon"}', "must be a duration"),
+    ('{"sla-wait": "1h"}', "unknown argument 'sla-wait'"),
+])
+def test_a_bad_sla_argument_is_an_error_not_ignored(arguments: str, message: str) -> None:
+    """sla_test.go's "sla error type placement" (an integer): Volcano logs it and runs without an SLA;
+    here the configuration is refused naming the plugin and the argument."""
+    with pytest.raises(ConfError, match=message):
+        parse_conf(sla_conf(arguments=arguments))
+
+
+def full_cluster() -> list[AnyObject]:
+    """Two 4-CPU nodes; a job runs on n0 (forever)."""
+    busy = [podgroup("busy", 1, phase="Running"), running_on(pod("busy-0", "busy", cpu="4"), "n0")]
+    return [node("n0", cpu="4"), node("n1", cpu="4"), *busy]
+
+
+def test_past_its_sla_a_job_is_admitted_whatever_later_tiers_say() -> None:
+    """Volcano's sla design (docs/design/sla-plugin.md): JobEnqueueable votes Permit once the job waited
+    past its SLA, and the later tier's ``overcommit`` is not asked. The cluster's headroom (8 CPUs × 1.2
+    − 4 running) cannot take a job of 8 CPUs: before its 10 minutes it stays Pending, after it is Inqueue."""
+    waiting = with_sla([podgroup("big", 2, phase="Pending", min_resources={"cpu": "8"})], "10m")
+    h = harness([*full_cluster(), *waiting, *[pod(f"big-{i}", "big", cpu="4") for i in range(2)]], sla_conf())
+    h.cycle()
+    assert h.podgroup("big").status.phase == "Pending"
+    assert "headroom" in h.condition("big")
+    h.clock.advance_to(601)
+    h.cycle()
+    assert h.podgroup("big").status.phase == "Inqueue"
+
+
+def test_past_its_sla_a_gang_holds_what_it_gets_until_the_rest_frees() -> None:
+    """The design's JobPipelined Permit: the 2-pod gang ``big`` (past its SLA) fits one pod now; it keeps
+    that room this cycle, so the later one-pod job ``small`` does not take it, and once ``busy`` ends the
+    gang runs whole. Without the SLA (and gang's own rule on pipelining back on), ``small`` takes n1."""
+    objects = [*full_cluster(), *with_sla(gang("big", 2, cpu="4"), "1m"), *gang("small", 1, cpu="4")]
+    h = harness(objects, sla_conf())
+    h.clock.advance_to(3600)
+    h.cycle()
+    assert h.bindings() == {"busy-0": "n0"}
+    assert "reserving room for 1 pod(s) this cycle while 1 more are missing" in h.condition("big")
+    h.cluster.delete("Pod", "default/busy-0")
+    h.cycle()
+    assert sorted(k for k, v in h.bindings().items() if v) == ["big-0", "big-1"]
+
+    h = harness([*full_cluster(), *gang("big", 2, cpu="4"), *gang("small", 1, cpu="4")],
+                sla_conf(gang_pipelined=True))
+    h.clock.advance_to(3600)
+    h.cycle()
+    assert h.bindings() == {"busy-0": "n0", "small-0": "n1"}
+
+
+def test_with_gang_in_the_same_tier_gang_rejects_the_partial_reservation() -> None:
+    """Volcano's tiered vote: ``gang`` rejects pipelining a partial gang in the tier where ``sla`` permits
+    it, and a rejection wins — so the reservation needs ``sla`` in an earlier tier (or gang's
+    ``enableJobPipelined: false``), as the plugin's docstring says."""
+    objects = [*full_cluster(), *with_sla(gang("big", 2, cpu="4"), "1m"), *gang("small", 1, cpu="4")]
+    h = harness(objects, sla_conf(gang_pipelined=True))
+    h.clock.advance_to(3600)
+    h.cycle()
+    assert h.bindings() == {"busy-0": "n0", "small-0": "n1"}
+
+
+@pytest.mark.parametrize("value", ["soon", "0s", "-5m", "1" * 100])
+def test_a_bad_sla_annotation_is_refused_naming_the_field(value: str) -> None:
+    text = f"""\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: train, annotations: {{sla-waiting-time: "{value}"}}}}
+spec:
+  tasks: [{{name: w, replicas: 1, template: {{spec: {{containers: [{{name: c, image: x}}]}}}}}}]
+"""
+    with pytest.raises(ManifestError) as error:
+        load_text(text, "job.yaml")
+    assert 'metadata.annotations["sla-waiting-time"]' in str(error.value.problems[0])
+
+
+# ------------------------------------------------------------------------------------------------ cdp
+
+CDP_CONF = """\
+actions: "enqueue, allocate, preempt, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+  - name: cdp
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
+
+
+def cooled(name: str, cooldown: str | None, scheduled_at: float, node_name: str, **labels: Any) -> list[AnyObject]:
+    annotations = {"volcano.sh/cooldown-time": cooldown} if cooldown is not None else {}
+    made = pod(f"{name}-0", name, cpu="1", annotations=annotations)
+    return [podgroup(name, 1, phase="Running", priority_class="low"),
+            scheduled_running(made.model_copy(update={"spec": made.spec.model_copy(
+                update={"priorityClassName": "low"})}), node_name, scheduled_at)]
+
+
+def test_a_pod_in_its_cooldown_is_no_victim() -> None:
+    """cdp_test.go TestPreemptableFn: a pod with ``cooldown-time: 600s`` scheduled 100 s ago is protected;
+    one scheduled 800 s ago is not. One 1-CPU node, a high-priority pod waiting."""
+    for scheduled_at, evicts in ((0.0, False), (-700.0, True)):
+        objects = [priority_class("low", 10), priority_class("high", 1000), node("n0", cpu="1"),
+                   *cooled("warm", "600s", scheduled_at, "n0"),
+                   *gang("urgent", 1, cpu="1", priority_class="high")]
+        h = harness(objects, CDP_CONF)
+        h.clock.advance_to(100)
+        h.cycle()
+        events = [e.key for e in h.cluster.events if e.reason == "Evicted"]
+        assert (events == ["default/warm-0"]) is evicts, (scheduled_at, events)
+
+
+def test_after_the_cooldown_the_pod_is_a_victim_again() -> None:
+    objects = [priority_class("low", 10), priority_class("high", 1000), node("n0", cpu="1"),
+               *cooled("warm", "10m", 0.0, "n0"), *gang("urgent", 1, cpu="1", priority_class="high")]
+    h = harness(objects, CDP_CONF)
+    h.cycle()
+    assert not [e for e in h.cluster.events if e.reason == "Evicted"]
+    h.clock.advance_to(601)
+    h.cycle()
+    assert [e.key for e in h.cluster.events if e.reason == "Evicted"] == ["default/warm-0"]
+
+
+def test_a_pod_without_a_cooldown_or_not_running_is_not_protected() -> None:
+    objects = [priority_class("low", 10), priority_class("high", 1000), node("n0", cpu="1"),
+               *cooled("plain", None, 0.0, "n0"), *gang("urgent", 1, cpu="1", priority_class="high")]
+    h = harness(objects, CDP_CONF)
+    h.cycle()
+    assert [e.key for e in h.cluster.events if e.reason == "Evicted"] == ["default/plain-0"]
+
+
+def test_a_jobs_cooldown_reaches_its_pods_and_a_bad_one_is_refused() -> None:
+    """The user guide's cdp example puts ``volcano.sh/cooldown-time`` on the Job; Volcano's controller hands
+    it to the pods. ``600abcde`` (cdp_test.go's "not-enabled" case) is refused naming the field."""
+    job = """\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: test-job
+  annotations: {volcano.sh/preemptable: "true", volcano.sh/cooldown-time: "%s"}
+spec:
+  minAvailable: 1
+  tasks: [{name: worker, replicas: 1, template: {spec: {containers: [{name: c, image: nginx}]}}}]
+"""
+    from hetsched.cluster.memory import MemoryCluster
+    from hetsched.controllers.job import JobController
+    from hetsched.sim.kernel import SimClock
+
+    clock = SimClock()
+    cluster = MemoryCluster(clock)
+    cluster.create(queue("default"))
+    controller = JobController(cluster, clock)
+    (made,) = load_text(job % "600s")
+    cluster.create(made)
+    controller.process()
+    cluster.update_podgroup_status("default/test-job", "Inqueue", None)
+    controller.process()
+    pods = [p for p in cluster.list("Pod") if isinstance(p, Pod)]
+    assert pods and all(p.metadata.annotations["volcano.sh/cooldown-time"] == "600s" for p in pods)
+    assert all(p.metadata.annotations["volcano.sh/preemptable"] == "true" for p in pods)
+    with pytest.raises(ManifestError) as error:
+        load_text(job % "600abcde", "job.yaml")
+    assert 'metadata.annotations["volcano.sh/cooldown-time"]: must be a duration' in str(error.value.problems[0])
