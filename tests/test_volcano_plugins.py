@@ -3,18 +3,29 @@ own tests or user guide (the source is named in each test):
 
 - ``sla``: a job past its SLA waiting time goes first, is admitted whatever later tiers say, and holds
   what it is given until its gang fits;
-- ``cdp``: a Running pod is no victim until its ``volcano.sh/cooldown-time`` has passed.
+- ``cdp``: a Running pod is no victim until its ``volcano.sh/cooldown-time`` has passed;
+- ``resource-strategy-fit``: per-resource MostAllocated/LeastAllocated scores, the pod's own strategy,
+  scarce-resource avoidance and CPU kept for idle GPUs.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import numpy as np
 import pytest
+import yaml
 
 from hetsched.api.manifest import ManifestError, load_text
-from hetsched.api.objects import AnyObject, Condition, Pod, PodGroup
+from hetsched.api.objects import AnyObject, Condition, Node, Pod, PodGroup
+from hetsched.api.quantity import parse_quantity
+from hetsched.ports import WatchEvent
+from hetsched.scheduler.cache import SchedulerCache
+from hetsched.scheduler.contract.framework import Arguments
 from hetsched.scheduler.defaults import ConfError, parse_conf
+from hetsched.scheduler.engine.session import Session
+from hetsched.scheduler.plugins.resourcestrategyfit import NAME, ResourceStrategyFit
 from tests.builders import gang, harness, node, pod, podgroup, priority_class, queue, running_on
 
 pytestmark = pytest.mark.timeout(120)
@@ -248,3 +259,151 @@ spec:
     with pytest.raises(ManifestError) as error:
         load_text(job % "600abcde", "job.yaml")
     assert 'metadata.annotations["volcano.sh/cooldown-time"]: must be a duration' in str(error.value.problems[0])
+
+
+# ----------------------------------------------------------------------------------- resource-strategy-fit
+
+GPU = "nvidia.com/gpu"
+FOO = "example.com/foo"
+
+
+def fit_node(name: str, **extra: str) -> Node:
+    made = node(name, cpu="4", memory="4Gi", pods=10)
+    return made.model_copy(update={"status": made.status.model_copy(update={
+        "allocatable": {**made.status.allocatable, **{k: parse_quantity(v) for k, v in extra.items()}}})})
+
+
+def scores(objects: list[AnyObject], arguments: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Each pending pod's ``resource-strategy-fit`` score on every node, as Volcano's tests read
+    ``ssn.NodeOrderFn`` (one pod at a time, on an empty cluster)."""
+    cache = SchedulerCache()
+    cache.handle(WatchEvent("ADDED", queue("default")))
+    for obj in objects:
+        cache.handle(WatchEvent("ADDED", obj))
+    conf = parse_conf('actions: "allocate"\ntiers:\n- plugins:\n  - name: resource-strategy-fit\n')
+    session = Session(cache.snapshot(), conf)
+    plugin = ResourceStrategyFit(Arguments(NAME, arguments))
+    nodes = np.arange(len(session.nodes))
+    found: dict[str, dict[str, float]] = {}
+    for job in session.snapshot.active.values():
+        for group in job.groups:
+            values = plugin.node_score(session, group, nodes, np.zeros(len(nodes), dtype=np.int64))
+            for pod_key in group.pending:
+                found[pod_key.split("/")[-1]] = dict(zip(session.nodes.names, values.tolist(), strict=True))
+    return found
+
+
+def flat(found: dict[str, dict[str, float]]) -> dict[str, float]:
+    return {f"{pod_name}@{node_name}": value for pod_name, row in found.items() for node_name, value in row.items()}
+
+
+def requesting(name: str, cpu: str, memory: str, annotations: dict[str, str] | None = None,
+               **extra: str) -> list[AnyObject]:
+    made = pod(name, name, cpu=cpu, memory=memory, annotations=annotations)
+    containers = [c.model_copy(update={"resources": c.resources.model_copy(update={
+        "requests": {**c.resources.requests, **{k: parse_quantity(v) for k, v in extra.items()}}})})
+        for c in made.spec.containers]
+    return [podgroup(name, 1),
+            made.model_copy(update={"spec": made.spec.model_copy(update={"containers": containers})})]
+
+
+def test_resource_strategy_fit_scores_as_volcanos_tests_say() -> None:
+    """resource_strategy_fit_test.go TestResourceStrategyFitPlugin, both cases: GPU MostAllocated, foo
+    LeastAllocated (weights 1/1, then 1/2), plugin weight 10, on nodes with and without each resource."""
+    objects: list[AnyObject] = [
+        fit_node("n1", **{GPU: "10"}), fit_node("n2", **{GPU: "5"}), fit_node("n3", **{FOO: "10"}),
+        fit_node("n4", **{FOO: "5"}),
+        *requesting("p1", "1", "1Gi", **{FOO: "2"}), *requesting("p2", "1", "1Gi", **{FOO: "3"}),
+        *requesting("p3", "1", "10Gi", **{GPU: "2"}), *requesting("p4", "1", "1Gi", **{GPU: "3"})]
+    arguments = {"resourceStrategyFitWeight": 10, "resources": {
+        GPU: {"type": "MostAllocated", "weight": 1}, FOO: {"type": "LeastAllocated", "weight": 1}}}
+    assert flat(scores(objects, arguments)) == pytest.approx(flat({
+        "p1": {"n1": 0, "n2": 0, "n3": 800, "n4": 600}, "p2": {"n1": 0, "n2": 0, "n3": 700, "n4": 400},
+        "p3": {"n1": 200, "n2": 400, "n3": 0, "n4": 0}, "p4": {"n1": 300, "n2": 600, "n3": 0, "n4": 0}}))
+    objects = [fit_node("n5", **{GPU: "10", FOO: "5"}), fit_node("n6", **{FOO: "10"}),
+               *requesting("p5", "1", "1Gi", **{GPU: "4", FOO: "4"})]
+    arguments["resources"][FOO]["weight"] = 2  # type: ignore[index]
+    assert flat(scores(objects, arguments)) == pytest.approx(flat({"p5": {"n5": 800 / 3, "n6": 400}}))
+
+
+def test_a_pods_own_strategy_replaces_the_arguments() -> None:
+    """The user guide's pod-level example: MostAllocated with weights {gpu: 5, cpu: 1} on the pod; memory,
+    not named there, is not scored; a wildcard in the arguments matches by the longest prefix."""
+    own = {"volcano.sh/resource-strategy-scoring-type": "MostAllocated",
+           "volcano.sh/resource-strategy-weight": '{"nvidia.com/gpu": 5, "cpu": 1}'}
+    objects: list[AnyObject] = [fit_node("n1", **{GPU: "4"}), *requesting("p", "2", "2Gi", own, **{GPU: "1"})]
+    # (1/4 × 5 + 2/4 × 1) / 6 × 100 × 10
+    assert scores(objects, {})["p"]["n1"] == pytest.approx((1.25 + 0.5) / 6 * 1000)
+    wild = {"resources": {"nvidia.com/*": {"type": "LeastAllocated", "weight": 1},
+                          "nvidia.com/gpu*": {"type": "MostAllocated", "weight": 1}}}
+    plain: list[AnyObject] = [fit_node("n1", **{GPU: "4"}), *requesting("q", "2", "2Gi", **{GPU: "1"})]
+    assert scores(plain, wild)["q"]["n1"] == pytest.approx(0.25 * 1000)  # the longer pattern: MostAllocated
+
+
+def test_sra_sends_cpu_work_away_from_gpu_servers() -> None:
+    """sra: a CPU pod scores higher on the node without GPUs; on both nodes a GPU pod scores the same."""
+    objects: list[AnyObject] = [fit_node("gpu", **{GPU: "8"}), fit_node("cpu"), *requesting("web", "1", "1Gi")]
+    arguments = {"resourceStrategyFitWeight": 0, "sra": {"enable": True, "resources": GPU, "weight": 10}}
+    assert scores(objects, arguments) == {"web": {"gpu": 0.0, "cpu": 1000.0}}
+
+
+def test_proportional_keeps_cpu_for_idle_gpus() -> None:
+    """proportional (nvidia.com/gpu.cpu: 1 per idle GPU): on a 4-CPU node with 2 idle GPUs a CPU pod may use
+    only 2 CPUs, so of three 1-CPU pods two run and the third waits, saying why; a GPU pod is not held back."""
+    conf = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: gang
+  - name: predicates
+  - name: resource-strategy-fit
+    arguments:
+      proportional: {enable: true, resources: nvidia.com/gpu, resourceProportion: {nvidia.com/gpu.cpu: 1,
+                     nvidia.com/gpu.memory: 0.5}}
+"""
+    objects: list[AnyObject] = [fit_node("n1", **{GPU: "2"}), *[o for i in range(3)
+                                                               for o in requesting(f"cpu{i}", "1", "100Mi")]]
+    h = harness(objects, conf)
+    h.cycle()
+    assert sorted(h.bindings()) == ["cpu0", "cpu1"]
+    assert "keep CPU and memory in proportion to their idle nvidia.com/gpu" in h.condition("cpu2")
+    h = harness([fit_node("n1", **{GPU: "2"}), *requesting("train", "4", "1Gi", **{GPU: "2"})], conf)
+    h.cycle()
+    assert h.bindings() == {"train": "n1"}
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"resources": {"*": {"type": "MostAllocated"}}}, "a pattern may only end in one '*'"),
+    ({"resources": {"a*/b": {"type": "MostAllocated"}}}, "a pattern may only end in one '*'"),
+    ({"resources": {GPU: {"type": "MostAlocated"}}}, "type must be MostAllocated or LeastAllocated"),
+    ({"resources": {GPU: {"kind": "MostAllocated"}}}, "unknown key 'kind'"),
+    ({"resourceStrategyFitWeight": "ten"}, "must be a whole number"),
+    ({"sra": {"enable": "yes"}}, "sra.enable must be true or false"),
+    ({"proportional": {"enable": True, "resources": GPU, "resourceProportion": {f"{GPU}.cpu": "four"}}},
+     "must be a number"),
+])
+def test_what_volcano_would_ignore_is_an_error(arguments: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ResourceStrategyFit(Arguments(NAME, arguments))
+
+
+def test_volcanos_lenient_weights_mean_the_same() -> None:
+    """Volcano reads a resource weight of 0 or less as 1 and a negative plugin weight as 10."""
+    plugin = ResourceStrategyFit(Arguments(NAME, {"resourceStrategyFitWeight": -1,
+                                                  "resources": {GPU: {"type": "MostAllocated", "weight": 0}}}))
+    assert plugin.weight == 10 and plugin.strategies == {GPU: ("MostAllocated", 1)}
+
+
+@pytest.mark.parametrize(("annotations", "field"), [
+    ({"volcano.sh/resource-strategy-scoring-type": "MostAllocated"}, "volcano.sh/resource-strategy-scoring-type"),
+    ({"volcano.sh/resource-strategy-scoring-type": "MostAllocated", "volcano.sh/resource-strategy-weight": "{gpu}"},
+     "volcano.sh/resource-strategy-weight"),
+    ({"volcano.sh/resource-strategy-scoring-type": "Best", "volcano.sh/resource-strategy-weight": '{"cpu": 1}'},
+     "volcano.sh/resource-strategy-scoring-type"),
+])
+def test_a_bad_pod_strategy_is_refused_naming_the_annotation(annotations: dict[str, str], field: str) -> None:
+    made = pod("p", annotations=annotations)
+    text = yaml.safe_dump(made.model_dump(mode="json", exclude_none=True))
+    with pytest.raises(ManifestError) as error:
+        load_text(text, "pod.yaml")
+    assert f'metadata.annotations["{field}"]' in str(error.value.problems[0])

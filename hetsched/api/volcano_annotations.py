@@ -7,7 +7,11 @@ Volcano's does) and the ``sla`` and ``cdp`` plugins (they read the values).
 - ``volcano.sh/sla-waiting-time``, and the older ``sla-waiting-time`` (a Job's, on its PodGroup): how long
   the job may wait before the ``sla`` plugin admits it and holds resources for it — a Go duration > 0;
 - ``volcano.sh/cooldown-time`` (a pod's label, else annotation; a Job's annotation is handed to its pods):
-  how long after it starts the ``cdp`` plugin keeps the pod from being a victim — a Go duration.
+  how long after it starts the ``cdp`` plugin keeps the pod from being a victim — a Go duration;
+- ``volcano.sh/resource-strategy-scoring-type`` (``MostAllocated`` or ``LeastAllocated``) with
+  ``volcano.sh/resource-strategy-weight`` (a JSON map of resource → weight) on a pod: how
+  ``resource-strategy-fit`` scores nodes for it, instead of the plugin's arguments; the one without the
+  other is an error.
 
 Volcano logs a bad value and ignores it; hetsched refuses it at admission and in ``validate``, and the
 plugins treat a value that got past both (written around the webhook) as absent.
@@ -15,6 +19,7 @@ plugins treat a value that got past both (written around the webhook) as absent.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from hetsched.api.annotations import go_duration
@@ -23,6 +28,14 @@ SLA_WAITING_TIME = "volcano.sh/sla-waiting-time"
 SLA_WAITING_TIME_OLD = "sla-waiting-time"
 """The key Volcano's scheduler reads when the ``volcano.sh/`` one is absent (its design document's spelling)."""
 COOLDOWN_TIME = "volcano.sh/cooldown-time"
+STRATEGY_TYPE = "volcano.sh/resource-strategy-scoring-type"
+STRATEGY_WEIGHT = "volcano.sh/resource-strategy-weight"
+STRATEGIES = ("MostAllocated", "LeastAllocated")
+SCORING = (STRATEGY_TYPE, STRATEGY_WEIGHT)
+"""Pod annotations that change how nodes are scored for the pod: the scheduler's cache groups pods by them
+(pods of one group are interchangeable)."""
+MAX_WEIGHTS = 64
+"""Resources one ``resource-strategy-weight`` may name (a node has a few dozen at most)."""
 
 
 def sla_waiting_time(annotations: Mapping[str, str]) -> float | None:
@@ -44,6 +57,29 @@ def cooldown_time(labels: Mapping[str, str], annotations: Mapping[str, str]) -> 
     return None if raw is None else go_duration(raw)
 
 
+def resource_strategy(annotations: Mapping[str, str]) -> tuple[str, dict[str, int]] | None:
+    """The pod's own scoring (strategy, resource → weight); None when it has none; ValueError naming the
+    annotation when it is half given or not readable."""
+    kind, raw = annotations.get(STRATEGY_TYPE), annotations.get(STRATEGY_WEIGHT)
+    if kind is None and raw is None:
+        return None
+    if kind is None or raw is None:
+        given, missing = (STRATEGY_TYPE, STRATEGY_WEIGHT) if raw is None else (STRATEGY_WEIGHT, STRATEGY_TYPE)
+        raise ValueError(f"{given} is set but {missing} is not; give both")
+    if kind not in STRATEGIES:
+        raise ValueError(f"{STRATEGY_TYPE} must be {' or '.join(STRATEGIES)}, got {kind[:80]!r}")
+    try:
+        weights = json.loads(raw) if len(raw) <= 4096 else None
+    except (ValueError, RecursionError):  # "[[[[…" nests past the parser's recursion limit
+        weights = None
+    if not isinstance(weights, dict) or not weights or len(weights) > MAX_WEIGHTS or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1_000_000
+            for k, v in weights.items()):
+        raise ValueError(f"{STRATEGY_WEIGHT} must be a JSON map of resource names to whole weights ≥ 0, "
+                         f"such as '{{\"nvidia.com/gpu\": 5, \"cpu\": 1}}', got {raw[:80]!r}")
+    return kind, weights
+
+
 def problems(kind: str, labels: Mapping[str, str], annotations: Mapping[str, str],
              templates: Sequence[tuple[str, Mapping[str, str], Mapping[str, str]]]) -> list[tuple[str, str]]:
     """(field, message) for each bad value: the object's own (``labels``, ``annotations``) and, for a Job,
@@ -58,6 +94,13 @@ def problems(kind: str, labels: Mapping[str, str], annotations: Mapping[str, str
                     found.append((f'metadata.annotations["{key}"]', str(exc)))
     places = [("metadata", labels, annotations)] if kind in ("Job", "Pod") else []
     for prefix, place_labels, place_annotations in [*places, *templates]:
+        if (kind == "Pod" or prefix != "metadata") and (STRATEGY_TYPE in place_annotations
+                                                        or STRATEGY_WEIGHT in place_annotations):
+            try:
+                resource_strategy(place_annotations)
+            except ValueError as exc:
+                key = STRATEGY_TYPE if STRATEGY_TYPE in str(exc).split(" ")[0] else STRATEGY_WEIGHT
+                found.append((f'{prefix}.annotations["{key}"]', str(exc)))
         for field, values in (("labels", place_labels), ("annotations", place_annotations)):
             if COOLDOWN_TIME in values:
                 try:

@@ -5,8 +5,8 @@ Who calls it: ``SchedulerCache.snapshot`` (``cache.routing``) once per cycle for
 running pods with their disruption budgets (the eviction actions).
 
 Pending pods are grouped into ``TaskGroup``s of interchangeable pods: same task, placement key, priority,
-placement annotations, network-bounded sub-group (``subGroupPolicy``), and same labels only while
-``keep_labels`` (some pod in the cluster selects others
+placement and scoring annotations (``api.volcano_annotations.SCORING``), network-bounded sub-group
+(``subGroupPolicy``), and same labels only while ``keep_labels`` (some pod in the cluster selects others
 by labels; operators give every pod an index label, and 1,000 workers stay one group otherwise).
 """
 
@@ -27,6 +27,7 @@ from hetsched.api.objects import (
 )
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import PriorityPolicy
+from hetsched.api.volcano_annotations import SCORING
 from hetsched.scheduler.cache.pods import Group, PodRecord, cooldown, preemptable, required_anti, running_since
 from hetsched.scheduler.cache.settled import SettledJobs, is_settled
 from hetsched.scheduler.contract.snapshot import (
@@ -40,17 +41,19 @@ from hetsched.scheduler.contract.snapshot import (
     TaskGroup,
 )
 
-GroupKey = tuple[str, object, int, str, str, str, tuple[tuple[str, str], ...], str]
+Pairs = tuple[tuple[str, str], ...]
+GroupKey = tuple[str, object, int, str, str, str, Pairs, str, Pairs]
 
 
-def _placement(record: PodRecord) -> tuple[str, str, str, bool, tuple[tuple[str, str], ...]]:
+def _placement(record: PodRecord) -> tuple[str, str, str, bool, Pairs, Pairs]:
     if record.placement is None:
         annotations = record.pod.metadata.annotations
         record.placement = (annotations.get(MODELS_ANNOTATION, ""),
                             annotations.get(MLU_LINK_ANNOTATION, "").strip(),
                             annotations.get(NUMA_POLICY_ANNOTATION, "").strip(),
                             record.pod.spec.preemptionPolicy == "Never",
-                            tuple(sorted(record.pod.metadata.labels.items())))
+                            tuple(sorted(record.pod.metadata.labels.items())),
+                            tuple((k, annotations[k]) for k in SCORING if k in annotations))
     return record.placement
 
 
@@ -90,7 +93,7 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
         partitioned = bool(podgroup.spec.subGroupPolicy)
         for pod_key in group.pending:
             record = pods[pod_key]
-            models, mlu_link, numa_policy, refuses, labels = _placement(record)
+            models, mlu_link, numa_policy, refuses, labels, scoring = _placement(record)
             never = never or refuses
             subgroup = ""
             if partitioned:  # pods of one network-bounded sub-group are placed together, in one HyperNode
@@ -99,7 +102,7 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
                     subgroup = member[0]
                     subgroups[subgroup] = member[1]
             by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority, models,
-                                     mlu_link, numa_policy, labels if keep_labels else (), subgroup),
+                                     mlu_link, numa_policy, labels if keep_labels else (), subgroup, scoring),
                                     []).append(pod_key)
         job = JobInfo(
             key=key, podgroup=podgroup, queue=podgroup.spec.queue or default_queue,
@@ -114,7 +117,7 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
             preempts=not never and class_preempts(podgroup),
             max_unavailable=_budget(podgroup, len(group.pods)), subgroups=subgroups, failed=group.failed,
         )
-        for (task, placement_key, priority, models, mlu_link, numa_policy, labels, subgroup), keys in (
+        for (task, placement_key, priority, models, mlu_link, numa_policy, labels, subgroup, scoring), keys in (
                 by_placement.items()):
             record = pods[keys[0]]
             request = record.request
@@ -124,6 +127,7 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
                 request=request, columns=np.flatnonzero(request), priority=priority, pending=keys,
                 models=tuple(m.strip() for m in models.split("|") if m.strip()), mlu_link=mlu_link,
                 labels=dict(labels), namespace=record.pod.metadata.namespace or "default", subgroup=subgroup,
+                annotations=dict(scoring),
             ))
         if is_settled(job):
             settled.put(job, group.allocated)

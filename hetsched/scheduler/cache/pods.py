@@ -97,10 +97,10 @@ class PodRecord:
     """Fractional holdings per accelerator resource: (chip, milli, memory MiB)."""
     numa: int | None = None
     """NUMA node its exclusive CPUs are pinned to (``hetsched.io/numa-node``), fixed when first accounted."""
-    placement: tuple[str, str, str, bool, tuple[tuple[str, str], ...]] | None = None
+    placement: tuple[str, str, str, bool, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] | None = None
     """Annotations that split pods into groups (models, MLU-Link policy, NUMA policy), whether it says
-    ``preemptionPolicy: Never``, and its labels (what pod affinity and spread selectors match): read once
-    per pod, not once per cycle."""
+    ``preemptionPolicy: Never``, its labels (what pod affinity and spread selectors match) and its scoring
+    annotations (``api.volcano_annotations.SCORING``): read once per pod, not once per cycle."""
 
     @property
     def placed(self) -> bool:

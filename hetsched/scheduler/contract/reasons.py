@@ -50,6 +50,8 @@ class ReasonCode(enum.Enum):
     ILLEGAL_CHIP_COUNT = "IllegalChipCount"
     NODE_GROUP_REQUIRED = "NodeGroupRequired"
     NODE_GROUP_AVOIDED = "NodeGroupAvoided"
+    ACCELERATOR_RESERVE = "AcceleratorReserve"
+    """``resource-strategy-fit``'s proportional rule: CPU and memory kept for a node's idle accelerators."""
     PLUGIN_RULE = "PluginRule"
     """An out-of-tree plugin's own node rule: its name and what the nodes lack (docs/plugins.md)."""
     FITS = "Fits"
@@ -195,6 +197,9 @@ SPECS: dict[ReasonCode, Spec] = {
     ReasonCode.NODE_GROUP_AVOIDED: Spec(
         ("queue", "groups"), lambda r: f"node(s) in a node group queue {r['queue']} avoids ({', '.join(r['groups'])})",
         "node group"),
+    ReasonCode.ACCELERATOR_RESERVE: Spec(
+        ("resource",), "node(s) keep CPU and memory in proportion to their idle {resource} for pods that use it",
+        "accelerator reserve"),
     ReasonCode.PLUGIN_RULE: Spec(("plugin", "rule"), "node(s) {rule} ({plugin})", lambda r: f"plugin {r['plugin']}"),
     ReasonCode.FITS: Spec((), "fits", "fits"),
     ReasonCode.NODES_UNAVAILABLE: Spec(("total", "nodes"), _nodes_unavailable, _first_node_label),

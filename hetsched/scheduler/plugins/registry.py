@@ -32,6 +32,7 @@ from hetsched.scheduler.plugins.overcommit import Overcommit
 from hetsched.scheduler.plugins.predicates import Predicates
 from hetsched.scheduler.plugins.priority import Priority
 from hetsched.scheduler.plugins.proportion import Proportion
+from hetsched.scheduler.plugins.resourcestrategyfit import ResourceStrategyFit
 from hetsched.scheduler.plugins.sla import SLA
 
 ENTRY_POINT_GROUP = "hetsched.plugins"
@@ -45,7 +46,7 @@ IN_TREE: dict[str, type[Plugin]] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
                 DeviceTopology, FGD, NumaAware, NodeGroup, NetworkTopologyAware, SLA,
-                CooldownProtection)
+                CooldownProtection, ResourceStrategyFit)
 }
 for _cls in IN_TREE.values():
     check_plugin(_cls, "in-tree")
