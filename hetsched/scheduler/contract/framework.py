@@ -50,6 +50,8 @@ class Arguments:
 
     plugin: str
     values: Mapping[str, Any] = field(default_factory=dict)
+    switches: Mapping[str, bool] = field(default_factory=dict)
+    """The plugin's own switches (``Plugin.SWITCHES``) as the configuration gives them."""
 
     def number(self, key: str, default: float, *, minimum: float | None = 0.0) -> float:
         raw = self.values.get(key, default)
@@ -100,6 +102,9 @@ class Plugin:
     """
 
     NAME: ClassVar[str] = ""
+    SWITCHES: ClassVar[frozenset[str]] = frozenset()
+    """Configuration switches that are no extension point's and that this plugin reads itself (``capacity``:
+    Volcano's ``enableHierarchy``); given ones reach it as :attr:`Arguments.switches`."""
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
@@ -129,7 +134,7 @@ HOOKS = ("on_session_open", "on_session_close", "on_allocate", "on_deallocate")
 # One protocol per point. Ordering keys: lower first.
 
 class QueueOrder(Protocol):
-    def queue_order_key(self, queue: QueueInfo) -> float:
+    def queue_order_key(self, queue: QueueInfo) -> float | tuple[float, ...]:
         """The queue's key among queues of equal ``spec.priority`` (``proportion``: its share)."""
         ...
 
@@ -204,6 +209,21 @@ class JobStarving(Protocol):
 class Reclaimable(Protocol):
     def reclaimable(self, queue: QueueInfo, reclaimer: QueueInfo) -> bool:
         """May ``reclaim`` take from ``queue``'s pods for a job of ``reclaimer``?"""
+        ...
+
+
+class ReclaimableVictims(Protocol):
+    def reclaimable_victims(self, victims: list[RunningPod], reclaimer: JobInfo) -> bool:
+        """May ``reclaim`` take these pods together (one victim unit: a pod, or a whole job, of one queue)
+        for ``reclaimer``, as things stand now (victims chosen before in this cycle are already released)?"""
+        ...
+
+
+class Preemptive(Protocol):
+    def preemptive(self, queue: QueueInfo, job: JobInfo) -> bool:
+        """May ``job`` of ``queue`` reclaim from other queues for what its gang still needs (``proportion``:
+        the queue stays within its deserved share; ``capacity``: within its real capability, and within
+        deserved in at least one resource it asks for)?"""
         ...
 
 
@@ -285,6 +305,8 @@ EXTENSION_POINTS: dict[str, ExtensionPoint] = {point.name: point for point in (
     ExtensionPoint(JobStarving, "enableJobStarving", "preempt, reclaim",
                    "all must agree; none enabled → no job evicts"),
     ExtensionPoint(Reclaimable, "enableReclaimable", "reclaim", "all must agree; none enabled → nothing is reclaimed"),
+    ExtensionPoint(ReclaimableVictims, "enableReclaimable", "reclaim", "all must agree"),
+    ExtensionPoint(Preemptive, "enablePreemptive", "reclaim", "all must agree; none enabled → the queue may reclaim"),
     ExtensionPoint(NodeFilter, "enablePredicate", "placement",
                    "every failing mask removes nodes; failures are unresolvable"),
     ExtensionPoint(NodeCapacity, "enablePredicate", "placement",

@@ -70,6 +70,8 @@ class ReasonCode(enum.Enum):
     QUEUE_AT_LIMIT = "QueueAtLimit"
     QUEUE_OVERUSED = "QueueOverused"
     QUEUE_CAPABILITY_EXCEEDED = "QueueCapabilityExceeded"
+    QUEUE_REAL_CAPABILITY_EXCEEDED = "QueueRealCapabilityExceeded"
+    """``capacity``: the queue's capability less what other queues' guarantees reserve."""
     CLUSTER_HEADROOM = "ClusterHeadroom"
     PIPELINED = "Pipelined"
     RESERVED = "Reserved"
@@ -242,6 +244,13 @@ SPECS: dict[ReasonCode, Spec] = {
         lambda r: (f"queue {r['queue']}" + (f" (parent of {r['child']})" if r["child"] else "")
                    + " capability would be exceeded for "
                    + _join(r, "amounts", "{resource} (allocated + admitted + minResources = {amount} > {limit})")),
+        "queue capability"),
+    ReasonCode.QUEUE_REAL_CAPABILITY_EXCEEDED: Spec(
+        ("queue", "child", "amounts"),
+        lambda r: (f"queue {r['queue']}" + (f" (parent of {r['child']})" if r["child"] else "")
+                   + " real capability (its capability, less what other queues' guarantees reserve) would be "
+                   "exceeded for " + _join(r, "amounts", "{resource} (allocated + admitted − elastic + minResources "
+                                           "= {amount} > {limit})")),
         "queue capability"),
     ReasonCode.CLUSTER_HEADROOM: Spec(
         ("amounts", "factor"),

@@ -20,7 +20,8 @@ earlier ``enable…`` spellings of those three are aliases). A switch acts only 
 in its point: ``true`` on one that does not is an error; ``false`` is accepted and said in
 :attr:`SchedulerConf.notes` (Volcano's configurations turn off points its plugin of that name has, e.g.
 ``enablePreemptable: false`` on ``gang``), and so are Volcano's switches for points hetsched has none of
-(``VOLCANO_ONLY``). Any other spelling is an error naming Volcano's. Unknown plugins, actions and keys are
+(``VOLCANO_ONLY``), except where the plugin reads the switch itself (``Plugin.SWITCHES``: ``capacity``'s
+``enableHierarchy``). Any other spelling is an error naming Volcano's. Unknown plugins, actions and keys are
 errors. Every switch does what Volcano's does
 (``enableReclaimable: false`` on ``proportion`` turns ``reclaim`` off, ``enableJobStarving: false`` on
 ``gang`` stops evictions for gangs, ``enablePreemptable: false`` on ``conformance`` lets critical pods be
@@ -45,7 +46,7 @@ ALIASES = {"enableOverused": "enabledOverused", "enableAllocatable": "enabledAll
            "enableHyperNodeOrder": "enabledHyperNodeOrder"}
 """Earlier hetsched spellings of three switches → Volcano's (its YAML tags say ``enabled…`` for these)."""
 VOLCANO_ONLY = frozenset({
-    "enableHierarchy", "enablePreemptive", "enabledClusterOrder", "enableBestNode", "enableTargetJob",
+    "enableHierarchy", "enabledClusterOrder", "enableBestNode", "enableTargetJob",
     "enableReservedNodes", "enabledVictim", "enabledSubJobReady", "enabledSubJobPipelined", "enabledSubJobOrder",
     "enabledHyperNodeGradient"})
 """Switches Volcano's scheduler reads for points no hetsched plugin has: ``false`` is accepted (and said),
@@ -110,6 +111,14 @@ class PluginOption(BaseModel):
                 hint = f"; Volcano spells this switch {flipped}"
             raise ValueError(f"plugin {self.name}: unknown key {key!r}{hint} (switches: {', '.join(SWITCHES)})")
         return self
+
+    def own_switches(self, cls: type[Plugin]) -> dict[str, bool]:
+        """The switches given here that ``cls`` reads itself (``Plugin.SWITCHES``)."""
+        return {key: bool(value) for key, value in (self.model_extra or {}).items() if key in cls.SWITCHES}
+
+    def arguments_for(self, cls: type[Plugin]) -> Arguments:
+        """What ``cls`` is built from: the arguments and its own switches."""
+        return Arguments(self.name, self.arguments, self.own_switches(cls))
 
     def enabled(self, switch: str) -> bool:
         for key, value in (self.model_extra or {}).items():
@@ -201,7 +210,7 @@ def parse_conf(text: str, source: str = "<scheduler.conf>", *, registry: PluginR
                 raise ConfError(f"{source}: tiers[{t}].plugins[{p}].name: {exc}") from None
             switches = {point.switch for point in declared_points(cls)}
             for key, value in sorted((option.model_extra or {}).items()):
-                if canonical(key) in switches:
+                if canonical(key) in switches or key in cls.SWITCHES:
                     continue
                 # a switch for a point the plugin does not take part in does nothing: never silently
                 names = " or ".join(point.name for point in EXTENSION_POINTS.values() if point.switch == canonical(key))
@@ -214,7 +223,7 @@ def parse_conf(text: str, source: str = "<scheduler.conf>", *, registry: PluginR
                 conf._notes.append(f"{where}: {said}; turning it off is accepted, as Volcano's own configurations "
                                    "do for its plugin of this name")
             try:
-                cls(Arguments(option.name, option.arguments))
+                cls(option.arguments_for(cls))
             except ValueError as exc:
                 raise ConfError(f"{source}: tiers[{t}].plugins[{p}].arguments: {exc}") from None
             conf._classes[option.name] = cls

@@ -24,7 +24,6 @@ from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
 from hetsched.scheduler.contract.decisions import Decisions, PodGroupUpdate
 from hetsched.scheduler.contract.framework import (
     Allocatable,
-    Arguments,
     Evictable,
     HyperNodeOrder,
     JobEnqueue,
@@ -38,8 +37,10 @@ from hetsched.scheduler.contract.framework import (
     NodeScore,
     Overused,
     Plugin,
+    Preemptive,
     QueueOrder,
     Reclaimable,
+    ReclaimableVictims,
     TaskOrder,
     declared_points,
 )
@@ -98,7 +99,7 @@ class Session:
                 cls = conf.plugin_class(option.name)
                 if cls.NAME in without:  # set aside: it raised opening or closing an earlier session
                     continue
-                plugin = cls(Arguments(option.name, option.arguments))
+                plugin = cls(option.arguments_for(cls))
                 self.plugins.append(plugin)
                 self._tier[id(plugin)] = number
                 for point in declared_points(type(plugin)):
@@ -121,6 +122,8 @@ class Session:
         self._evictable: list[Evictable] = asked(Evictable)
         self._job_starving: list[JobStarving] = asked(JobStarving)
         self._reclaimable: list[Reclaimable] = asked(Reclaimable)
+        self._reclaimable_victims: list[ReclaimableVictims] = asked(ReclaimableVictims)
+        self._preemptive: list[Preemptive] = asked(Preemptive)
         self._node_filter: list[NodeFilter] = asked(NodeFilter)
         self._node_capacity: list[NodeCapacity] = asked(NodeCapacity)
         self._node_score: list[NodeScore] = asked(NodeScore)
@@ -243,6 +246,12 @@ class Session:
     def reclaimable(self, queue: QueueInfo, reclaimer: QueueInfo) -> bool:
         points = self._reclaimable
         return bool(points) and all(p.reclaimable(queue, reclaimer) for p in points)
+
+    def reclaimable_victims(self, victims: list[RunningPod], reclaimer: JobInfo) -> bool:
+        return all(p.reclaimable_victims(victims, reclaimer) for p in self._reclaimable_victims)
+
+    def preemptive(self, queue: QueueInfo, job: JobInfo) -> bool:
+        return all(p.preemptive(queue, job) for p in self._preemptive)
 
     def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
         for plugin in self._allocatable:

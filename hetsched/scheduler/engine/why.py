@@ -242,7 +242,7 @@ NODE_HINTS: dict[ReasonCode, str] = {
 """Per-node reason code → what the operator can do about those nodes ("N node(s) …")."""
 
 _QUEUE_LIMITS = frozenset({ReasonCode.QUEUE_AT_LIMIT, ReasonCode.LARGER_THAN_QUEUE,
-                           ReasonCode.QUEUE_CAPABILITY_EXCEEDED})
+                           ReasonCode.QUEUE_CAPABILITY_EXCEEDED, ReasonCode.QUEUE_REAL_CAPABILITY_EXCEEDED})
 
 
 def _unblock(explanation: Explanation, job: JobInfo, overused: bool) -> list[str]:

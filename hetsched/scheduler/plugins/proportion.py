@@ -1,7 +1,7 @@
 """``proportion``: queues share the cluster by weight, bounded by capability, floored by guarantee.
 
-Who calls it: the session, for ``queue_order_key``, ``overused``, ``allocatable`` and
-``job_enqueueable``/``job_enqueued`` (Volcano's proportion plugin).
+Who calls it: the session, for ``queue_order_key``, ``overused``, ``allocatable``, ``reclaimable``,
+``preemptive`` and ``job_enqueueable``/``job_enqueued`` (Volcano's proportion plugin).
 
 Deserved share, per resource (each accelerator kind is its own resource): a queue's ``spec.deserved``
 where it sets one (capped by capability; the capacity plugin's entitlement), else water-filling. Every round the
@@ -19,6 +19,8 @@ guarantee (when it asks for it). Rounds repeat until capacity or demand runs out
 - ``overused``: the queue is at its capability in every resource (it can take nothing more);
 - ``reclaimable``: another queue's pods may be reclaimed while that queue is ``spec.reclaimable`` and
   above its deserved share (``enableReclaimable: false`` turns reclaim off);
+- ``preemptive``: a queue may reclaim for a job while it is below its deserved share and stays within it
+  with what the gang still needs placed, in every resource the gang asks for (Volcano's proportion);
 - ``job_enqueueable``: allocated + inqueue + minResources within the queue's (and each ancestor's)
   capability — or allocated + admitted this cycle + minResources, so jobs admitted earlier that cannot be
   placed yet never hold capability another job could use now; a gang larger than a capability itself can
@@ -39,7 +41,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hetsched.scheduler.contract.arrays import FloatArray
-from hetsched.scheduler.contract.framework import Allocatable, JobEnqueue, Overused, Plugin, QueueOrder, Reclaimable
+from hetsched.scheduler.contract.framework import (
+    Allocatable,
+    JobEnqueue,
+    Overused,
+    Plugin,
+    Preemptive,
+    QueueOrder,
+    Reclaimable,
+)
 from hetsched.scheduler.contract.reasons import Reason, ReasonCode
 from hetsched.scheduler.contract.snapshot import JobInfo, QueueInfo, TaskGroup, deserved_share
 from hetsched.scheduler.contract.status import Code, Status
@@ -120,7 +130,7 @@ share = deserved_share
 """Re-exported: the share proportion orders queues by (``scheduler.contract.snapshot.deserved_share``)."""
 
 
-class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Allocatable, JobEnqueue):
+class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Preemptive, Allocatable, JobEnqueue):
     NAME = NAME
 
     def on_session_open(self, session: SessionView) -> None:
@@ -152,6 +162,14 @@ class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Allocatable, JobEnqu
     def reclaimable(self, queue: QueueInfo, reclaimer: QueueInfo) -> bool:
         above = share(queue.allocated, self._deserved(queue)) > 1.0 + _EPS
         return queue.name != reclaimer.name and queue.reclaimable and above
+
+    def preemptive(self, queue: QueueInfo, job: JobInfo) -> bool:
+        deserved = self._deserved(queue)
+        if share(queue.allocated, deserved) >= 1.0 - _EPS:
+            return False
+        need = np.maximum(job.min_resources - job.allocated, 0.0)
+        asked = need > 0
+        return bool(np.all(queue.allocated[asked] + need[asked] <= deserved[asked] + _EPS))
 
     def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
         columns = group.columns

@@ -18,6 +18,7 @@ from importlib.metadata import EntryPoint, entry_points
 
 from hetsched.scheduler.contract.framework import Plugin, PluginContractError, check_plugin
 from hetsched.scheduler.plugins.binpack import Binpack
+from hetsched.scheduler.plugins.capacity import Capacity
 from hetsched.scheduler.plugins.cdp import CooldownProtection
 from hetsched.scheduler.plugins.conformance import Conformance
 from hetsched.scheduler.plugins.devicetopology import DeviceTopology
@@ -46,7 +47,7 @@ IN_TREE: dict[str, type[Plugin]] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
                 DeviceTopology, FGD, NumaAware, NodeGroup, NetworkTopologyAware, SLA,
-                CooldownProtection, ResourceStrategyFit)
+                CooldownProtection, ResourceStrategyFit, Capacity)
 }
 for _cls in IN_TREE.values():
     check_plugin(_cls, "in-tree")
