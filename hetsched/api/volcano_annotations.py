@@ -11,7 +11,9 @@ Volcano's does) and the ``sla`` and ``cdp`` plugins (they read the values).
 - ``volcano.sh/resource-strategy-scoring-type`` (``MostAllocated`` or ``LeastAllocated``) with
   ``volcano.sh/resource-strategy-weight`` (a JSON map of resource → weight) on a pod: how
   ``resource-strategy-fit`` scores nodes for it, instead of the plugin's arguments; the one without the
-  other is an error.
+  other is an error;
+- ``volcano.sh/nodegroup-resource-limits`` (a Queue's): a JSON map of node group → resources (quantities)
+  the queue may hold on that group's nodes (``nodegroup``).
 
 Volcano logs a bad value and ignores it; hetsched refuses it at admission and in ``validate``, and the
 plugins treat a value that got past both (written around the webhook) as absent.
@@ -23,6 +25,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from hetsched.api.annotations import go_duration
+from hetsched.api.quantity import QuantityError, parse_quantity
 
 SLA_WAITING_TIME = "volcano.sh/sla-waiting-time"
 SLA_WAITING_TIME_OLD = "sla-waiting-time"
@@ -34,6 +37,7 @@ STRATEGIES = ("MostAllocated", "LeastAllocated")
 SCORING = (STRATEGY_TYPE, STRATEGY_WEIGHT)
 """Pod annotations that change how nodes are scored for the pod: the scheduler's cache groups pods by them
 (pods of one group are interchangeable)."""
+NODEGROUP_LIMITS = "volcano.sh/nodegroup-resource-limits"
 MAX_WEIGHTS = 64
 """Resources one ``resource-strategy-weight`` may name (a node has a few dozen at most)."""
 
@@ -80,11 +84,42 @@ def resource_strategy(annotations: Mapping[str, str]) -> tuple[str, dict[str, in
     return kind, weights
 
 
+def nodegroup_limits(annotations: Mapping[str, str]) -> dict[str, dict[str, int]] | None:
+    """Node group → resource → milli-units the queue may hold there; None when absent; ValueError saying
+    what is wrong otherwise."""
+    raw = annotations.get(NODEGROUP_LIMITS)
+    if raw is None:
+        return None
+    example = '\'{"gpu-pool": {"cpu": "100", "nvidia.com/gpu": "16"}}\''
+    try:
+        parsed = json.loads(raw) if len(raw) <= 65536 else None
+    except (ValueError, RecursionError):
+        parsed = None
+    if not isinstance(parsed, dict) or len(parsed) > 1024:
+        raise ValueError(f"must be a JSON map of node group to resources, such as {example}, got {raw[:80]!r}")
+    limits: dict[str, dict[str, int]] = {}
+    for group, resources in parsed.items():
+        if not isinstance(resources, dict) or len(resources) > MAX_WEIGHTS:
+            raise ValueError(f"node group {group[:80]!r}: must map resource names to quantities, such as {example}")
+        limits[group] = {}
+        for name, amount in resources.items():
+            try:
+                limits[group][name] = parse_quantity(amount)
+            except QuantityError as exc:
+                raise ValueError(f"node group {group[:80]!r}, resource {name[:80]!r}: {exc}") from None
+    return limits
+
+
 def problems(kind: str, labels: Mapping[str, str], annotations: Mapping[str, str],
              templates: Sequence[tuple[str, Mapping[str, str], Mapping[str, str]]]) -> list[tuple[str, str]]:
     """(field, message) for each bad value: the object's own (``labels``, ``annotations``) and, for a Job,
     its task templates' (field prefix, labels, annotations)."""
     found = []
+    if kind == "Queue" and NODEGROUP_LIMITS in annotations:
+        try:
+            nodegroup_limits(annotations)
+        except ValueError as exc:
+            found.append((f'metadata.annotations["{NODEGROUP_LIMITS}"]', str(exc)))
     if kind in ("Job", "PodGroup"):
         for key in (SLA_WAITING_TIME, SLA_WAITING_TIME_OLD):
             if key in annotations:

@@ -163,6 +163,7 @@ def queues(objects: dict[str, Queue], jobs: dict[str, JobInfo], resources: Resou
             guarantee=guarantee, state=queue.status.state if queue else "NotFound",
             reclaimable=queue.spec.reclaimable if queue else True,
             affinity=queue.spec.affinity if queue else None, parent=queue.spec.parent if queue else "",
+            annotations=queue.metadata.annotations if queue else {},
             fixed_deserved=fixed, priority=queue.spec.priority if queue else 0,
             allocated=np.zeros(width), inqueue=np.zeros(width), request=np.zeros(width),
         )

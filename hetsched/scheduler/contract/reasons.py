@@ -50,6 +50,10 @@ class ReasonCode(enum.Enum):
     ILLEGAL_CHIP_COUNT = "IllegalChipCount"
     NODE_GROUP_REQUIRED = "NodeGroupRequired"
     NODE_GROUP_AVOIDED = "NodeGroupAvoided"
+    NODE_GROUP_UNLABELLED = "NodeGroupUnlabelled"
+    NODE_GROUP_NO_AFFINITY = "NodeGroupNoAffinity"
+    NODE_GROUP_LIMITS_UNREADABLE = "NodeGroupLimitsUnreadable"
+    NODE_GROUP_LIMIT = "NodeGroupLimit"
     ACCELERATOR_RESERVE = "AcceleratorReserve"
     """``resource-strategy-fit``'s proportional rule: CPU and memory kept for a node's idle accelerators."""
     PLUGIN_RULE = "PluginRule"
@@ -198,6 +202,17 @@ SPECS: dict[ReasonCode, Spec] = {
         "node group"),
     ReasonCode.NODE_GROUP_AVOIDED: Spec(
         ("queue", "groups"), lambda r: f"node(s) in a node group queue {r['queue']} avoids ({', '.join(r['groups'])})",
+        "node group"),
+    ReasonCode.NODE_GROUP_UNLABELLED: Spec(
+        (), "node(s) had no volcano.sh/nodegroup-name label (the queue names node groups, or nodegroup is strict)",
+        "node group"),
+    ReasonCode.NODE_GROUP_NO_AFFINITY: Spec(
+        ("queue",), "node(s) in a node group, and queue {queue} names none (spec.affinity)", "node group"),
+    ReasonCode.NODE_GROUP_LIMITS_UNREADABLE: Spec(
+        ("queue",), "node(s) in a node group, and queue {queue}'s volcano.sh/nodegroup-resource-limits cannot be "
+        "read", "node group"),
+    ReasonCode.NODE_GROUP_LIMIT: Spec(
+        ("queue",), "node(s) in a node group where queue {queue} is at its volcano.sh/nodegroup-resource-limits",
         "node group"),
     ReasonCode.ACCELERATOR_RESERVE: Spec(
         ("resource",), "node(s) keep CPU and memory in proportion to their idle {resource} for pods that use it",

@@ -146,6 +146,8 @@ class QueueInfo:
     """``spec.deserved`` per resource (NaN where not set): an entitlement that replaces the weighted one."""
     priority: int = 0
     """``spec.priority``: higher-priority queues are served first, before the plugins' order (share)."""
+    annotations: dict[str, str] = field(default_factory=dict)
+    """The Queue's annotations (``nodegroup`` reads its per-node-group limits there)."""
 
 
 @dataclass

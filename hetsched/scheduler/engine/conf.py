@@ -75,12 +75,14 @@ tiers:
 """
 """Volcano's built-in default (``pkg/scheduler/util.go`` ``DefaultSchedulerConf``), verbatim."""
 
-DEFAULT_CONF_YAML = (VOLCANO_DEFAULT_CONF_YAML + "  - name: nodegroup\n  - name: devicetopology\n"
-                     "  - name: network-topology-aware\n")
+DEFAULT_CONF_YAML = (VOLCANO_DEFAULT_CONF_YAML + "  - name: nodegroup\n    arguments: {strict: false}\n"
+                     "  - name: devicetopology\n  - name: network-topology-aware\n")
 """hetsched's default: Volcano's plus ``devicetopology``, without which no chips would be chosen (the device
-plugin would pick them after the node, the very problem hetsched exists to fix), ``nodegroup``, so a
-queue's node-group affinity is honoured, and ``network-topology-aware``, so gangs bounded to a HyperNode
-leave whole domains free (both no-ops where there are no node groups or HyperNodes)."""
+plugin would pick them after the node, the very problem hetsched exists to fix), ``nodegroup`` with
+``strict: false``, so a queue's node-group affinity is honoured and unlabelled nodes stay open to queues
+without one (Volcano's default, ``strict: true``, would need every node labelled), and
+``network-topology-aware``, so gangs bounded to a HyperNode leave whole domains free (both no-ops where there
+are no node groups or HyperNodes)."""
 
 
 class ConfError(ValueError):

@@ -265,12 +265,13 @@ class Session:
     def static_checks(self, group: TaskGroup) -> tuple[BoolArray, list[tuple[Reason, BoolArray]]]:
         """Nodes that pass every static predicate, and each predicate's (reason, failing mask).
 
-        Cached per placement key, priority, queue when it is bound to node groups, and whether the job
+        Cached per placement key, priority, queue when it is bound to node groups (or may inherit a bound from
+        a parent queue), and whether the job
         has several pods (device rules differ for distributed jobs) for the session: node labels, taints and
         flags do not change inside a cycle.
         """
         queue = self.snapshot.queues.get(group.job.queue)
-        bound = group.job.queue if queue is not None and queue.affinity is not None else ""
+        bound = group.job.queue if queue is not None and (queue.affinity is not None or queue.parent) else ""
         key = (group.priority, group.placement_key, group.job.total_pods > 1, bound)
         cached = self._static.get(key)
         if cached is None:
