@@ -407,3 +407,84 @@ def test_a_bad_pod_strategy_is_refused_naming_the_annotation(annotations: dict[s
     with pytest.raises(ManifestError) as error:
         load_text(text, "pod.yaml")
     assert f'metadata.annotations["{field}"]' in str(error.value.problems[0])
+
+
+# ------------------------------------------------------------------------------------------- task-topology
+
+TOPOLOGY_CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: task-topology
+    arguments:
+      task-topology.weight: 10
+  - name: proportion
+  - name: nodeorder
+{binpack}"""
+
+
+def tf_job(annotations: dict[str, str], workers: int = 2) -> list[AnyObject]:
+    group = podgroup("tf", 1 + workers)
+    group = group.model_copy(update={"metadata": group.metadata.model_copy(update={"annotations": annotations})})
+    return [group, pod("tf-ps-0", "tf", task="ps"), *[pod(f"tf-worker-{i}", "tf", task="worker")
+                                                      for i in range(workers)]]
+
+
+def test_task_affinity_puts_the_ps_with_its_workers() -> None:
+    """The user guide's TensorFlow job: with ``ps,worker`` affinity the parameter server and its workers
+    share a node; without it, ``nodeorder``'s least-requested score spreads them over the three nodes."""
+    nodes = [node(f"n{i}", cpu="8") for i in range(3)]
+    h = harness([*nodes, *tf_job({"volcano.sh/task-topology-affinity": "ps,worker",
+                                  "volcano.sh/task-topology-task-order": "ps,worker"})],
+                TOPOLOGY_CONF.format(binpack=""))
+    h.cycle()
+    assert len(set(h.bindings().values())) == 1 and len(h.bindings()) == 3
+    h = harness([*nodes, *tf_job({})], TOPOLOGY_CONF.format(binpack=""))
+    h.cycle()
+    assert len(set(h.bindings().values())) == 3
+
+
+def test_task_anti_affinity_spreads_pods_binpack_would_pack() -> None:
+    """``worker`` anti-affine with itself: the workers take a node each, though binpack would pack them."""
+    nodes = [node(f"n{i}", cpu="8") for i in range(3)]
+    conf = TOPOLOGY_CONF.format(binpack="  - name: binpack\n").replace("  - name: nodeorder\n", "")
+    h = harness([*nodes, *tf_job({"volcano.sh/task-topology-anti-affinity": "worker"}, workers=3)], conf)
+    h.cycle()
+    workers = {v for k, v in h.bindings().items() if "worker" in k}
+    assert len(workers) == 3
+    h = harness([*nodes, *tf_job({}, workers=3)], conf)
+    h.cycle()
+    assert len(set(h.bindings().values())) == 1
+
+
+@pytest.mark.parametrize(("annotation", "value", "message"), [
+    ("volcano.sh/task-topology-affinity", "$%GF$^trtqwrg^", "is not a task name"),
+    ("volcano.sh/task-topology-anti-affinity", "ps;worker,chief", "task 'chief' is not one of the job's tasks"),
+    ("volcano.sh/task-topology-task-order", "ps,ps", "a task is named twice"),
+])
+def test_task_topology_annotations_are_checked_against_the_jobs_tasks(annotation: str, value: str,
+                                                                      message: str) -> None:
+    """topology_test.go Test_readTopologyFromPgAnnotations: garbage and unknown tasks are errors (Volcano
+    skips the job's rules with a log line; hetsched refuses the Job, naming the annotation)."""
+    text = f"""\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: tf, annotations: {{"{annotation}": "{value}"}}}}
+spec:
+  tasks:
+  - {{name: ps, replicas: 1, template: {{spec: {{containers: [{{name: c, image: x}}]}}}}}}
+  - {{name: worker, replicas: 2, template: {{spec: {{containers: [{{name: c, image: x}}]}}}}}}
+"""
+    with pytest.raises(ManifestError) as error:
+        load_text(text, "job.yaml")
+    assert f'metadata.annotations["{annotation}"]' in str(error.value.problems[0])
+    assert message in str(error.value.problems[0])
+    good = text.replace(value, "ps,worker")
+    (job,) = load_text(good, "job.yaml")
+    assert job.metadata.annotations[annotation] == "ps,worker"

@@ -113,7 +113,8 @@ def parse_document(doc: Any, source: str, index: int) -> AnyObject | list[Proble
         for i, task in enumerate(obj.spec.tasks)] if isinstance(obj, Job) else [])
     bad += volcano_annotations.problems(kind, obj.metadata.labels, obj.metadata.annotations, [
         (f"spec.tasks[{i}].template.metadata", task.template.metadata.labels, task.template.metadata.annotations)
-        for i, task in enumerate(obj.spec.tasks)] if isinstance(obj, Job) else [])
+        for i, task in enumerate(obj.spec.tasks)] if isinstance(obj, Job) else [],
+        [task.name for task in obj.spec.tasks] if isinstance(obj, Job) else None)
     if bad:
         return [Problem(source, index, kind, name, field, message) for field, message in bad]
     return obj

@@ -13,7 +13,11 @@ Volcano's does) and the ``sla`` and ``cdp`` plugins (they read the values).
   ``resource-strategy-fit`` scores nodes for it, instead of the plugin's arguments; the one without the
   other is an error;
 - ``volcano.sh/nodegroup-resource-limits`` (a Queue's): a JSON map of node group → resources (quantities)
-  the queue may hold on that group's nodes (``nodegroup``).
+  the queue may hold on that group's nodes (``nodegroup``);
+- ``volcano.sh/task-topology-affinity``, ``…-anti-affinity`` (``"ps,worker;ps,chief"``: groups of task names,
+  ``;``-separated; a group of one: the task with itself) and ``volcano.sh/task-topology-task-order``
+  (``"ps,worker"``) on a Job (its PodGroup): ``task-topology``'s rules; every name must be one of the Job's
+  tasks, once per group.
 
 Volcano logs a bad value and ignores it; hetsched refuses it at admission and in ``validate``, and the
 plugins treat a value that got past both (written around the webhook) as absent.
@@ -22,7 +26,9 @@ plugins treat a value that got past both (written around the webhook) as absent.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from hetsched.api.annotations import go_duration
 from hetsched.api.quantity import QuantityError, parse_quantity
@@ -38,6 +44,20 @@ SCORING = (STRATEGY_TYPE, STRATEGY_WEIGHT)
 """Pod annotations that change how nodes are scored for the pod: the scheduler's cache groups pods by them
 (pods of one group are interchangeable)."""
 NODEGROUP_LIMITS = "volcano.sh/nodegroup-resource-limits"
+TASK_AFFINITY = "volcano.sh/task-topology-affinity"
+TASK_ANTI_AFFINITY = "volcano.sh/task-topology-anti-affinity"
+TASK_ORDER = "volcano.sh/task-topology-task-order"
+_TASK_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class TaskTopology:
+    """A job's ``task-topology`` rules: groups of tasks to put together, groups to keep apart (a group of
+    one: the task's own pods), and the order tasks are placed in."""
+
+    affinity: tuple[tuple[str, ...], ...] = ()
+    anti_affinity: tuple[tuple[str, ...], ...] = ()
+    order: tuple[str, ...] = ()
 MAX_WEIGHTS = 64
 """Resources one ``resource-strategy-weight`` may name (a node has a few dozen at most)."""
 
@@ -110,11 +130,48 @@ def nodegroup_limits(annotations: Mapping[str, str]) -> dict[str, dict[str, int]
     return limits
 
 
+def _task_groups(key: str, raw: str, tasks: Collection[str] | None) -> tuple[tuple[str, ...], ...]:
+    if len(raw) > 4096:
+        raise ValueError(f"{key} is longer than 4096 characters")
+    groups = []
+    for part in raw.split(";"):
+        names = [name.strip() for name in part.split(",") if name.strip()]
+        for name in names:
+            if not _TASK_NAME.fullmatch(name) or len(name) > 63:
+                raise ValueError(f"{key}: {name[:80]!r} is not a task name")
+            if tasks is not None and name not in tasks:
+                raise ValueError(f"{key}: task {name!r} is not one of the job's tasks ({', '.join(sorted(tasks))})")
+        if len(set(names)) != len(names):
+            raise ValueError(f"{key}: a task is named twice in {part.strip()[:80]!r}")
+        if names:
+            groups.append(tuple(names))
+    return tuple(groups)
+
+
+def task_topology(annotations: Mapping[str, str], tasks: Collection[str] | None = None) -> TaskTopology | None:
+    """The job's ``task-topology`` rules; None when it gives none; ValueError naming the annotation when one
+    cannot be read or names a task the job does not have (``tasks``; None: not checked)."""
+    if not any(key in annotations for key in (TASK_AFFINITY, TASK_ANTI_AFFINITY, TASK_ORDER)):
+        return None
+    order = _task_groups(TASK_ORDER, annotations.get(TASK_ORDER, "").replace(";", ","), tasks)
+    return TaskTopology(_task_groups(TASK_AFFINITY, annotations.get(TASK_AFFINITY, ""), tasks),
+                        _task_groups(TASK_ANTI_AFFINITY, annotations.get(TASK_ANTI_AFFINITY, ""), tasks),
+                        order[0] if order else ())
+
+
 def problems(kind: str, labels: Mapping[str, str], annotations: Mapping[str, str],
-             templates: Sequence[tuple[str, Mapping[str, str], Mapping[str, str]]]) -> list[tuple[str, str]]:
+             templates: Sequence[tuple[str, Mapping[str, str], Mapping[str, str]]],
+             tasks: Collection[str] | None = None) -> list[tuple[str, str]]:
     """(field, message) for each bad value: the object's own (``labels``, ``annotations``) and, for a Job,
-    its task templates' (field prefix, labels, annotations)."""
+    its task templates' (field prefix, labels, annotations) and its task names (``tasks``)."""
     found = []
+    if kind in ("Job", "PodGroup"):
+        for key in (TASK_AFFINITY, TASK_ANTI_AFFINITY, TASK_ORDER):
+            if key in annotations:
+                try:
+                    task_topology({key: annotations[key]}, tasks)
+                except ValueError as exc:
+                    found.append((f'metadata.annotations["{key}"]', str(exc)))
     if kind == "Queue" and NODEGROUP_LIMITS in annotations:
         try:
             nodegroup_limits(annotations)

@@ -35,6 +35,7 @@ from hetsched.scheduler.plugins.priority import Priority
 from hetsched.scheduler.plugins.proportion import Proportion
 from hetsched.scheduler.plugins.resourcestrategyfit import ResourceStrategyFit
 from hetsched.scheduler.plugins.sla import SLA
+from hetsched.scheduler.plugins.tasktopology import TaskTopologyPlugin
 
 ENTRY_POINT_GROUP = "hetsched.plugins"
 _CONTRACT = "plugins import hetsched.scheduler.contract (SessionView, Plugin, the points; docs/plugins.md)"
@@ -47,7 +48,7 @@ IN_TREE: dict[str, type[Plugin]] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
                 DeviceTopology, FGD, NumaAware, NodeGroup, NetworkTopologyAware, SLA,
-                CooldownProtection, ResourceStrategyFit, Capacity)
+                CooldownProtection, ResourceStrategyFit, Capacity, TaskTopologyPlugin)
 }
 for _cls in IN_TREE.values():
     check_plugin(_cls, "in-tree")
