@@ -212,6 +212,13 @@ class Reclaimable(Protocol):
         ...
 
 
+class PreemptableVictims(Protocol):
+    def preemptable_victims(self, victims: list[RunningPod], preemptor: JobInfo) -> bool:
+        """May ``preempt`` take these pods together (one victim unit: a pod, or a whole job) for
+        ``preemptor``?"""
+        ...
+
+
 class ReclaimableVictims(Protocol):
     def reclaimable_victims(self, victims: list[RunningPod], reclaimer: JobInfo) -> bool:
         """May ``reclaim`` take these pods together (one victim unit: a pod, or a whole job, of one queue)
@@ -305,6 +312,7 @@ EXTENSION_POINTS: dict[str, ExtensionPoint] = {point.name: point for point in (
     ExtensionPoint(JobStarving, "enableJobStarving", "preempt, reclaim",
                    "all must agree; none enabled → no job evicts"),
     ExtensionPoint(Reclaimable, "enableReclaimable", "reclaim", "all must agree; none enabled → nothing is reclaimed"),
+    ExtensionPoint(PreemptableVictims, "enablePreemptable", "preempt", "all must agree"),
     ExtensionPoint(ReclaimableVictims, "enableReclaimable", "reclaim", "all must agree"),
     ExtensionPoint(Preemptive, "enablePreemptive", "reclaim", "all must agree; none enabled → the queue may reclaim"),
     ExtensionPoint(NodeFilter, "enablePredicate", "placement",

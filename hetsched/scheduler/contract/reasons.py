@@ -86,6 +86,8 @@ class ReasonCode(enum.Enum):
     SET_ASIDE = "SchedulingError"
     """Handling the job raised (a bug, or input no check caught): it is set aside with back-off."""
     PLUGIN_FAILED = "PluginError"
+    EXTENDER = "Extender"
+    """The HTTP extender refused the job (``jobEnqueueable``), or could not be reached and is not ignorable."""
     """A plugin that guards placements raised opening or closing the session: nothing is scheduled until it works."""
 
 
@@ -247,6 +249,7 @@ SPECS: dict[ReasonCode, Spec] = {
         ("plugin", "error"), "plugin {plugin} raised an error opening or closing the scheduling session ({error}); "
         "it guards every placement, so no job is scheduled or evicted until it works again (retried every cycle)",
         "plugin error"),
+    ReasonCode.EXTENDER: Spec(("verb", "message"), "extender {verb}: {message}", "extender"),
     ReasonCode.QUEUE_NOT_OPEN: Spec(("queue", "state"), "queue {queue} is {state}", "queue closed"),
     ReasonCode.QUEUE_NOT_LEAF: Spec(("queue",), "queue {queue} has child queues; jobs go to leaf queues",
                                     "queue not leaf"),

@@ -37,6 +37,7 @@ from hetsched.scheduler.contract.framework import (
     NodeScore,
     Overused,
     Plugin,
+    PreemptableVictims,
     Preemptive,
     QueueOrder,
     Reclaimable,
@@ -123,6 +124,7 @@ class Session:
         self._job_starving: list[JobStarving] = asked(JobStarving)
         self._reclaimable: list[Reclaimable] = asked(Reclaimable)
         self._reclaimable_victims: list[ReclaimableVictims] = asked(ReclaimableVictims)
+        self._preemptable_victims: list[PreemptableVictims] = asked(PreemptableVictims)
         self._preemptive: list[Preemptive] = asked(Preemptive)
         self._node_filter: list[NodeFilter] = asked(NodeFilter)
         self._node_capacity: list[NodeCapacity] = asked(NodeCapacity)
@@ -249,6 +251,9 @@ class Session:
 
     def reclaimable_victims(self, victims: list[RunningPod], reclaimer: JobInfo) -> bool:
         return all(p.reclaimable_victims(victims, reclaimer) for p in self._reclaimable_victims)
+
+    def preemptable_victims(self, victims: list[RunningPod], preemptor: JobInfo) -> bool:
+        return all(p.preemptable_victims(victims, preemptor) for p in self._preemptable_victims)
 
     def preemptive(self, queue: QueueInfo, job: JobInfo) -> bool:
         return all(p.preemptive(queue, job) for p in self._preemptive)

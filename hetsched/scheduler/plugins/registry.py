@@ -23,6 +23,7 @@ from hetsched.scheduler.plugins.cdp import CooldownProtection
 from hetsched.scheduler.plugins.conformance import Conformance
 from hetsched.scheduler.plugins.devicetopology import DeviceTopology
 from hetsched.scheduler.plugins.drf import DRF
+from hetsched.scheduler.plugins.extender import Extender
 from hetsched.scheduler.plugins.fgd import FGD
 from hetsched.scheduler.plugins.gang import Gang
 from hetsched.scheduler.plugins.networktopologyaware import NetworkTopologyAware
@@ -48,7 +49,8 @@ IN_TREE: dict[str, type[Plugin]] = {
     cls.NAME: cls
     for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
                 DeviceTopology, FGD, NumaAware, NodeGroup, NetworkTopologyAware, SLA,
-                CooldownProtection, ResourceStrategyFit, Capacity, TaskTopologyPlugin)
+                CooldownProtection, ResourceStrategyFit, Capacity, TaskTopologyPlugin,
+                Extender)
 }
 for _cls in IN_TREE.values():
     check_plugin(_cls, "in-tree")

@@ -5,13 +5,16 @@ Who calls it: the session runner, when ``preempt`` is in the configuration's act
 
 For each starving job (gang not met, highest priority first; ``preemptionPolicy: Never`` jobs never
 preempt), the victims may be any running pods of *other* jobs in the *same* queue whose job priority is
-strictly lower, and that every ``evictable`` plugin allows (``conformance`` protects critical pods).
+strictly lower, and that every ``evictable`` plugin allows (``conformance`` protects critical pods); a
+victim unit goes only while every ``preemptable_victims`` plugin agrees (``extender``).
 Victims are chosen by ``scheduler.engine.eviction``: whole gangs or pods above minMember, cheapest first, only
 as many as the gang needs, and only if a legal placement (chips included) results; otherwise nothing is
 evicted. The preemptor's pods bind in the same cycle, after the evictions.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 from hetsched.scheduler.engine.eviction import evict_for, starving
 from hetsched.scheduler.engine.session import Session
@@ -31,4 +34,5 @@ def execute(session: Session) -> None:
         if candidates:
             with session.working_on(job):
                 evict_for(session, NAME, job, candidates,
-                          f"preempted by {job.key} (priority {job.priority}) in queue {job.queue}")
+                          f"preempted by {job.key} (priority {job.priority}) in queue {job.queue}",
+                          partial(session.preemptable_victims, preemptor=job))
