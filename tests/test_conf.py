@@ -55,10 +55,12 @@ tiers:
     # Volcano's gang and drf take part in preemption; hetsched's do not: turning it off does nothing here,
     # which is accepted and said, never silently ignored
     assert conf.notes == [
-        "<scheduler.conf>: tiers[0].plugins[1].enablePreemptable: plugin gang has no Evictable point, so the switch "
+        "<scheduler.conf>: tiers[0].plugins[1].enablePreemptable: plugin gang has no Evictable or PreemptableVictims "
+        "point, so the switch "
         "does nothing (its switches: enableJobOrder, enableJobPipelined, enableJobReady, enableJobStarving, "
         "enableJobValid); turning it off is accepted, as Volcano's own configurations do for its plugin of this name",
-        "<scheduler.conf>: tiers[1].plugins[1].enablePreemptable: plugin drf has no Evictable point, so the switch "
+        "<scheduler.conf>: tiers[1].plugins[1].enablePreemptable: plugin drf has no Evictable or PreemptableVictims "
+        "point, so the switch "
         "does nothing (its switches: enableJobOrder); turning it off is accepted, as Volcano's own configurations "
         "do for its plugin of this name"]
     assert default_conf().notes == []
@@ -115,7 +117,7 @@ def test_simulate_warns_of_a_switch_that_does_nothing(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["simulate", "-q", "--cluster", str(examples / "ascend-4.yaml"),
                                       str(examples / "two-queues.yaml"), "--scheduler-conf", str(conf), "--until", "5"])
     assert result.exit_code in (0, 3), result.output
-    assert "warning: " in result.output and "enablePreemptable: plugin gang has no Evictable point" in result.output
+    assert "warning: " in result.output and "enablePreemptable: plugin gang has no Evictable or PreemptableVictims point" in result.output
 
 
 def test_switches_are_spelt_as_volcanos_scheduler_reads_them() -> None:
