@@ -192,6 +192,10 @@ def parse_conf(text: str, source: str = "<scheduler.conf>", *, registry: PluginR
         if action not in ACTIONS:
             raise ConfError(f"{source}: actions: unknown action {action!r} (available: {', '.join(ACTIONS)})")
     for c, configuration in enumerate(conf.configurations):
+        if configuration.name == "init-params":  # read by Volcano's Ascend vNPU back-end, not by an action
+            raise ConfError(f"{source}: configurations[{c}].name: 'init-params' sets up Ascend vNPU through "
+                            "MindCluster (deviceshare.AscendMindClusterVNPUEnable), which hetsched does not "
+                            "support yet")
         if configuration.name not in conf.action_names:
             raise ConfError(f"{source}: configurations[{c}].name: {configuration.name!r} is not one of the actions "
                             f"({', '.join(conf.action_names)}); its configuration would have no effect")

@@ -76,6 +76,8 @@ NAME = "capacity"
 ROOT = "root"
 HIERARCHY = "enableHierarchy"
 LEVEL = "ancestorReclaimLevel"
+DRA = ("capacity.DynamicResourceAllocationEnable", "capacity.DRAConsumableCapacityEnable")
+"""Volcano's DRA quota switches: off is accepted, on is an error (hetsched allocates no ResourceClaims)."""
 _EPS = 1e-6
 _NO_DESERVED = math.nextafter(1.0, 2.0)
 """The order key of a queue that deserves nothing: share 1, after queues at exactly 1 that deserve something."""
@@ -87,7 +89,11 @@ class Capacity(Plugin, QueueOrder, Allocatable, JobEnqueue, Reclaimable, Reclaim
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
-        arguments.check_known({LEVEL})
+        arguments.check_known({LEVEL, *DRA})
+        for key in DRA:
+            if arguments.flag(key, False):
+                raise ValueError(f"plugin {NAME}: argument {key}: quotas on Dynamic Resource Allocation device "
+                                 "classes (deviceclass/… resources) are not supported by hetsched")
         level = arguments.values.get(LEVEL, 0)
         if isinstance(level, bool) or not isinstance(level, int):
             raise ValueError(f"plugin {NAME}: argument {LEVEL} must be a whole number, got {level!r:.80}")

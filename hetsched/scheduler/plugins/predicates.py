@@ -8,7 +8,7 @@ resources would not make the node fit. Pod (anti-)affinity and ``DoNotSchedule``
 room for one more pod of the group, and ``explain`` names the rule that failed. Resource fit and the
 pod-count limit are checked by the allocate action itself (the ``pods`` resource), as Volcano does.
 
-Arguments (Volcano's keys; the ones hetsched has no counterpart for are accepted and have no effect)::
+Arguments (Volcano's keys)::
 
     - name: predicates
       arguments:
@@ -17,6 +17,12 @@ Arguments (Volcano's keys; the ones hetsched has no counterpart for are accepted
         predicate.PodAffinityEnable: true       # required pod affinity / anti-affinity
         predicate.PodTopologySpreadEnable: true # DoNotSchedule topology spread constraints
         predicate.NodePortsEnable: true         # host ports free on the node
+
+Volcano's volume predicates (``predicate.NodeVolumeLimitsEnable``, ``VolumeZoneEnable``, ``VolumeBindingEnable``,
+``volumebinding.bindTimeoutSeconds``) and ``predicate.CacheEnable`` are accepted and do nothing: hetsched
+does not read pods' volumes (docs/scheduler.md says so). Switches that would turn on what hetsched does not do
+— ``predicate.GPUSharingEnable``, ``predicate.GPUNumberEnable``, ``predicate.DynamicResourceAllocationEnable``
+— are accepted off and refused on, naming them.
 
 A pod with ``schedulingGates`` fits no node until its gates are removed (the reason names them).
 """
@@ -52,6 +58,14 @@ _ACCEPTED = {
     "volumebinding.bindTimeoutSeconds", "dynamicresources.filterTimeoutSeconds",
 }
 
+_NOT_SERVED = {
+    "predicate.GPUSharingEnable": "Volcano's GPU sharing by volcano.sh/gpu-memory (see the deviceshare plugin; "
+                                  "hetsched shares chips as hetsched.io/gpu-milli, docs/devices.md)",
+    "predicate.GPUNumberEnable": "Volcano's volcano.sh/gpu-number (see the deviceshare plugin)",
+    "predicate.DynamicResourceAllocationEnable": "Dynamic Resource Allocation (ResourceClaims)",
+}
+"""Volcano switches that would turn on what hetsched does not do: off is accepted, on is an error."""
+
 
 class Predicates(Plugin, NodeCapacity, NodeFilter):
     NAME = NAME
@@ -59,6 +73,9 @@ class Predicates(Plugin, NodeCapacity, NodeFilter):
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
         arguments.check_known(_ACCEPTED)
+        for key, what in _NOT_SERVED.items():
+            if arguments.flag(key, False):
+                raise ValueError(f"plugin {NAME}: argument {key}: {what} is not supported by hetsched yet")
         self.affinity = arguments.flag("predicate.NodeAffinityEnable", True)
         self.taints = arguments.flag("predicate.TaintTolerationEnable", True)
         self.pod_affinity = arguments.flag("predicate.PodAffinityEnable", True)

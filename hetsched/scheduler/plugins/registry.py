@@ -21,6 +21,7 @@ from hetsched.scheduler.plugins.binpack import Binpack
 from hetsched.scheduler.plugins.capacity import Capacity
 from hetsched.scheduler.plugins.cdp import CooldownProtection
 from hetsched.scheduler.plugins.conformance import Conformance
+from hetsched.scheduler.plugins.deviceshare import DeviceShare
 from hetsched.scheduler.plugins.devicetopology import DeviceTopology
 from hetsched.scheduler.plugins.drf import DRF
 from hetsched.scheduler.plugins.extender import Extender
@@ -50,7 +51,7 @@ IN_TREE: dict[str, type[Plugin]] = {
     for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
                 DeviceTopology, FGD, NumaAware, NodeGroup, NetworkTopologyAware, SLA,
                 CooldownProtection, ResourceStrategyFit, Capacity, TaskTopologyPlugin,
-                Extender)
+                Extender, DeviceShare)
 }
 for _cls in IN_TREE.values():
     check_plugin(_cls, "in-tree")
