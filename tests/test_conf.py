@@ -117,7 +117,8 @@ def test_simulate_warns_of_a_switch_that_does_nothing(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["simulate", "-q", "--cluster", str(examples / "ascend-4.yaml"),
                                       str(examples / "two-queues.yaml"), "--scheduler-conf", str(conf), "--until", "5"])
     assert result.exit_code in (0, 3), result.output
-    assert "warning: " in result.output and "enablePreemptable: plugin gang has no Evictable or PreemptableVictims point" in result.output
+    assert "warning: " in result.output
+    assert "enablePreemptable: plugin gang has no Evictable or PreemptableVictims point" in result.output
 
 
 def test_switches_are_spelt_as_volcanos_scheduler_reads_them() -> None:
