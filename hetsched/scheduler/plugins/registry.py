@@ -32,6 +32,7 @@ from hetsched.scheduler.plugins.nodegroup import NodeGroup
 from hetsched.scheduler.plugins.nodeorder import NodeOrder
 from hetsched.scheduler.plugins.numaaware import NumaAware
 from hetsched.scheduler.plugins.overcommit import Overcommit
+from hetsched.scheduler.plugins.pdb import PDB
 from hetsched.scheduler.plugins.predicates import Predicates
 from hetsched.scheduler.plugins.priority import Priority
 from hetsched.scheduler.plugins.proportion import Proportion
@@ -51,12 +52,24 @@ IN_TREE: dict[str, type[Plugin]] = {
     for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
                 DeviceTopology, FGD, NumaAware, NodeGroup, NetworkTopologyAware, SLA,
                 CooldownProtection, ResourceStrategyFit, Capacity, TaskTopologyPlugin,
-                Extender, DeviceShare)
+                Extender, DeviceShare, PDB)
 }
 for _cls in IN_TREE.values():
     check_plugin(_cls, "in-tree")
 ALIASES = {"numa-aware": NumaAware.NAME}
 """Volcano's plugin names where hetsched's differ: a Volcano configuration names them as it always has."""
+NOT_YET = {
+    "tdm": "Volcano's time-division multiplexing of revocable nodes (volcano.sh/revocable-zone) is not supported "
+           "by hetsched",
+    "rescheduling": "Volcano's rescheduling (evicting running pods to rebalance nodes) is not supported by "
+                    "hetsched; it evicts only to place waiting work (preempt, reclaim)",
+    "usage": "Volcano's usage plugin (scores from nodes' measured load) is not supported by hetsched; it "
+             "schedules on requests",
+    "resourcequota": "Volcano's resourcequota plugin (admission by namespace ResourceQuota) is not supported by "
+                     "hetsched yet; queue capability bounds admission",
+}
+"""Volcano's plugins hetsched has no counterpart for: naming one is an error saying so (never an unknown name
+among others, never silently skipped)."""
 
 _loaded: dict[str, type[Plugin]] = {}
 
@@ -82,6 +95,8 @@ def resolve(name: str) -> type[Plugin]:
     there is none, :class:`PluginLoadError` when an entry point of that name cannot be used."""
     name = ALIASES.get(name, name)
     found = _entry_points().get(name)
+    if found is None and name in NOT_YET:
+        raise PluginLoadError(f"{name}: {NOT_YET[name]}")
     if found is not None:
         dist = found.dist.name if found.dist is not None else "an unknown distribution"
         where = f"entry point {found.name} = {found.value} ({ENTRY_POINT_GROUP}, from {dist})"
