@@ -4,13 +4,16 @@ queue order it produces, and DRF's dominant-share job order.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
+from hetsched.api.objects import AnyObject
 from hetsched.scheduler.contract.snapshot import QueueInfo
 from hetsched.scheduler.plugins.drf import dominant_share
 from hetsched.scheduler.plugins.proportion import deserved_shares, hierarchical_shares, share
-from tests.builders import gang, harness, node, pod, podgroup, queue
+from tests.builders import gang, harness, node, pod, podgroup, queue, running_on
 
 
 def q(name: str, weight: float, request: list[float], capability: list[float] | None = None,
@@ -127,3 +130,63 @@ def test_an_explicit_deserved_is_the_entitlement_and_the_rest_is_shared_by_weigh
     shares = deserved_shares(np.array([100.0]), [fixed, q("a", 1, [100.0]), q("b", 1, [100.0])])
     assert shares["reserved"] == pytest.approx([30.0])  # even with no demand right now
     assert shares["a"] == pytest.approx([35.0]) and shares["b"] == pytest.approx([35.0])
+
+
+# ------------------------------------------------------------------------ competing queues (issue 31)
+
+
+def elastic_job(name: str, queue_name: str, running: int, pending: int, cpu: str = "1") -> list[AnyObject]:
+    """A ready job (minMember 1) with ``running`` pods on n0 and ``pending`` elastic pods waiting."""
+    objects: list[AnyObject] = [podgroup(name, 1, queue=queue_name, phase="Running")]
+    objects += [running_on(pod(f"{name}-{i}", name, cpu=cpu), "n0") for i in range(running)]
+    objects += [pod(f"{name}-{running + i}", name, cpu=cpu) for i in range(pending)]
+    return objects
+
+
+def placed(h: Any, job: str) -> int:
+    return sum(1 for name in h.bindings() if name.startswith(f"{job}-"))
+
+
+def test_elastic_pods_of_competing_queues_go_in_share_order() -> None:
+    """Two ready jobs in two equal queues each want two more pods and two slots are free: Volcano gives one
+    each (a ready job goes back in line after every task, its queue re-ranked by share), not two to the job
+    served first."""
+    objects: list[AnyObject] = [node("n0", cpu="2"), node("n1", cpu="2"), queue("a"), queue("b"),
+                                *elastic_job("ja", "a", 1, 2), *elastic_job("jb", "b", 1, 2)]
+    h = harness(objects)
+    h.cycle()
+    assert placed(h, "ja") == 2 and placed(h, "jb") == 2  # one running + one placed each
+
+
+def test_contended_resources_split_by_deserved_share() -> None:
+    """hdrf_test.go "rescaling test", as proportion computes it: 10 CPU and 10G; sci's pods ask 1 CPU + 1G,
+    dev's 1 CPU, prod's 1G, ten each. Each queue deserves half of what it competes for, so 5/5/5 pods run —
+    not 10 to the queues served first."""
+    pods: list[AnyObject] = []
+    for job, cpu, memory in (("sci", "1", "1G"), ("dev", "1", "0"), ("prod", "0", "1G")):
+        pods.append(podgroup(job, 0, queue=job))
+        pods += [pod(f"{job}-{i}", job, cpu=cpu, memory=memory) for i in range(10)]
+    h = harness([node("n", cpu="10", memory="10G", pods=50), queue("sci"), queue("dev"), queue("prod"), *pods])
+    h.cycle()
+    assert (placed(h, "sci"), placed(h, "dev"), placed(h, "prod")) == (5, 5, 5)
+
+
+def test_capacity_no_queue_asks_for_is_lent() -> None:
+    """Work conservation kept: queue a deserves half the cluster but b asks for nothing more; a's elastic
+    pods take the rest (lent), so nothing stays idle."""
+    objects: list[AnyObject] = [node("n0", cpu="2"), node("n1", cpu="2"), queue("a"), queue("b"),
+                                *elastic_job("ja", "a", 1, 3)]
+    h = harness(objects)
+    h.cycle()
+    assert placed(h, "ja") == 4
+
+
+def test_a_guarantee_is_reserved_by_proportion() -> None:
+    """Volcano's proportion realCapability: the cluster (4 CPU) less queue reserved's guarantee (2 CPU) is
+    all queue busy may hold, lent or not — so its third and fourth pods wait though two CPUs are idle."""
+    objects: list[AnyObject] = [node("n0", cpu="2"), node("n1", cpu="2"),
+                                queue("reserved", guarantee={"cpu": "2"}), queue("busy")]
+    objects += [o for i in range(4) for o in gang(f"w{i}", 1, cpu="1", queue="busy")]
+    h = harness(objects)
+    h.cycle()
+    assert sum(1 for name in h.bindings() if name.startswith("w")) == 2

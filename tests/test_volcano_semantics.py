@@ -111,8 +111,28 @@ def test_a_pod_marked_not_preemptable_is_never_a_victim(where: str) -> None:
 
 
 def test_queue_priority_orders_queues_before_their_share() -> None:
-    """Queue vip (priority 10) already holds a node, queue plain holds nothing: by share plain would go
-    first; by priority vip's job takes the one free node."""
+    """Queue vip (priority 10) already holds a node, queue plain holds nothing; two nodes are free and both
+    jobs fit within their queues' deserved shares (vip deserves 16 chips, plain 8). By share plain would go
+    first; by priority vip's job takes the first free node."""
+    vip = queue("vip")
+    vip = vip.model_copy(update={"spec": vip.spec.model_copy(update={"priority": 10})})
+    objects = [vip, queue("plain"), accel_node("n0"), accel_node("n1"), accel_node("n2"),
+               *running("held", ["n0"], min_member=1, queue_name="vip", klass=""),
+               *gang("vip-job", 1, limits={ASCEND: 8}, queue="vip"),
+               *gang("plain-job", 1, limits={ASCEND: 8}, queue="plain")]
+    h = harness(objects)
+    h.cycle()
+    assert pods_of(h, "vip-job") == {"vip-job-0": "n1"} and pods_of(h, "plain-job") == {"plain-job-0": "n2"}
+    objects[0] = queue("vip")  # without the priority, the queue with the lower share goes first
+    h = harness(objects)
+    h.cycle()
+    assert pods_of(h, "plain-job") == {"plain-job-0": "n1"}
+
+
+def test_a_queue_at_its_deserved_share_yields_the_last_node_whatever_its_priority() -> None:
+    """proportion_test.go's rule (allocatable: allocated + request ≤ deserved): vip (priority 10) holds 8 of
+    16 chips, its deserved half; plain asks for 8 and deserves them. The one free node goes to plain; vip's job
+    waits — nothing is left to lend it once plain had its share."""
     vip = queue("vip")
     vip = vip.model_copy(update={"spec": vip.spec.model_copy(update={"priority": 10})})
     objects = [vip, queue("plain"), accel_node("n0"), accel_node("n1"),
@@ -121,11 +141,8 @@ def test_queue_priority_orders_queues_before_their_share() -> None:
                *gang("plain-job", 1, limits={ASCEND: 8}, queue="plain")]
     h = harness(objects)
     h.cycle()
-    assert pods_of(h, "vip-job") == {"vip-job-0": "n1"} and not any(pods_of(h, "plain-job").values())
-    objects[0] = queue("vip")  # without the priority, the queue with the lower share goes first
-    h = harness(objects)
-    h.cycle()
-    assert pods_of(h, "plain-job") == {"plain-job-0": "n1"}
+    assert pods_of(h, "plain-job") == {"plain-job-0": "n1"} and not any(pods_of(h, "vip-job").values())
+    assert "0/2 nodes are available: 2 Insufficient huawei.com/Ascend910" in h.condition("vip-job")
 
 
 def reclaim_case() -> list[AnyObject]:

@@ -417,7 +417,7 @@ def _public_methods(cls: type) -> list[str]:
 
 
 OLD_SESSION = ("a plugin sees the session as hetsched.scheduler.contract.SessionView since contract version 1 "
-               "(snapshot, nodes, now, action_names, pod_topology, bind_annotations, occupied(), "
+               "(snapshot, nodes, now, action_names, lending, pod_topology, bind_annotations, occupied(), "
                "occupied_by_task(), pending_best_effort(), pipelined_pods(), short(), unschedulable(), "
                "set_conditions(), condition()): docs/plugins.md")
 

@@ -47,6 +47,13 @@ class SessionView(Protocol):
         ...
 
     @property
+    def lending(self) -> bool:
+        """True while ``allocate`` lends capacity: it places work beyond the queues' deserved shares, on what
+        no queue could use within its own share this cycle (a plugin bounding a queue by its share —
+        ``proportion`` — lifts that bound then, keeping the capability bound)."""
+        ...
+
+    @property
     def pod_topology(self) -> PodTopology:
         """Pods placed per topology domain, updated as the session places pods: for pod (anti-)affinity and
         topology spread."""

@@ -77,6 +77,8 @@ class Session:
         self.handling: str | None = None
         """The job an action is working on (its key), None between jobs: when something raises, the runner
         sets this job aside and runs the cycle again without it (``scheduler.engine.runner``)."""
+        self.lending = False
+        """Set by ``allocate`` while it lends capacity beyond deserved shares (``SessionView.lending``)."""
         self.halted = halted
         """Why nothing is scheduled in this session (a guarding plugin cannot open), or None."""
         self.attempts: dict[str, Attempt] = {}

@@ -11,18 +11,22 @@ guarantee (when it asks for it). Rounds repeat until capacity or demand runs out
 
 - ``queue_order_key``: the queue's share, ``max over resources of allocated / deserved`` (lowest first):
   queues below their deserved share are served first;
-- ``allocatable``: how many more pods fit within the capability of the queue and of each ancestor,
-  counting only the resources the pod requests. Not its deserved share: a queue borrows capacity nobody
-  else is using now (as Kueue's cohorts borrow, as Volcano's capacity plugin lends), and what it holds
-  beyond its deserved share is what ``reclaim`` takes back for a queue below its own. Invariant (work
-  conservation): no capacity stays idle while a job it fits waits within its queue's capability;
+- ``allocatable``: how many more pods fit within the queue's deserved share (Volcano's proportion) and
+  its real capability — its capability, and for a leaf queue, in a resource other leaf queues guarantee,
+  no more than the cluster less their guarantees (a guarantee is reserved) — and within each ancestor's
+  capability, counting only the
+  resources the pod requests. While ``allocate`` lends (``SessionView.lending``: its last pass, once every
+  queue had its turn within its share) the deserved bound is lifted: a queue borrows capacity no queue in
+  the cycle could use within its share, and what it holds beyond its deserved share is what ``reclaim``
+  takes back for a queue below its own. Invariant (work conservation): no capacity stays idle while a job
+  it fits waits within its queue's real capability;
 - ``overused``: the queue is at its capability in every resource (it can take nothing more);
 - ``reclaimable``: another queue's pods may be reclaimed while that queue is ``spec.reclaimable`` and
   above its deserved share (``enableReclaimable: false`` turns reclaim off);
 - ``preemptive``: a queue may reclaim for a job while it is below its deserved share and stays within it
   with what the gang still needs placed, in every resource the gang asks for (Volcano's proportion);
-- ``job_enqueueable``: allocated + inqueue + minResources within the queue's (and each ancestor's)
-  capability — or allocated + admitted this cycle + minResources, so jobs admitted earlier that cannot be
+- ``job_enqueueable``: allocated + inqueue + minResources within the queue's real capability (and each
+  ancestor's capability) — or allocated + admitted this cycle + minResources, so jobs admitted earlier that cannot be
   placed yet never hold capability another job could use now; a gang larger than a capability itself can
   never run there and is Unresolvable.
 
@@ -146,6 +150,23 @@ class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Preemptive, Allocata
         self._parents = {q.name for q in queues if any(c.parent == q.name for c in queues)}
         self._now: dict[str, FloatArray] = {}
         """Queue → minResources of the jobs admitted this cycle."""
+        self._view = session
+        self._pods = snapshot.resources.columns.get("pods")
+        guarantees = sum((q.guarantee for q in queues if q.name not in self._parents), np.zeros_like(total))
+        self._real = {}
+        """Queue → real capability: its capability, and for a leaf queue, in a resource other leaf queues
+        guarantee, no more than the cluster less their guarantees (Volcano's realCapability: a guarantee is
+        reserved). Where nobody guarantees anything the capability alone bounds it, so a job may still be
+        admitted into a full cluster for ``preempt`` or ``reclaim`` to make room (``overcommit`` judges the
+        cluster's headroom)."""
+        for queue in queues:
+            others = guarantees - (queue.guarantee if queue.name not in self._parents else 0.0)
+            reserved = (others > _EPS) & (queue.name not in self._parents)
+            self._real[queue.name] = np.where(reserved, np.minimum(queue.capability, np.maximum(total - others, 0.0)),
+                                              queue.capability)
+
+    def on_session_close(self, session: SessionView) -> None:
+        del self._view  # the session holds its plugins (``Plugin.on_session_close``)
 
     @staticmethod
     def _deserved(queue: QueueInfo) -> FloatArray:
@@ -174,8 +195,14 @@ class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Preemptive, Allocata
     def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
         columns = group.columns
         request = group.request[columns].astype(np.float64)
-        for bound, used in ((queue.capability, queue.allocated),
-                            *((a.capability, self._below(a, inqueue=False)) for a in self._ancestors(queue))):
+        bounds = [(self._real.get(queue.name, queue.capability), queue.allocated),
+                  *((a.capability, self._below(a, inqueue=False)) for a in self._ancestors(queue))]
+        if not self._view.lending:  # within its share; lending lifts this bound (``allocate``'s third pass)
+            deserved = self._deserved(queue).copy()
+            if self._pods is not None:
+                deserved[self._pods] = np.inf  # pod slots are no share (Volcano's shares count resources)
+            bounds.append((deserved, queue.allocated))
+        for bound, used in bounds:
             capability = bound[columns]
             finite = np.isfinite(capability)  # no capability: no bound
             room = (capability[finite] - used[columns][finite] + _EPS) // request[finite]
@@ -191,9 +218,10 @@ class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Preemptive, Allocata
         if queue.name in self._parents:
             return Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_NOT_LEAF, queue=queue.name),), NAME)
         for limit in (queue, *self._ancestors(queue)):
-            never = np.flatnonzero((job.min_resources > 0) & (job.min_resources > limit.capability + _EPS))
+            bound = self._real.get(limit.name, limit.capability) if limit is queue else limit.capability
+            never = np.flatnonzero((job.min_resources > 0) & (job.min_resources > bound + _EPS))
             if never.size:
-                amounts = tuple((names[c], int(job.min_resources[c]), int(limit.capability[c])) for c in never)
+                amounts = tuple((names[c], int(job.min_resources[c]), int(bound[c])) for c in never)
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                               (Reason.of(ReasonCode.LARGER_THAN_QUEUE, queue=limit.name, amounts=amounts),), NAME)
         problem: Reason | None = None
@@ -215,9 +243,10 @@ class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Preemptive, Allocata
                 used = self._below(limit, inqueue=False, now=True) if limit is not queue else (
                     queue.allocated + self._now.get(queue.name, 0.0))
             future = used + job.min_resources
-            short = np.flatnonzero((job.min_resources > 0) & (future > limit.capability + _EPS))
+            bound = self._real.get(limit.name, limit.capability) if limit is queue else limit.capability
+            short = np.flatnonzero((job.min_resources > 0) & (future > bound + _EPS))
             if short.size:
-                amounts = tuple((names[c], int(future[c]), int(limit.capability[c])) for c in short)
+                amounts = tuple((names[c], int(future[c]), int(bound[c])) for c in short)
                 return Reason.of(ReasonCode.QUEUE_CAPABILITY_EXCEEDED, queue=limit.name,
                                  child="" if limit is queue else queue.name, amounts=amounts)
         return None

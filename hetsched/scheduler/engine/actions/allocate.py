@@ -1,10 +1,19 @@
 """``allocate``: place pending pods of Inqueue and Running jobs, gang by gang (Volcano's allocate action).
 
-Who calls it: the session runner. Order: queue (``queue_order_key``, queues at their capability skipped) → job
-(``job_order_key``) → task (``task_order_key``). Each job's gang goes into one statement
-(``scheduler.engine.placement.place_job``): committed when ready, kept when pipelined, discarded otherwise.
-After every job had its gang turn, a second pass places the elastic pods (beyond minAvailable) of
-ready jobs, so one job's elastic pods never starve another job's gang.
+Who calls it: the session runner. Three passes:
+
+1. **Gangs, within shares.** Queue order (``queue_order_key``, queues at their capability skipped) → job
+   (``job_order_key``) → task (``task_order_key``); each job's gang goes into one statement
+   (``scheduler.engine.placement.place_job``): committed when ready, kept when pipelined, discarded otherwise.
+2. **Elastic pods, within shares.** The pods beyond minAvailable of ready jobs, one pod per turn in queue
+   order, each queue re-ranked after every pod (Volcano re-queues a ready job after each task): two ready
+   jobs in two equal queues get a pod each, not two for the first served. With one queue only, each job's
+   elastic pods go at once (the order among queues is then moot).
+3. **Lending.** Jobs that stopped at their queue's bound in 1 or 2 are tried again with
+   ``SessionView.lending`` set: plugins bounding a queue by its deserved share (``proportion``) lift that
+   bound, keeping capability and guarantees. Every queue has had its turn within its share by then, so what is
+   lent is capacity no queue in the cycle could use within its own share — work is never left waiting on
+   idle capacity it fits, and what a queue holds beyond its share is what ``reclaim`` takes back.
 
 Best-effort pods (no requests) are left to ``backfill``, as in Volcano. A job that found no room and for
 which none was freed since is not tried again (``scheduler.cache.parked``): its last status stands.
@@ -12,9 +21,11 @@ which none was freed since is not tried again (``scheduler.cache.parked``): its 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hetsched.scheduler.contract.decisions import PodGroupUpdate
 from hetsched.scheduler.contract.reasons import Reason, ReasonCode
-from hetsched.scheduler.contract.snapshot import JobInfo
+from hetsched.scheduler.contract.snapshot import JobInfo, TaskGroup
 from hetsched.scheduler.contract.status import Code, Status
 from hetsched.scheduler.engine.actions.ordering import jobs_by_queue
 from hetsched.scheduler.engine.placement import place_job
@@ -71,10 +82,18 @@ def execute(session: Session) -> None:
         served.append(job)
         with session.working_on(job):
             place_job(session, job, [g for g in job.groups if not g.best_effort])
-    for job in served:
-        with session.working_on(job):
-            if session.job_ready(job):
-                place_job(session, job, [g for g in job.groups if not g.best_effort], gang=False)
+    _elastic(session, [job for job in served if session.job_ready(job)], skip)
+    bounded = [job for job in jobs if _at_queue_bound(session, job)]
+    if bounded:
+        session.lending = True
+        try:
+            for job in jobs_by_queue(session, bounded, skip):
+                session.attempt(job).failure = None
+                with session.working_on(job):
+                    place_job(session, job, [g for g in job.groups if not g.best_effort],
+                              gang=not session.job_ready(job))
+        finally:
+            session.lending = False
     for job in jobs:
         attempt = session.attempt(job)
         if attempt.failure is not None:
@@ -84,3 +103,37 @@ def execute(session: Session) -> None:
         elif job.queue in overused and job not in served:
             attempt.failure = Reason.of(ReasonCode.QUEUE_OVERUSED, queue=job.queue)
             session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (attempt.failure,), NAME)
+
+
+def _pending(job: JobInfo) -> list[TaskGroup]:
+    return [g for g in job.groups if g.pending and not g.best_effort]
+
+
+def _at_queue_bound(session: Session, job: JobInfo) -> bool:
+    failure = session.attempt(job).failure
+    return failure is not None and failure.code is ReasonCode.QUEUE_AT_LIMIT and bool(_pending(job))
+
+
+def _elastic(session: Session, ready: list[JobInfo], skip: Callable[[str], bool]) -> None:
+    """Pass 2: elastic pods of ready jobs, one per turn in queue order when several queues want more."""
+    wanting = [job for job in ready if _pending(job)]
+    if len({job.queue for job in wanting}) <= 1:
+        for job in wanting:
+            with session.working_on(job):
+                place_job(session, job, _pending(job), gang=False)
+        return
+    placed: dict[str, bool] = {}
+
+    def again(job: JobInfo) -> bool:
+        return placed.get(job.key, False) and bool(_pending(job))
+
+    for job in jobs_by_queue(session, wanting, skip, again=again):
+        group = min(_pending(job), key=session.task_order_key)
+        held_back = group.pending[1:]
+        del group.pending[1:]
+        try:
+            with session.working_on(job):
+                place_job(session, job, [group], gang=False)
+        finally:
+            placed[job.key] = not group.pending
+            group.pending.extend(held_back)

@@ -13,9 +13,10 @@ from hetsched.scheduler.contract.snapshot import JobInfo
 from hetsched.scheduler.engine.session import Session
 
 
-def jobs_by_queue(session: Session, jobs: list[JobInfo],
-                  skip_queue: Callable[[str], bool] | None = None) -> Iterator[JobInfo]:
-    """Yield jobs queue by queue in fair order; re-rank the queue after each job is handled."""
+def jobs_by_queue(session: Session, jobs: list[JobInfo], skip_queue: Callable[[str], bool] | None = None,
+                  again: Callable[[JobInfo], bool] | None = None) -> Iterator[JobInfo]:
+    """Yield jobs queue by queue in fair order; re-rank the queue after each job is handled. With ``again``,
+    a job it holds true for once handled goes back into its queue (re-ranked) to be yielded again."""
     per_queue: dict[str, list[tuple[tuple[object, ...], str, JobInfo]]] = {}
     for job in jobs:
         per_queue.setdefault(job.queue, []).append((session.job_order_key(job), job.key, job))
@@ -31,5 +32,7 @@ def jobs_by_queue(session: Session, jobs: list[JobInfo],
         heap = per_queue[name]
         _, _, job = heapq.heappop(heap)
         yield job
+        if again is not None and again(job):
+            heapq.heappush(heap, (session.job_order_key(job), job.key, job))
         if heap:
             heapq.heappush(ready, (session.queue_order_key(queues[name]), name))
