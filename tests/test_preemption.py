@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hetsched.api.objects import AnyObject, Pod, PriorityClass
 from hetsched.scheduler.engine.conf import DEFAULT_CONF_YAML
-from tests.builders import accel_node, gang, handed_off, harness, node, pod, podgroup, priority_class, queue
+from tests.builders import accel_node, gang, handed_off, harness, node, pod, podgroup, priority_class, queue, running_on
 
 ASCEND = "huawei.com/Ascend910"
 CONF = DEFAULT_CONF_YAML.replace('actions: "enqueue, allocate, backfill"',
@@ -361,3 +361,42 @@ def test_preemption_on_a_128_chip_node_frees_the_chips_above_63() -> None:
     chips = json.loads(high.metadata.annotations["hetsched.io/allocation"])[ASCEND]
     freed = {4 * int(name[3:5]) + k for name in gone for k in range(4)}
     assert set(chips) == freed and len(chips) == 64
+
+
+def test_preemption_evicts_the_pod_whose_anti_affinity_blocks_the_preemptor() -> None:
+    """Issue 31: the one node has room, but a low-priority pod's required anti-affinity keeps ``app: web``
+    pods off it. Volcano's preemption counts what a victim's leaving frees — its anti-affinity too — so the
+    guard goes and the high-priority web pod runs; before, no victim was ever found and the job waited with
+    the anti-affinity reason."""
+    guard = pod("guard-0", "guard", cpu="1", affinity={"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}})
+    guard = guard.model_copy(update={"spec": guard.spec.model_copy(update={"priorityClassName": "low"})})
+    web = pod("web-0", "web", cpu="1")
+    web = web.model_copy(update={"metadata": web.metadata.model_copy(update={"labels": {"app": "web"}}),
+                                 "spec": web.spec.model_copy(update={"priorityClassName": "high"})})
+    objects: list[AnyObject] = [*classes(), node("n0", cpu="4", labels={"kubernetes.io/hostname": "n0"}),
+                                podgroup("guard", 1, phase="Running", priority_class="low"), running_on(guard, "n0"),
+                                podgroup("web", 1, priority_class="high"), web]
+    h = harness(objects, CONF)
+    h.cycle()
+    assert evicted(h) == ["guard-0"]
+    assert h.bindings().get("web-0") == "n0"
+
+
+@pytest.mark.parametrize("never", [("ps",), ("ps", "worker")], ids=["one-task", "every-task"])
+def test_preemption_policy_never_is_decided_per_task(never: tuple[str, ...]) -> None:
+    """Issue 31: Volcano decides ``preemptionPolicy: Never`` per task. A high-priority job whose ``ps`` task
+    says Never still preempts for its workers; only when every pending pod says Never does it wait."""
+    low = pod("low-0", "low", cpu="2")
+    low = low.model_copy(update={"spec": low.spec.model_copy(update={"priorityClassName": "low"})})
+    objects: list[AnyObject] = [*classes(), node("n0", cpu="2"),
+                                podgroup("low", 1, phase="Running", priority_class="low"), running_on(low, "n0"),
+                                podgroup("high", 2, priority_class="high")]
+    for task in ("ps", "worker"):
+        made = pod(f"high-{task}", "high", cpu="1", task=task)
+        objects.append(made.model_copy(update={"spec": made.spec.model_copy(update={
+            "priorityClassName": "high", "preemptionPolicy": "Never" if task in never else None})}))
+    h = harness(objects, CONF)
+    h.cycle()
+    assert evicted(h) == ([] if len(never) == 2 else ["low-0"])

@@ -88,13 +88,13 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
         if podgroup.status.phase == "Completed" and not group.pending:
             continue
         by_placement: dict[GroupKey, list[str]] = {}
-        never = False
+        never = bool(group.pending)  # until a pending pod may preempt (Volcano decides per task)
         subgroups: dict[str, NetworkTopology] = {}
         partitioned = bool(podgroup.spec.subGroupPolicy)
         for pod_key in group.pending:
             record = pods[pod_key]
             models, mlu_link, numa_policy, refuses, labels, scoring = _placement(record)
-            never = never or refuses
+            never = never and refuses
             subgroup = ""
             if partitioned:  # pods of one network-bounded sub-group are placed together, in one HyperNode
                 member = podgroup.spec.subgroup_of(record.pod.metadata.labels)
@@ -187,13 +187,13 @@ def placed(pods: dict[str, PodRecord], keys: Iterable[str] | None = None) -> lis
     """Every pod on a node (bound, or terminating there) — or those of ``keys`` — for pod affinity,
     topology spread and host ports."""
     result = []
-    records = pods.values() if keys is None else [pods[k] for k in keys if k in pods]
-    for record in records:
+    records = pods.items() if keys is None else [(k, pods[k]) for k in keys if k in pods]
+    for key, record in records:
         if not record.placed:
             continue
         pod = record.pod
         result.append(PlacedPod(pod.metadata.namespace or "default", pod.metadata.labels, record.node,
-                                required_anti(pod), pod.spec.host_ports))
+                                required_anti(pod), pod.spec.host_ports, key))
     return result
 
 

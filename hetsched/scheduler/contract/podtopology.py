@@ -95,9 +95,12 @@ class PodTopology:
         self._anti: list[PlacedPod] | None = None
         self._repelling = 0
         """Pods placed this session that carry required anti-affinity."""
-        self._base: dict[tuple[str, frozenset[str] | None], list[int]] = {}
-        """(selector, namespaces) → rows of the snapshot's placed pods it matches (they do not change in a
-        session; the session's own placements are added on top)."""
+        self._base: dict[tuple[str, frozenset[str] | None], list[tuple[str, int]]] = {}
+        """(selector, namespaces) → (key, row) of the snapshot's placed pods it matches (they do not change in
+        a session; the session's own placements are added on top, its released victims left out)."""
+        self._gone: set[str] = set()
+        """Keys of placed pods released in the session (eviction victims, while an eviction plan is tried
+        or once chosen): they count for no rule."""
 
     def repels(self) -> bool:
         """Does any placed pod (or one placed this session) keep matching pods out of its domain?"""
@@ -130,6 +133,14 @@ class PodTopology:
         if added.anti:
             self._repelling -= len(nodes)
 
+    def release(self, keys: list[str], sign: int) -> None:
+        """Placed pods leave the session (sign 1: eviction victims) or come back (−1): a victim's labels stop
+        attracting or repelling, its anti-affinity and host ports stop holding others out."""
+        if sign > 0:
+            self._gone.update(keys)
+        else:
+            self._gone.difference_update(keys)
+
     # ----------------------------------------------------------------------------------- counting
 
     def _rows(self, selector: LabelSelector | None, namespaces: frozenset[str] | None) -> IntArray:
@@ -139,9 +150,10 @@ class PodTopology:
         key = (selector.model_dump_json(), namespaces)
         base = self._base.get(key)
         if base is None:
-            base = self._base[key] = [pod.node for pod in self.snapshot.placed if (
+            base = self._base[key] = [(pod.key, pod.node) for pod in self.snapshot.placed if (
                 namespaces is None or pod.namespace in namespaces) and selector.matches(pod.labels)]
-        rows = list(base)
+        gone = self._gone
+        rows = [row for pod, row in base if pod not in gone] if gone else [row for _, row in base]
         for added in self._added.values():
             if added.rows and (namespaces is None or added.namespace in namespaces) and selector.matches(added.labels):
                 rows += added.rows
@@ -198,14 +210,14 @@ class PodTopology:
     def _ports_taken(self, wanted: frozenset[tuple[str, int]]) -> BoolArray:
         """Nodes where a placed pod (or one placed this session) already takes one of ``wanted``."""
         taken = np.zeros(len(self.nodes), dtype=bool)
-        rows = [pod.node for pod in self.snapshot.placed if pod.ports & wanted]
+        rows = [pod.node for pod in self.snapshot.placed if pod.ports & wanted and pod.key not in self._gone]
         rows += [row for added in self._added.values() if added.ports & wanted for row in added.rows]
         taken[np.asarray(rows, dtype=np.int64)] = True
         return taken
 
     def _existing_anti(self, group: TaskGroup) -> BoolArray:
         """Nodes in the domain of a placed pod whose required anti-affinity matches this group's pods."""
-        holders = [(pod.namespace, pod.anti, [pod.node]) for pod in self._anti or []]
+        holders = [(pod.namespace, pod.anti, [pod.node]) for pod in self._anti or [] if pod.key not in self._gone]
         holders += [(a.namespace, a.anti, a.rows) for a in self._added.values() if a.anti and a.rows]
         failing = np.zeros(len(self.nodes), dtype=bool)
         for namespace, terms, rows in holders:

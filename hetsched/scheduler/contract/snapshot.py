@@ -229,7 +229,8 @@ class JobInfo:
     """Pods that failed (or are being deleted while pending): counted in ``total_pods``, but not valid for the
     gang (Volcano's ValidTaskNum leaves them out)."""
     preempts: bool = True
-    """May evict others (False under ``preemptionPolicy: Never``, on the PriorityClass or the pods)."""
+    """May evict others: False under ``preemptionPolicy: Never`` on its PriorityClass, or on every pending pod
+    (Volcano decides per task: one task that never preempts does not stop the others)."""
     max_unavailable: int | None = None
     """Disruption budget: how many of its pods may be missing at once through voluntary evictions."""
     subgroups: dict[str, NetworkTopology] = field(default_factory=dict)
@@ -363,6 +364,8 @@ class PlacedPod:
     """Its own required anti-affinity terms (which keep matching pods out of its domain: symmetry)."""
     ports: frozenset[tuple[str, int]] = frozenset()
     """Host ports it takes on its node."""
+    key: str = ""
+    """``namespace/name``: a pod released in the session (an eviction victim) stops counting by it."""
 
 
 @dataclass

@@ -80,8 +80,10 @@ def units(session: Session, allowed: list[RunningPod]) -> list[Unit]:
 
 
 def _release(session: Session, unit: Unit, sign: int) -> None:
-    """Take the unit's holdings out of the session (sign 1) or put them back (sign -1)."""
+    """Take the unit's holdings out of the session (sign 1) or put them back (sign -1): resources, chips,
+    NUMA pins, disruption budgets, and what its pods count for pod (anti-)affinity, spread and host ports."""
     snapshot = session.snapshot
+    session.pod_topology.release([pod.key for pod in unit], sign)
     for pod in unit:
         session.nodes.used[:, pod.node] -= sign * pod.request
         job = snapshot.own(pod.job)
