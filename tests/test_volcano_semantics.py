@@ -23,6 +23,7 @@ from hetsched.cluster.spec import parse_cluster_spec
 from hetsched.scheduler.defaults import DEFAULT_CONF_YAML, ConfError, parse_conf
 from hetsched.sim.simulator import Simulation
 from tests.builders import accel_node, gang, harness, node, pod, podgroup, priority_class, queue
+from tests.builders import running_on as running_on_node
 from tests.test_preemption import ASCEND, CONF, evicted, pods_of, running
 
 GPU = "nvidia.com/gpu"
@@ -268,3 +269,16 @@ def test_a_gang_with_a_failed_pod_is_not_valid_and_says_why() -> None:
     h.cycle()
     assert h.bindings() == {}
     assert "1 pod(s) of the gang failed: 1 valid pod(s), the gang needs minMember=2" in h.condition("g")
+
+
+def test_a_best_effort_job_that_cannot_be_placed_says_why() -> None:
+    """Issue 31: a job of best-effort pods only (no requests) on a node whose pod slots are all taken waited
+    with no reason at all; backfill now gives the one it found."""
+    full = node("n0", pods=1)
+    objects: list[AnyObject] = [full, podgroup("busy", 1, phase="Running"),
+                                running_on_node(pod("busy-0", "busy"), "n0"),
+                                podgroup("be", 1), pod("be-0", "be", best_effort=True)]
+    h = harness(objects)
+    h.cycle()
+    assert "be-0" not in h.bindings()
+    assert h.condition("be").endswith("0/1 nodes are available: 1 Too many pods")

@@ -83,7 +83,10 @@ class Gang(Plugin, JobValid, JobReady, JobPipelined, JobStarving, JobOrder):
             current = {c.type: c for c in job.podgroup.status.conditions}
             status = session.unschedulable(job.key)
             occupied = session.occupied(job)
-            if status is not None and not self.job_ready(job):
+            # at close, pending best-effort pods no longer count: backfill had its turn to place them
+            placed = occupied >= job.min_member and all(
+                session.occupied_by_task(job, task) >= need for task, need in job.min_task_member.items())
+            if status is not None and not placed:
                 short = session.short(job)
                 missing = short if short is not None else max(job.min_member - occupied, 0)
                 message = render(Reason.of(ReasonCode.GANG_UNSCHEDULABLE, missing=missing,

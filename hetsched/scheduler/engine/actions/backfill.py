@@ -4,11 +4,13 @@ Who calls it: the session runner, after ``allocate``. Best-effort pods take only
 never take resources a gang reserved. Pending best-effort pods count toward a gang in ``allocate`` (as
 Volcano's ``IsReady``: an MPI master with no requests beside its GPU workers); here, a job whose gang is
 met places the rest one by one, and any other job's gang goes through one statement in which its
-best-effort pods must really be placed.
+best-effort pods must really be placed. A job that still cannot place them says why (``pods``: every
+node's pod slots are taken, most often) — a job of best-effort pods only is never seen by ``allocate``.
 """
 
 from __future__ import annotations
 
+from hetsched.scheduler.contract.status import Code, Status
 from hetsched.scheduler.engine.placement import place_job
 from hetsched.scheduler.engine.session import Session
 
@@ -32,3 +34,7 @@ def execute(session: Session) -> None:
                     place_job(session, job, groups)
         finally:
             attempt.best_effort_counts = True
+        if attempt.failure is not None and job.key not in session.decisions.unschedulable:
+            # a job of best-effort pods only never reaches allocate: its reason is this one (pod slots, most often)
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if attempt.unresolvable else Code.UNSCHEDULABLE
+            session.decisions.unschedulable[job.key] = Status(code, (attempt.failure,), NAME)
