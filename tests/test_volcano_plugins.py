@@ -488,3 +488,20 @@ spec:
     good = text.replace(value, "ps,worker")
     (job,) = load_text(good, "job.yaml")
     assert job.metadata.annotations[annotation] == "ps,worker"
+
+
+def test_hierarchical_drf_annotations_are_refused_not_ignored() -> None:
+    """hdrf_test.go's queues carry volcano.sh/hierarchy annotations; hetsched has no hierarchical DRF, so
+    such a Queue is refused naming the annotation and what to use instead (issue 31: never silently ignored)."""
+    text = """\
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata:
+  name: root-eng-dev
+  annotations: {volcano.sh/hierarchy: root/eng/dev, volcano.sh/hierarchy-weights: 100/50/50}
+spec: {weight: 1}
+"""
+    with pytest.raises(ManifestError) as error:
+        load_text(text, "queue.yaml")
+    found = "; ".join(map(str, error.value.problems))
+    assert 'metadata.annotations["volcano.sh/hierarchy"]' in found and "spec.parent" in found

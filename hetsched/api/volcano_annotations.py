@@ -14,6 +14,9 @@ Volcano's does) and the ``sla`` and ``cdp`` plugins (they read the values).
   other is an error;
 - ``volcano.sh/nodegroup-resource-limits`` (a Queue's): a JSON map of node group → resources (quantities)
   the queue may hold on that group's nodes (``nodegroup``);
+- ``volcano.sh/hierarchy`` and ``volcano.sh/hierarchy-weights`` (a Queue's): Volcano's hierarchical DRF
+  (``drf`` with ``enableHierarchy``), which hetsched does not do — refused, pointing to ``spec.parent``
+  (``proportion``'s hierarchy, or ``capacity`` with ``enableHierarchy``), never silently ignored;
 - ``volcano.sh/task-topology-affinity``, ``…-anti-affinity`` (``"ps,worker;ps,chief"``: groups of task names,
   ``;``-separated; a group of one: the task with itself) and ``volcano.sh/task-topology-task-order``
   (``"ps,worker"``) on a Job (its PodGroup): ``task-topology``'s rules; every name must be one of the Job's
@@ -44,6 +47,7 @@ SCORING = (STRATEGY_TYPE, STRATEGY_WEIGHT)
 """Pod annotations that change how nodes are scored for the pod: the scheduler's cache groups pods by them
 (pods of one group are interchangeable)."""
 NODEGROUP_LIMITS = "volcano.sh/nodegroup-resource-limits"
+HIERARCHY = ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights")
 TASK_AFFINITY = "volcano.sh/task-topology-affinity"
 TASK_ANTI_AFFINITY = "volcano.sh/task-topology-anti-affinity"
 TASK_ORDER = "volcano.sh/task-topology-task-order"
@@ -172,6 +176,11 @@ def problems(kind: str, labels: Mapping[str, str], annotations: Mapping[str, str
                     task_topology({key: annotations[key]}, tasks)
                 except ValueError as exc:
                     found.append((f'metadata.annotations["{key}"]', str(exc)))
+    for key in HIERARCHY if kind == "Queue" else ():
+        if key in annotations:
+            found.append((f'metadata.annotations["{key}"]', "Volcano's hierarchical DRF by annotation is not "
+                          "supported by hetsched; give the queue tree with spec.parent (proportion's hierarchy, or "
+                          "capacity with enableHierarchy: true)"))
     if kind == "Queue" and NODEGROUP_LIMITS in annotations:
         try:
             nodegroup_limits(annotations)
