@@ -19,10 +19,12 @@ import pytest
 import yaml
 
 from hetsched.api.manifest import load_files
-from hetsched.api.objects import HyperNode, Job, Node, Pod, Queue
+from hetsched.api.objects import CronJob, HyperNode, Job, JobFlow, JobTemplate, Node, Pod, Queue
 from hetsched.benchmark.apiserver import ApiServer, _free_port, missing, real_apiserver
 from hetsched.cluster.kubernetes import ApiError, KubeClient, KubeCluster, WallClock, from_api
+from hetsched.controllers.cronjob import CronJobController
 from hetsched.controllers.job import JobController
+from hetsched.controllers.jobflow import JobFlowController
 from hetsched.controllers.podgroup import PodGroupController
 from hetsched.devices.inventory import pod_allocation
 from hetsched.ports import Conflict, Invalid
@@ -54,7 +56,8 @@ def install_crds(client: KubeClient) -> None:
         try:
             for path in ("/apis/batch.volcano.sh/v1alpha1/jobs", "/apis/scheduling.volcano.sh/v1beta1/queues",
                          "/apis/scheduling.volcano.sh/v1beta1/podgroups", "/apis/bus.volcano.sh/v1alpha1/commands",
-                         "/apis/topology.volcano.sh/v1alpha1/hypernodes"):
+                         "/apis/topology.volcano.sh/v1alpha1/hypernodes", "/apis/batch.volcano.sh/v1alpha1/cronjobs",
+                         "/apis/flow.volcano.sh/v1alpha1/jobflows", "/apis/flow.volcano.sh/v1alpha1/jobtemplates"):
                 client.request("GET", path)
             return
         except Exception:
@@ -159,6 +162,69 @@ def test_hypernodes_are_discovered_from_node_labels_on_a_real_apiserver(api: Api
         assert time.monotonic() < deadline, sorted(mine())
         settle()
     assert sorted(mine()) == ["tier1-sp-2", "tier2-a"]
+
+
+class HandClock:
+    """A clock the test moves (the controllers read no other)."""
+
+    def __init__(self, now: float) -> None:
+        self.moment = now
+
+    def now(self) -> float:
+        return self.moment
+
+
+def test_cronjob_and_jobflow_controllers_on_a_real_apiserver(api: ApiServer) -> None:
+    """Issue 31: Volcano's CronJob and JobFlow/JobTemplate kinds round-trip through their CRDs (RFC 3339
+    times included), and the controllers make their Jobs in the API server — the CronJob's on its schedule
+    (the clock moved by hand: no wall-clock wait), the flow's second Job once the first completed."""
+    cluster = cluster_for(api)
+    tasks = [{"name": "t", "replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}]
+    created = cluster.create(CronJob.model_validate({
+        "metadata": {"name": "every-5", "namespace": "default"},
+        "spec": {"schedule": "*/5 * * * *", "concurrencyPolicy": "Forbid", "jobTemplate": {"spec": {"tasks": tasks}}}}))
+    assert isinstance(created, CronJob) and created.metadata.creationTimestamp is not None
+    start = created.metadata.creationTimestamp
+    for name in ("prep", "train"):
+        cluster.create(JobTemplate.model_validate({"metadata": {"name": name, "namespace": "default"},
+                                                   "spec": {"tasks": tasks}}))
+    cluster.create(JobFlow.model_validate({"metadata": {"name": "pipeline", "namespace": "default"}, "spec": {
+        "flows": [{"name": "prep"}, {"name": "train", "dependsOn": {"targets": ["prep"]}}]}}))
+    clock = HandClock(start)
+    crons = CronJobController(cluster, clock, events=cluster)
+    flows = JobFlowController(cluster, clock, events=cluster)
+    cluster.start(["CronJob", "JobFlow", "JobTemplate", "Job"])
+    assert cluster.wait_synced(30)
+
+    def settle() -> None:
+        for _ in range(20):
+            cluster.pump()
+            if crons.process() + flows.process() == 0:
+                time.sleep(0.05)
+                cluster.pump()
+                if crons.process() + flows.process() == 0:
+                    return
+
+    settle()
+    due = crons.next_deadline()
+    assert due is not None and 0 < due - start <= 300
+    clock.moment = due
+    crons.wake()
+    settle()
+    names = sorted(j.metadata.name for j in cluster.list("Job") if isinstance(j, Job))
+    assert f"every-5-{int(due // 60)}" in names and "pipeline-prep" in names and "pipeline-train" not in names
+    fresh = cluster.client.request("GET", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/cronjobs/every-5")
+    assert str(fresh["status"]["lastScheduleTime"]).endswith("Z")  # written back as RFC 3339
+    prep = cluster.get("Job", "default/pipeline-prep")
+    assert isinstance(prep, Job)
+    state = prep.status.state.model_copy(update={"phase": "Completed"})
+    cluster.update(prep.model_copy(update={"status": prep.status.model_copy(update={"state": state})}))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "pipeline-train" not in {
+            j.metadata.name for j in cluster.list("Job") if isinstance(j, Job)}:
+        settle()
+    assert "pipeline-train" in {j.metadata.name for j in cluster.list("Job") if isinstance(j, Job)}
+    cluster.stop()
 
 
 def test_the_seed_job_runs_on_a_real_apiserver(api: ApiServer) -> None:

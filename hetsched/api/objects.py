@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from hetsched import cron
 from hetsched.api import fault_labels
 from hetsched.api.annotations import go_duration
 from hetsched.api.quantity import QuantityError, format_quantity, parse_quantity
@@ -1094,8 +1095,166 @@ class ConfigMap(_Model):
     data: StringMap = Field(default_factory=dict)
 
 
+# -------------------------------------------------------------------------- CronJob, JobFlow, JobTemplate
+
+
+class ObjectRef(_Model):
+    """A reference to an object the controller made (``kubectl``'s ObjectReference, the fields used)."""
+
+    kind: str = "Job"
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    apiVersion: str = "batch.volcano.sh/v1alpha1"
+
+
+class CronJobTemplate(_Strict):
+    metadata: TemplateMeta = Field(default_factory=TemplateMeta)
+    spec: JobSpec
+
+
+class CronJobSpec(_Strict):
+    """Volcano's CronJob (``batch.volcano.sh/v1alpha1``): Kubernetes' CronJob with a Volcano Job template."""
+
+    schedule: str = Field(min_length=1, max_length=256)
+    timeZone: str | None = None
+    startingDeadlineSeconds: Int64 | None = Field(default=None, ge=0)
+    concurrencyPolicy: Literal["Allow", "Forbid", "Replace"] = "Allow"
+    suspend: bool = False
+    jobTemplate: CronJobTemplate
+    successfulJobsHistoryLimit: Count32 = 3
+    failedJobsHistoryLimit: Count32 = 1
+
+    @model_validator(mode="after")
+    def _schedule(self) -> CronJobSpec:
+        try:
+            cron.parse(self.schedule, self.timeZone)
+        except cron.ScheduleError as exc:
+            where = "timeZone" if "time zone" in str(exc) and "TZ=" not in str(exc) else "schedule"
+            raise ValueError(f"{where}: {exc}") from None
+        return self
+
+
+class CronJobStatus(_Model):
+    active: list[ObjectRef] = Field(default_factory=list)
+    lastScheduleTime: float | None = None
+    lastSuccessfulTime: float | None = None
+
+
+class CronJob(_Model):
+    apiVersion: Literal["batch.volcano.sh/v1alpha1"] = "batch.volcano.sh/v1alpha1"
+    kind: Literal["CronJob"] = "CronJob"
+    metadata: ObjectMeta
+    spec: CronJobSpec
+    status: CronJobStatus = Field(default_factory=CronJobStatus)
+
+
+class JobTemplateStatus(_Model):
+    jobDependsOnList: list[str] = Field(default_factory=list)
+
+
+class JobTemplate(_Model):
+    """Volcano's JobTemplate (``flow.volcano.sh/v1alpha1``): a Job spec a JobFlow instantiates, by name."""
+
+    apiVersion: Literal["flow.volcano.sh/v1alpha1"] = "flow.volcano.sh/v1alpha1"
+    kind: Literal["JobTemplate"] = "JobTemplate"
+    metadata: ObjectMeta
+    spec: JobSpec
+    status: JobTemplateStatus = Field(default_factory=JobTemplateStatus)
+
+
+class FlowDependsOn(_Strict):
+    targets: list[str] = Field(default_factory=list, max_length=256)
+    probe: dict[str, Any] | None = None
+
+    @field_validator("probe")
+    @classmethod
+    def _no_probe(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value:
+            raise ValueError("probes (httpGetList, tcpSocketList, taskStatusList) are not evaluated — Volcano's "
+                             "controller does not evaluate them either: a flow starts once its targets completed")
+        return value
+
+
+class FlowPatch(_Strict):
+    jobSpec: dict[str, Any] = Field(default_factory=dict)
+
+
+class Flow(_Strict):
+    name: str = Field(min_length=1, max_length=253)
+    dependsOn: FlowDependsOn | None = None
+    patch: FlowPatch | None = None
+
+
+class JobFlowSpec(_Strict):
+    flows: list[Flow] = Field(min_length=1, max_length=256)
+    jobRetainPolicy: Literal["retain", "delete"] = "retain"
+
+    @model_validator(mode="after")
+    def _graph(self) -> JobFlowSpec:
+        names = [flow.name for flow in self.flows]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})[0]
+            raise ValueError(f"flows: {twice!r} is listed twice")
+        depends = {flow.name: flow.dependsOn.targets if flow.dependsOn else [] for flow in self.flows}
+        for flow, targets in depends.items():
+            for target in targets:
+                if target not in depends:
+                    raise ValueError(f"flows: {flow!r} depends on {target!r}, which is not a flow of this JobFlow")
+        state: dict[str, int] = {}
+
+        def visit(name: str, path: list[str]) -> None:  # depth-first: 1 on the path, 2 done
+            state[name] = 1
+            for target in depends[name]:
+                if state.get(target) == 1:
+                    loop = [*path[path.index(target):], target] if target in path else [name, target]
+                    raise ValueError(f"flows: dependencies form a cycle ({' → '.join(loop)})")
+                if state.get(target) is None:
+                    visit(target, [*path, target])
+            state[name] = 2
+
+        for name in depends:
+            if state.get(name) is None:
+                visit(name, [name])
+        return self
+
+
+class JobFlowJobStatus(_Model):
+    name: str
+    state: str = ""
+    startTimestamp: float | None = None
+    endTimestamp: float | None = None
+    restartCount: Count32 = 0
+
+
+class JobFlowState(_Model):
+    phase: str = "Pending"
+
+
+class JobFlowStatus(_Model):
+    pendingJobs: list[str] = Field(default_factory=list)
+    runningJobs: list[str] = Field(default_factory=list)
+    failedJobs: list[str] = Field(default_factory=list)
+    completedJobs: list[str] = Field(default_factory=list)
+    terminatedJobs: list[str] = Field(default_factory=list)
+    unKnowJobs: list[str] = Field(default_factory=list)
+    jobStatusList: list[JobFlowJobStatus] = Field(default_factory=list)
+    state: JobFlowState = Field(default_factory=JobFlowState)
+
+
+class JobFlow(_Model):
+    """Volcano's JobFlow (``flow.volcano.sh/v1alpha1``): Jobs made from JobTemplates, each started once the
+    flows it depends on completed."""
+
+    apiVersion: Literal["flow.volcano.sh/v1alpha1"] = "flow.volcano.sh/v1alpha1"
+    kind: Literal["JobFlow"] = "JobFlow"
+    metadata: ObjectMeta
+    spec: JobFlowSpec
+    status: JobFlowStatus = Field(default_factory=JobFlowStatus)
+
+
 AnyObject = (Pod | Node | PriorityClass | Job | PodGroup | Queue | Command | PodDisruptionBudget | Secret | ConfigMap
-             | HyperNode)
+             | HyperNode | CronJob | JobFlow | JobTemplate)
 
 KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("v1", "Pod"): Pod,
@@ -1109,10 +1268,14 @@ KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("v1", "Secret"): Secret,
     ("v1", "ConfigMap"): ConfigMap,
     ("topology.volcano.sh/v1alpha1", "HyperNode"): HyperNode,
+    ("batch.volcano.sh/v1alpha1", "CronJob"): CronJob,
+    ("flow.volcano.sh/v1alpha1", "JobFlow"): JobFlow,
+    ("flow.volcano.sh/v1alpha1", "JobTemplate"): JobTemplate,
 }
 CLUSTER_SCOPED = frozenset({"Node", "PriorityClass", "Queue", "HyperNode"})
 TIME_KEYS = frozenset({"creationTimestamp", "deletionTimestamp", "lastTransitionTime", "startTime", "finishedAt",
-                       "startedAt", "lastProbeTime", "lastHeartbeatTime", "lastUpdateTime"})
+                       "startedAt", "lastProbeTime", "lastHeartbeatTime", "lastUpdateTime", "lastScheduleTime",
+                       "lastSuccessfulTime", "startTimestamp", "endTimestamp"})
 """Fields the API server writes as RFC 3339 times (hetsched's models hold seconds)."""
 
 

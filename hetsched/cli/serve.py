@@ -307,10 +307,13 @@ def controller(
         help="make HyperNodes from node labels: TIER=LABEL,… (the node agent writes tier 1 for Ascend A3 "
              "supernodes); empty: off")] = DISCOVERY_DEFAULT,
 ) -> None:
-    """Run the Job, PodGroup and fault controllers, and HyperNode discovery, against a Kubernetes API server."""
+    """Run the Job, PodGroup, fault, CronJob and JobFlow controllers, and HyperNode discovery, against a
+    Kubernetes API server."""
+    from hetsched.controllers.cronjob import CronJobController
     from hetsched.controllers.fault import FaultController
     from hetsched.controllers.hypernode_discovery import HyperNodeDiscovery, parse_labels
     from hetsched.controllers.job import JobController
+    from hetsched.controllers.jobflow import JobFlowController
     from hetsched.controllers.podgroup import PodGroupController
     from hetsched.metrics.controller import ControllerMetrics
 
@@ -323,26 +326,30 @@ def controller(
     metrics = ControllerMetrics()
     serve_metrics(metrics.registry, metrics_address)
 
-    Controllers = tuple[KubeCluster, JobController, PodGroupController, FaultController, HyperNodeDiscovery | None]
+    Controllers = tuple[KubeCluster, JobController, PodGroupController, FaultController, HyperNodeDiscovery | None,
+                        CronJobController, JobFlowController]
 
     def setup(cluster: KubeCluster) -> Controllers:
         clock = WallClock()
         faults = FaultController(cluster, clock, events=cluster, history=False)  # no log kept: it would only grow
         faults.listeners.append(metrics.restarted)
         discovery = HyperNodeDiscovery(cluster, labels) if labels else None
-        return cluster, JobController(cluster, clock, events=cluster), PodGroupController(cluster), faults, discovery
+        return (cluster, JobController(cluster, clock, events=cluster), PodGroupController(cluster), faults,
+                discovery, CronJobController(cluster, clock, events=cluster),
+                JobFlowController(cluster, clock, events=cluster))
 
     def step(state: Controllers) -> None:
-        cluster, jobs, groups, faults, discovery = state
+        cluster, jobs, groups, faults, discovery, cronjobs, jobflows = state
         started = time.perf_counter()
         cluster.pump()
-        for clocked in (jobs, faults):
+        for clocked in (jobs, faults, cronjobs):
             due = clocked.next_deadline()
             if due is not None and due <= time.time():
                 clocked.wake()
-        items = {"job": 0, "podgroup": 0, "fault": 0}
+        items = {"job": 0, "podgroup": 0, "fault": 0, "cronjob": 0, "jobflow": 0}
         while True:
-            done = {"job": jobs.process(), "podgroup": groups.process(), "fault": faults.process()}
+            done = {"job": jobs.process(), "podgroup": groups.process(), "fault": faults.process(),
+                    "cronjob": cronjobs.process(), "jobflow": jobflows.process()}
             if discovery is not None:
                 discovery.process()
             for key, count in done.items():

@@ -96,6 +96,9 @@ RESOURCES: dict[str, Resource] = {
     "Queue": Resource("scheduling.volcano.sh", "v1beta1", "queues", False),
     "HyperNode": Resource("topology.volcano.sh", "v1alpha1", "hypernodes", False),
     "Command": Resource("bus.volcano.sh", "v1alpha1", "commands", True),
+    "CronJob": Resource("batch.volcano.sh", "v1alpha1", "cronjobs", True),
+    "JobFlow": Resource("flow.volcano.sh", "v1alpha1", "jobflows", True),
+    "JobTemplate": Resource("flow.volcano.sh", "v1alpha1", "jobtemplates", True),
 }
 FALLBACK_VERSIONS = {"PodDisruptionBudget": "v1beta1"}
 """Kinds served at an older version by older servers (policy/v1 arrived in Kubernetes 1.21)."""

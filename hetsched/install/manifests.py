@@ -97,8 +97,12 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
         _rule(["policy"], ["poddisruptionbudgets"], READ),
     ],
     "controller": [
-        _rule(["batch.volcano.sh"], ["jobs"], [*READ, "update", "delete"]),
+        _rule(["batch.volcano.sh"], ["jobs"], [*READ, "create", "update", "delete"]),  # create: CronJob, JobFlow
         _rule(["batch.volcano.sh"], ["jobs/status"], ["update"]),
+        _rule(["batch.volcano.sh"], ["cronjobs"], [*READ, "update"]),
+        _rule(["batch.volcano.sh"], ["cronjobs/status"], ["update"]),
+        _rule(["flow.volcano.sh"], ["jobflows", "jobtemplates"], [*READ, "update"]),
+        _rule(["flow.volcano.sh"], ["jobflows/status", "jobtemplates/status"], ["update"]),
         _rule(["bus.volcano.sh"], ["commands"], [*READ, "delete"]),
         _rule(["scheduling.volcano.sh"], ["podgroups"], [*READ, "create", "update", "delete"]),
         _rule(["scheduling.volcano.sh"], ["podgroups/status"], ["update"]),
@@ -324,7 +328,11 @@ def webhook(v: Reader) -> list[Doc]:
             rules = [{"apiGroups": ["batch.volcano.sh"], "apiVersions": ["v1alpha1"],
                       "operations": ["CREATE", "UPDATE"], "resources": ["jobs"]}]
             if path == "validate":
-                rules += [{"apiGroups": ["scheduling.volcano.sh"], "apiVersions": ["v1beta1"],
+                rules += [{"apiGroups": ["batch.volcano.sh"], "apiVersions": ["v1alpha1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["cronjobs"]},
+                          {"apiGroups": ["flow.volcano.sh"], "apiVersions": ["v1alpha1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["jobflows", "jobtemplates"]},
+                          {"apiGroups": ["scheduling.volcano.sh"], "apiVersions": ["v1beta1"],
                            "operations": ["CREATE", "UPDATE"], "resources": ["queues", "podgroups"]},
                           {"apiGroups": ["bus.volcano.sh"], "apiVersions": ["v1alpha1"], "operations": ["CREATE"],
                            "resources": ["commands"]},

@@ -24,11 +24,13 @@ from functools import partial
 from hetsched.api import membership, workload_annotations
 from hetsched.api.job_update import apply_update, update_problem
 from hetsched.api.manifest import ManifestError, Problem, duplicate_problems
-from hetsched.api.objects import AnyObject, Job, Node, Queue, object_key
+from hetsched.api.objects import AnyObject, CronJob, Job, Node, Queue, object_key
 from hetsched.api.workload_annotations import SUBMIT_AT
 from hetsched.cluster.memory import MemoryCluster
+from hetsched.controllers.cronjob import CronJobController
 from hetsched.controllers.fault import FAULT_RETRIES, FaultController
 from hetsched.controllers.job import JobController
+from hetsched.controllers.jobflow import JobFlowController
 from hetsched.controllers.podgroup import PodGroupController
 from hetsched.metrics.controller import ControllerMetrics
 from hetsched.metrics.scheduler import SchedulerMetrics
@@ -137,6 +139,8 @@ class Simulation:
         self.job_controller = JobController(self.cluster, self.clock, events=self.cluster)
         self.fault_controller = FaultController(self.cluster, self.clock, events=self.cluster)
         self.podgroup_controller = PodGroupController(self.cluster, scheduler_names)
+        self.cronjob_controller = CronJobController(self.cluster, self.clock, events=self.cluster)
+        self.jobflow_controller = JobFlowController(self.cluster, self.clock, events=self.cluster)
         self.kubelet = SimKubelet(self.cluster, self.loop)
         self.metrics = metrics
         self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf or default_conf(),
@@ -151,6 +155,8 @@ class Simulation:
             raise ManifestError(duplicates)
         check_queues(objects)
         check_updates(objects)
+        if until is None and any(isinstance(o, CronJob) and not o.spec.suspend for o in objects):
+            raise ValueError("a CronJob makes Jobs for ever: give the simulation an end (--until)")
         self.total_workloads = len({(o.kind, object_key(o)) for o in objects if o.kind in ("Job", "Pod", "PodGroup")})
         for index, obj in enumerate(objects, start=1):
             at = _seconds(obj, SUBMIT_AT, index) or 0.0
@@ -222,18 +228,20 @@ class Simulation:
 
     def _settle(self) -> None:
         started = time.perf_counter()
-        items = {"fault": 0, "job": 0, "podgroup": 0}
+        items = {"fault": 0, "job": 0, "podgroup": 0, "cronjob": 0, "jobflow": 0}
         while True:
             done = {"fault": self.fault_controller.process(), "job": self.job_controller.process(),
-                    "podgroup": self.podgroup_controller.process()}
+                    "podgroup": self.podgroup_controller.process(), "cronjob": self.cronjob_controller.process(),
+                    "jobflow": self.jobflow_controller.process()}
             for name, count in done.items():
                 items[name] += count
             if sum(done.values()) + self.kubelet.process() + self._drain() == 0:
                 break
         if self.metrics is not None and any(items.values()):
             self.metrics[1].observe_round(self.cluster, time.perf_counter() - started, items, list_jobs=False)
-        for due in (self.job_controller.next_deadline(), self.fault_controller.next_deadline()):
-            if due is not None and due not in self._timers:  # ttlSecondsAfterFinished, fault grace periods
+        for due in (self.job_controller.next_deadline(), self.fault_controller.next_deadline(),
+                    self.cronjob_controller.next_deadline()):
+            if due is not None and due not in self._timers:  # ttlSecondsAfterFinished, fault grace, schedules
                 self._timers.add(due)
                 self.loop.schedule(due, partial(self._timer, due), ARRIVAL)
 
@@ -255,6 +263,7 @@ class Simulation:
         self._timers.discard(due)
         self.job_controller.wake()
         self.fault_controller.wake()
+        self.cronjob_controller.wake()
 
     def finished_workloads(self) -> int:
         return sum(1 for w in self.recorder.workloads.values()
