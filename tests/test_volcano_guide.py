@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -71,3 +72,47 @@ def test_validate_checks_them_in_volcanos_configmap(tmp_path: Path) -> None:
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert ('(ConfigMap/volcano-scheduler-configmap): data["volcano-scheduler.conf"]: tiers[0].plugins[1].arguments: '
             "plugin deviceshare: argument deviceshare.VGPUEnable") in run.stderr
+
+
+EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "volcano-examples"
+DENIED = {
+    "invalid-duplicated-policy-event.yaml": "spec: policies[1]: duplicate event PodFailed across policies",
+    "invalid-duplicated-task-name.yaml": "spec: task names must be unique; repeated: task-1",
+    "invalid-min-available.yaml": "spec: minAvailable (5) is greater than the total replicas (4)",
+}
+"""Volcano's webhook denies these three (its ``example/invalid_jobs``): so does hetsched, with its reasons."""
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_volcanos_example_manifests_validate(name: str) -> None:
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "validate", str(EXAMPLES / name)],
+                         capture_output=True, text=True, timeout=100, check=False)
+    if name in DENIED:
+        assert run.returncode == 2 and DENIED[name] in run.stderr and "Traceback" not in run.stderr
+    else:
+        assert run.returncode == 0, run.stderr
+
+
+def test_volcanos_example_workloads_run_in_the_simulator() -> None:
+    """The valid examples together on one small cluster: every Job (the JobFlow's three, in order, and the
+    CronJob's runs) completes within the simulated hour."""
+    from hetsched.api.manifest import load_text
+    from hetsched.sim.simulator import Simulation
+    from tests.builders import node
+
+    def timed(doc: dict[str, Any]) -> dict[str, Any]:  # the simulator runs a pod as long as it says
+        spec = doc.get("spec", {})
+        for job_spec in (spec, spec.get("jobTemplate", {}).get("spec", {})):
+            for task in job_spec.get("tasks", []) if isinstance(job_spec, dict) else []:
+                task["template"].setdefault("metadata", {}).setdefault("annotations", {})["hetsched.io/duration"] = "60"
+        return doc
+
+    texts = [yaml.safe_dump_all([timed(d) for d in yaml.safe_load_all(p.read_text()) if d])
+             for p in sorted(EXAMPLES.glob("*.yaml")) if p.name not in DENIED]
+    objects = load_text("---\n".join(texts))
+    results = Simulation([node(f"n{i}", cpu="8") for i in range(2)], objects, until=3600).run()
+    jobs = {j["name"]: j for j in results.jobs}
+    assert {"demo-job", "mpi-with-dependency", "elastic"} <= set(jobs)
+    assert any(name.startswith("every-five-") for name in jobs)
+    assert all(jobs[f"pipeline-{n}"]["start"] is not None for n in "abc")
+    assert jobs["pipeline-b"]["start"] >= jobs["pipeline-a"]["end"]

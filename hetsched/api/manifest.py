@@ -84,6 +84,12 @@ def list_items(document: Any) -> list[tuple[str, Any]]:
     return [("", document)]
 
 
+OLDER_VERSIONS = {("scheduling.k8s.io/v1beta1", "PriorityClass"): "scheduling.k8s.io/v1",
+                  ("scheduling.k8s.io/v1alpha1", "PriorityClass"): "scheduling.k8s.io/v1"}
+"""Earlier API versions of kinds whose fields did not change (Volcano's examples still write
+``scheduling.k8s.io/v1beta1`` PriorityClasses): read as the current version."""
+
+
 def parse_document(doc: Any, source: str, index: int) -> AnyObject | list[Problem]:
     """Validate one decoded YAML document; return the object or its problems."""
     if not isinstance(doc, dict):
@@ -97,6 +103,9 @@ def parse_document(doc: Any, source: str, index: int) -> AnyObject | list[Proble
         return [Problem(source, index, "", name, "kind", "required field is missing")]
     if not isinstance(api_version, str) or not api_version:
         return [Problem(source, index, kind, name, "apiVersion", "required field is missing")]
+    if (api_version, kind) in OLDER_VERSIONS:  # a kind's earlier API version: read as the current one
+        api_version = OLDER_VERSIONS[(api_version, kind)]
+        doc = {**doc, "apiVersion": api_version}
     model = KINDS.get((api_version, kind))
     if model is None:
         known = ", ".join(f"{k} ({v})" for v, k in sorted(KINDS, key=lambda x: x[1]))
