@@ -190,3 +190,16 @@ def test_a_guarantee_is_reserved_by_proportion() -> None:
     h = harness(objects)
     h.cycle()
     assert sum(1 for name in h.bindings() if name.startswith("w")) == 2
+
+
+def test_a_job_kept_pending_by_another_queues_guarantee_says_so() -> None:
+    """Volcano keeps a job Pending when only another queue's guarantee would make room: its reason names the
+    real capability and the guarantees, not a plain capability the queue does not set."""
+    objects: list[AnyObject] = [node("n0", cpu="4"), queue("reserved", guarantee={"cpu": "3"}), queue("busy"),
+                                podgroup("big", 2, queue="busy", phase="Pending", min_resources={"cpu": "2"}),
+                                pod("big-0", "big", cpu="1"), pod("big-1", "big", cpu="1")]
+    h = harness(objects)
+    h.cycle()
+    assert h.podgroup("big").status.phase == "Pending"
+    assert "queue busy real capability (its capability, less what other queues' guarantees reserve) would be " \
+           "exceeded for cpu (needs 2 > 1)" in h.condition("big")

@@ -253,8 +253,8 @@ SPECS: dict[ReasonCode, Spec] = {
     ReasonCode.QUEUE_NOT_OPEN: Spec(("queue", "state"), "queue {queue} is {state}", "queue closed"),
     ReasonCode.QUEUE_NOT_LEAF: Spec(("queue",), "queue {queue} has child queues; jobs go to leaf queues",
                                     "queue not leaf"),
-    ReasonCode.QUEUE_AT_LIMIT: Spec(("queue",), "queue {queue} is at its deserved share or capability",
-                                    "queue capability"),
+    ReasonCode.QUEUE_AT_LIMIT: Spec(("queue",), "queue {queue} is at its deserved share or capability (or at what "
+                                    "other queues' guarantees leave it)", "queue capability"),
     ReasonCode.QUEUE_OVERUSED: Spec(("queue",), "queue {queue} is overused (allocated ≥ capability)",
                                     "queue overused"),
     ReasonCode.QUEUE_CAPABILITY_EXCEEDED: Spec(
@@ -267,8 +267,7 @@ SPECS: dict[ReasonCode, Spec] = {
         ("queue", "child", "amounts"),
         lambda r: (f"queue {r['queue']}" + (f" (parent of {r['child']})" if r["child"] else "")
                    + " real capability (its capability, less what other queues' guarantees reserve) would be "
-                   "exceeded for " + _join(r, "amounts", "{resource} (allocated + admitted − elastic + minResources "
-                                           "= {amount} > {limit})")),
+                   "exceeded for " + _join(r, "amounts", "{resource} (needs {amount} > {limit})")),
         "queue capability"),
     ReasonCode.CLUSTER_HEADROOM: Spec(
         ("amounts", "factor"),

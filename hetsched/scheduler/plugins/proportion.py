@@ -217,11 +217,10 @@ class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Preemptive, Allocata
         names = self._resources.names
         if queue.name in self._parents:
             return Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_NOT_LEAF, queue=queue.name),), NAME)
-        for limit in (queue, *self._ancestors(queue)):
-            bound = self._real.get(limit.name, limit.capability) if limit is queue else limit.capability
-            never = np.flatnonzero((job.min_resources > 0) & (job.min_resources > bound + _EPS))
+        for limit in (queue, *self._ancestors(queue)):  # capability itself: a guarantee's reserve may change
+            never = np.flatnonzero((job.min_resources > 0) & (job.min_resources > limit.capability + _EPS))
             if never.size:
-                amounts = tuple((names[c], int(job.min_resources[c]), int(bound[c])) for c in never)
+                amounts = tuple((names[c], int(job.min_resources[c]), int(limit.capability[c])) for c in never)
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                               (Reason.of(ReasonCode.LARGER_THAN_QUEUE, queue=limit.name, amounts=amounts),), NAME)
         problem: Reason | None = None
@@ -247,7 +246,9 @@ class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Preemptive, Allocata
             short = np.flatnonzero((job.min_resources > 0) & (future > bound + _EPS))
             if short.size:
                 amounts = tuple((names[c], int(future[c]), int(bound[c])) for c in short)
-                return Reason.of(ReasonCode.QUEUE_CAPABILITY_EXCEEDED, queue=limit.name,
+                reserved = limit is queue and bool(np.any(bound[short] < limit.capability[short] - _EPS))
+                return Reason.of(ReasonCode.QUEUE_REAL_CAPABILITY_EXCEEDED if reserved  # guarantees reserve it
+                                 else ReasonCode.QUEUE_CAPABILITY_EXCEEDED, queue=limit.name,
                                  child="" if limit is queue else queue.name, amounts=amounts)
         return None
 
