@@ -400,3 +400,24 @@ def test_preemption_policy_never_is_decided_per_task(never: tuple[str, ...]) -> 
     h = harness(objects, CONF)
     h.cycle()
     assert evicted(h) == ([] if len(never) == 2 else ["low-0"])
+
+
+@pytest.mark.parametrize("victim_requests", [False, True], ids=["best-effort-victim", "victim-with-requests"])
+def test_a_best_effort_preemptor_evicts_best_effort_pods_only(victim_requests: bool) -> None:
+    """Issue 31 / Volcano's preempt rule: a high-priority pod that requests nothing, on a node whose one pod
+    slot is taken, may evict a low-priority best-effort pod — never one with requests. Before, it never
+    preempted and its job waited with no reason."""
+    low = pod("low-0", "low", cpu="1") if victim_requests else pod("low-0", "low", best_effort=True)
+    low = low.model_copy(update={"spec": low.spec.model_copy(update={"priorityClassName": "low"})})
+    high = pod("high-0", "high", best_effort=True)
+    high = high.model_copy(update={"spec": high.spec.model_copy(update={"priorityClassName": "high"})})
+    objects: list[AnyObject] = [*classes(), node("n0", pods=1),
+                                podgroup("low", 1, phase="Running", priority_class="low"), running_on(low, "n0"),
+                                podgroup("high", 1, priority_class="high"), high]
+    h = harness(objects, CONF)
+    h.cycle()
+    if victim_requests:
+        assert evicted(h) == [] and "high-0" not in h.bindings()
+        assert h.condition("high").endswith("1 Too many pods")
+    else:
+        assert evicted(h) == ["low-0"] and h.bindings().get("high-0") == "n0"

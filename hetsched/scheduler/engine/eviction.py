@@ -27,6 +27,10 @@ How victims are chosen (hetsched's rule, gang- and topology-aware by constructio
    to go whole under a smaller budget is not a victim at all — nor past a PodDisruptionBudget covering
    its pods (``api.disruption``: the Eviction API would refuse it).
 
+A job waiting for best-effort pods only (no requests: an MPI launcher whose workers run, a sidecar job)
+may evict best-effort pods only — pod slots for pod slots, as Volcano rules — and only when its pods do not
+fit as things are (otherwise ``backfill`` places them and nothing goes).
+
 The chosen victims stay released in the session (a later preemptor in the same cycle cannot count them
 twice) and become evictions in the decisions; the preemptor's gang is then placed in the same session and
 its binds follow the evictions (the runner evicts first). Against the embedded cluster an eviction is
@@ -43,7 +47,7 @@ import numpy as np
 from hetsched.api.objects import NetworkTopology
 from hetsched.scheduler.contract.arrays import IntArray
 from hetsched.scheduler.contract.decisions import Eviction
-from hetsched.scheduler.contract.snapshot import JobInfo, RunningPod
+from hetsched.scheduler.contract.snapshot import JobInfo, RunningPod, TaskGroup
 from hetsched.scheduler.engine.placement import Domain, held_rows, place_job, tier_bound
 from hetsched.scheduler.engine.session import Session
 
@@ -130,9 +134,29 @@ def within_budget(session: Session, unit: Unit) -> bool:
     return missing + len(unit) <= job.max_unavailable
 
 
+def _evicting_groups(job: JobInfo) -> list[TaskGroup]:
+    """The groups an eviction makes room for: those with requests, or — for a job waiting for best-effort
+    pods only (:func:`best_effort_only`) — its best-effort ones."""
+    if best_effort_only(job):
+        return [g for g in job.groups if g.best_effort]
+    return [g for g in job.groups if not g.best_effort]
+
+
 def gang_fits(session: Session, job: JobInfo, domain: Domain = None) -> bool:
     """Dry run of ``allocate``'s gang placement (within ``domain``): would the job's gang be placed now?"""
-    return place_job(session, job, [g for g in job.groups if not g.best_effort], dry_run=True, domain=domain)
+    return _place_for(session, job, dry_run=True, domain=domain)
+
+
+def _place_for(session: Session, job: JobInfo, *, dry_run: bool, domain: Domain = None) -> bool:
+    """Place (or dry-run) the groups an eviction serves; best-effort pods then count only once placed."""
+    groups = _evicting_groups(job)
+    attempt = session.attempt(job)
+    best_effort = any(g.best_effort for g in groups)
+    attempt.best_effort_counts = not best_effort
+    try:
+        return place_job(session, job, groups, dry_run=dry_run, domain=domain)
+    finally:
+        attempt.best_effort_counts = True
 
 
 def plan(session: Session, job: JobInfo, candidates: list[RunningPod],
@@ -141,10 +165,20 @@ def plan(session: Session, job: JobInfo, candidates: list[RunningPod],
     ``still_allowed`` is asked before each unit is released (e.g. reclaim stops taking from a queue
     once it is down to its deserved share). A gang with a ``hard`` network-topology bound evicts inside
     one HyperNode only (:func:`_plan_in_one_hypernode`)."""
+    if best_effort_only(job):
+        if gang_fits(session, job):
+            return None  # its best-effort pods fit as things are: backfill places them, nothing goes
+        candidates = [pod for pod in candidates if int(np.count_nonzero(pod.request)) <= 1]  # pod slots only
     bound = job.podgroup.spec.networkTopology
     if bound is not None and bound.mode == "hard" and session.snapshot.network is not None:
         return _plan_in_one_hypernode(session, job, bound, candidates, still_allowed)
     return _plan(session, job, candidates, still_allowed, None)
+
+
+def best_effort_only(job: JobInfo) -> bool:
+    """Does the job wait for best-effort pods only (no pending pod with requests)? Such a preemptor may
+    evict only best-effort pods — pod slots for pod slots (Volcano's rule)."""
+    return not any(g.pending for g in job.groups if not g.best_effort)
 
 
 MAX_PREEMPT_DOMAINS = 16
@@ -315,7 +349,7 @@ def starving(session: Session) -> list[JobInfo]:
             if (job.phase in ("Inqueue", "Running") and job.preempts
                     and not (attempt is not None and attempt.unresolvable)
                     and session.job_starving(job)
-                    and any(g.pending and not g.best_effort for g in job.groups)
+                    and any(g.pending for g in job.groups)
                     and session.snapshot.queues[job.queue].state == "Open"):
                 jobs.append(job)
     return sorted(jobs, key=lambda j: (-j.priority, j.created, j.key))
@@ -332,5 +366,5 @@ def evict_for(session: Session, action: str, job: JobInfo, candidates: list[Runn
     for pod in victims:
         session.decisions.evictions.append(Eviction(pod.key, pod.job, action, reason, job.key))
     session.attempt(job).failure = None
-    place_job(session, job, [g for g in job.groups if not g.best_effort])
+    _place_for(session, job, dry_run=False)
     return True

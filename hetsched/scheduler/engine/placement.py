@@ -330,14 +330,15 @@ def _allocate(session: Session, job: JobInfo, statement: Statement, group: TaskG
             _fail(session.attempt(job), explain(session, group) if placed < allowed else Status(
                 Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
         return placed
-    nodes = place_group(session, group, wanted, future=future, domain=domain)
-    if len(nodes) > allowed:
-        # The nodes could take more, the queue may not: blame the queue (placement is greedy, so the
-        # first ``allowed`` placements are exactly what placing ``allowed`` pods would give).
-        nodes = nodes[:allowed]
-        if explain_failures:
-            _fail(session.attempt(job),
-                  Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
+    # Placement is greedy: the first ``allowed`` placements are what placing ``wanted`` would give first. When
+    # the queue allows fewer, only those are placed, and if the nodes took them all the queue is blamed —
+    # nothing is placed (and undone) that the queue could not hold: ``allocate`` tries such a job again
+    # when it lends, and the work is done once.
+    nodes = place_group(session, group, min(wanted, allowed), future=future, domain=domain) if allowed else \
+        np.zeros(0, dtype=np.int64)
+    if allowed < wanted and len(nodes) == allowed and explain_failures:
+        _fail(session.attempt(job),
+              Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
     statement.allocate(group, nodes, pipelined=future)
     if len(nodes) < wanted and not future and explain_failures:
         _fail(session.attempt(job), explain(session, group))  # after the placed ones: why the next pod does not fit
