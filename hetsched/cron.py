@@ -49,15 +49,24 @@ class Schedule:
         return found.timestamp()
 
     def last_due(self, after: float, until: float, limit: int = 100) -> tuple[float | None, int]:
-        """The latest due time in (``after``, ``until``] and how many fell there (counted up to ``limit``:
-        Kubernetes gives up on a CronJob that missed more than 100 starts, and so does the controller)."""
+        """The latest due time in (``after``, ``until``] and how many fell there — counted up to ``limit`` + 1
+        (Kubernetes warns about a CronJob that missed more than 100 starts and starts only the latest)."""
         last, count, moment = None, 0, after
         while count <= limit:
             due = self.next_after(moment)
             if due > until:
-                break
+                return last, count
             last, count, moment = due, count + 1, due
-        return last, count
+        return self._latest(after, until), count
+
+    def _latest(self, after: float, until: float) -> float:
+        """The latest due time in (``after``, ``until``] (once more than ``limit`` were missed)."""
+        if self.every:
+            return after + ((until - after) // self.every) * self.every
+        zone = ZoneInfo(self.zone)
+        probe = croniter(self.expression, datetime.fromtimestamp(until, zone)).get_prev(datetime)
+        found: float = probe.timestamp()
+        return found if self.next_after(found) > until else self.next_after(found)
 
 
 def parse(schedule: str, time_zone: str | None = None) -> Schedule:

@@ -303,3 +303,13 @@ def test_a_bad_jobflow_is_refused_naming_the_field(flows: str, message: str) -> 
         load_text("apiVersion: flow.volcano.sh/v1alpha1\nkind: JobFlow\nmetadata: {name: f}\nspec:\n  flows:\n"
                   + flows, "flow.yaml")
     assert message in "; ".join(map(str, error.value.problems))
+
+
+def test_after_more_than_100_missed_starts_only_the_latest_runs() -> None:
+    """Kubernetes' rule, which Volcano's controller follows: a CronJob that slept through more than 100
+    scheduled times says so and starts the most recent one only."""
+    cron = Cron(cronjob("* * * * *"))
+    cron.clock.advance_to(100_000)
+    cron.controller.wake()
+    cron.controller.process()
+    assert cron.jobs() == [f"nightly-{100_000 // 60}"] and cron.events("TooManyMissedTimes")
