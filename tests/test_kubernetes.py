@@ -224,6 +224,13 @@ def test_cronjob_and_jobflow_controllers_on_a_real_apiserver(api: ApiServer) -> 
             j.metadata.name for j in cluster.list("Job") if isinstance(j, Job)}:
         settle()
     assert "pipeline-train" in {j.metadata.name for j in cluster.list("Job") if isinstance(j, Job)}
+    # leave the shared API server as found: later tests count every Job and pod there
+    for job in cluster.list("Job"):
+        if isinstance(job, Job) and job.metadata.name.startswith(("every-5-", "pipeline-")):
+            cluster.delete("Job", f"default/{job.metadata.name}")
+    for kind, name in (("CronJob", "every-5"), ("JobFlow", "pipeline"), ("JobTemplate", "prep"),
+                       ("JobTemplate", "train")):
+        cluster.delete(kind, f"default/{name}")
     cluster.stop()
 
 
