@@ -19,13 +19,14 @@ import pytest
 import yaml
 
 from hetsched.api.manifest import load_files
-from hetsched.api.objects import CronJob, HyperNode, Job, JobFlow, JobTemplate, Node, Pod, Queue
+from hetsched.api.objects import CronJob, HyperNode, Job, JobFlow, JobTemplate, Node, Pod, PodGroup, Queue
 from hetsched.benchmark.apiserver import ApiServer, _free_port, missing, real_apiserver
 from hetsched.cluster.kubernetes import ApiError, KubeClient, KubeCluster, WallClock, from_api
 from hetsched.controllers.cronjob import CronJobController
 from hetsched.controllers.job import JobController
 from hetsched.controllers.jobflow import JobFlowController
 from hetsched.controllers.podgroup import PodGroupController
+from hetsched.controllers.queue import QueueController
 from hetsched.devices.inventory import pod_allocation
 from hetsched.ports import Conflict, Invalid
 from hetsched.scheduler.cache import KINDS
@@ -231,6 +232,55 @@ def test_cronjob_and_jobflow_controllers_on_a_real_apiserver(api: ApiServer) -> 
     for kind, name in (("CronJob", "every-5"), ("JobFlow", "pipeline"), ("JobTemplate", "prep"),
                        ("JobTemplate", "train")):
         cluster.delete(kind, f"default/{name}")
+    cluster.stop()
+
+
+def table(api: ApiServer, path: str) -> dict[str, Any]:
+    """What ``kubectl get`` reads: the server's Table rendering of a list (the CRDs' printer columns)."""
+    import json
+    import ssl
+    import urllib.request
+
+    request = urllib.request.Request(api.url + path, headers={
+        "Authorization": f"Bearer {api.token}", "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    context = ssl.create_default_context(cafile=api.ca)
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        found: dict[str, Any] = json.loads(response.read())
+    return found
+
+
+def test_queues_made_and_counted_and_kubectl_columns_on_a_real_apiserver(api: ApiServer) -> None:
+    """Issue 32: the controller makes the ``default`` and ``root`` Queues a Volcano Job without a queue needs,
+    keeps each Queue's status counts, and ``kubectl get queue,podgroup,vcjob`` prints Volcano's columns."""
+    cluster = cluster_for(api)
+    queues = QueueController(cluster)
+    cluster.start(["Queue", "PodGroup"])
+    assert cluster.wait_synced(30)
+    before = {q.metadata.name for q in cluster.list("Queue")}
+    cluster.create(PodGroup.model_validate({"metadata": {"name": "columns-pg", "namespace": "default"},
+                                            "spec": {"minMember": 2}}))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        cluster.pump()
+        queues.process()
+        found = {q.metadata.name: q for q in cluster.list("Queue") if isinstance(q, Queue)}
+        if "root" in found and "default" in found and found["default"].status.pending >= 1:
+            break
+        time.sleep(0.1)
+    assert {"default", "root"} <= set(found) and found["default"].status.pending >= 1
+    columns = {c["name"] for c in table(api, "/apis/scheduling.volcano.sh/v1beta1/queues")["columnDefinitions"]}
+    assert {"STATE", "WEIGHT", "PENDING", "INQUEUE", "RUNNING"} <= columns
+    listing = table(api, "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups")
+    names = [c["name"] for c in listing["columnDefinitions"]]
+    row = next(r["cells"] for r in listing["rows"] if r["cells"][0] == "columns-pg")
+    assert row[names.index("MINMEMBER")] == 2 and row[names.index("QUEUE")] == "default"
+    jobs = {c["name"] for c in table(api, "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs")[
+        "columnDefinitions"]}
+    assert {"STATUS", "MINAVAILABLE", "RUNNINGS", "QUEUE"} <= jobs
+    # leave the shared API server as found: later tests make their own queues
+    cluster.delete("PodGroup", "default/columns-pg")
+    for name in {"default", "root"} - before:
+        cluster.delete("Queue", name)
     cluster.stop()
 
 

@@ -307,7 +307,7 @@ def controller(
         help="make HyperNodes from node labels: TIER=LABEL,… (the node agent writes tier 1 for Ascend A3 "
              "supernodes); empty: off")] = DISCOVERY_DEFAULT,
 ) -> None:
-    """Run the Job, PodGroup, fault, CronJob and JobFlow controllers, and HyperNode discovery, against a
+    """Run the Job, PodGroup, fault, CronJob, JobFlow and Queue controllers, and HyperNode discovery, against a
     Kubernetes API server."""
     from hetsched.controllers.cronjob import CronJobController
     from hetsched.controllers.fault import FaultController
@@ -315,6 +315,7 @@ def controller(
     from hetsched.controllers.job import JobController
     from hetsched.controllers.jobflow import JobFlowController
     from hetsched.controllers.podgroup import PodGroupController
+    from hetsched.controllers.queue import QueueController
     from hetsched.metrics.controller import ControllerMetrics
 
     try:
@@ -327,7 +328,7 @@ def controller(
     serve_metrics(metrics.registry, metrics_address)
 
     Controllers = tuple[KubeCluster, JobController, PodGroupController, FaultController, HyperNodeDiscovery | None,
-                        CronJobController, JobFlowController]
+                        CronJobController, JobFlowController, QueueController]
 
     def setup(cluster: KubeCluster) -> Controllers:
         clock = WallClock()
@@ -336,20 +337,20 @@ def controller(
         discovery = HyperNodeDiscovery(cluster, labels) if labels else None
         return (cluster, JobController(cluster, clock, events=cluster), PodGroupController(cluster), faults,
                 discovery, CronJobController(cluster, clock, events=cluster),
-                JobFlowController(cluster, clock, events=cluster))
+                JobFlowController(cluster, clock, events=cluster), QueueController(cluster))
 
     def step(state: Controllers) -> None:
-        cluster, jobs, groups, faults, discovery, cronjobs, jobflows = state
+        cluster, jobs, groups, faults, discovery, cronjobs, jobflows, queues = state
         started = time.perf_counter()
         cluster.pump()
         for clocked in (jobs, faults, cronjobs):
             due = clocked.next_deadline()
             if due is not None and due <= time.time():
                 clocked.wake()
-        items = {"job": 0, "podgroup": 0, "fault": 0, "cronjob": 0, "jobflow": 0}
+        items = {"job": 0, "podgroup": 0, "fault": 0, "cronjob": 0, "jobflow": 0, "queue": 0}
         while True:
             done = {"job": jobs.process(), "podgroup": groups.process(), "fault": faults.process(),
-                    "cronjob": cronjobs.process(), "jobflow": jobflows.process()}
+                    "cronjob": cronjobs.process(), "jobflow": jobflows.process(), "queue": queues.process()}
             if discovery is not None:
                 discovery.process()
             for key, count in done.items():

@@ -106,7 +106,8 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
         _rule(["bus.volcano.sh"], ["commands"], [*READ, "delete"]),
         _rule(["scheduling.volcano.sh"], ["podgroups"], [*READ, "create", "update", "delete"]),
         _rule(["scheduling.volcano.sh"], ["podgroups/status"], ["update"]),
-        _rule(["scheduling.volcano.sh"], ["queues"], READ),
+        _rule(["scheduling.volcano.sh"], ["queues"], [*READ, "create", "update"]),  # default and root; status
+        _rule(["scheduling.volcano.sh"], ["queues/status"], ["update"]),
         _rule([""], ["pods"], [*READ, "create", "update", "delete"]),
         _rule([""], ["pods/eviction"], ["create"]),
         _rule([""], ["nodes"], READ),

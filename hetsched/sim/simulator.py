@@ -32,6 +32,7 @@ from hetsched.controllers.fault import FAULT_RETRIES, FaultController
 from hetsched.controllers.job import JobController
 from hetsched.controllers.jobflow import JobFlowController
 from hetsched.controllers.podgroup import PodGroupController
+from hetsched.controllers.queue import QueueController
 from hetsched.metrics.controller import ControllerMetrics
 from hetsched.metrics.scheduler import SchedulerMetrics
 from hetsched.ports import NotFound, WatchEvent
@@ -141,6 +142,7 @@ class Simulation:
         self.podgroup_controller = PodGroupController(self.cluster, scheduler_names)
         self.cronjob_controller = CronJobController(self.cluster, self.clock, events=self.cluster)
         self.jobflow_controller = JobFlowController(self.cluster, self.clock, events=self.cluster)
+        self.queue_controller = QueueController(self.cluster)
         self.kubelet = SimKubelet(self.cluster, self.loop)
         self.metrics = metrics
         self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf or default_conf(),
@@ -228,11 +230,11 @@ class Simulation:
 
     def _settle(self) -> None:
         started = time.perf_counter()
-        items = {"fault": 0, "job": 0, "podgroup": 0, "cronjob": 0, "jobflow": 0}
+        items = {"fault": 0, "job": 0, "podgroup": 0, "cronjob": 0, "jobflow": 0, "queue": 0}
         while True:
             done = {"fault": self.fault_controller.process(), "job": self.job_controller.process(),
                     "podgroup": self.podgroup_controller.process(), "cronjob": self.cronjob_controller.process(),
-                    "jobflow": self.jobflow_controller.process()}
+                    "jobflow": self.jobflow_controller.process(), "queue": self.queue_controller.process()}
             for name, count in done.items():
                 items[name] += count
             if sum(done.values()) + self.kubelet.process() + self._drain() == 0:

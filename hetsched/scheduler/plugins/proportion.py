@@ -147,6 +147,9 @@ class Proportion(Plugin, QueueOrder, Overused, Reclaimable, Preemptive, Allocata
             else deserved_shares(total, queues)
         for name, deserved in shares.items():
             snapshot.queues[name].deserved = deserved
+        for queue in queues:  # the tree's root (a Queue ``root``, as installs make) deserves the whole cluster
+            if queue.deserved is None:
+                queue.deserved = total.copy() if queue.name == ROOT else np.zeros_like(total)
         self._parents = {q.name for q in queues if any(c.parent == q.name for c in queues)}
         self._now: dict[str, FloatArray] = {}
         """Queue → minResources of the jobs admitted this cycle."""
