@@ -129,4 +129,10 @@ class StatusUpdater(Protocol):
         """Record that a pending pod waits for resources being released on ``node`` (``nominatedNodeName``)."""
         ...
 
+    def set_pod_conditions(self, updates: Sequence[tuple[str, Condition]]) -> list[Failure]:
+        """Set one condition of each pod's status (replacing the one of its type) — the scheduler's
+        ``PodScheduled=False``/``Unschedulable``, which cluster-autoscaler and Karpenter read to scale out —
+        concurrently within the QPS budget against an API server; returns the pods not updated (gone)."""
+        ...
+
     def record_event(self, obj: AnyObject, reason: str, message: str, type_: str = "Normal") -> None: ...

@@ -146,6 +146,28 @@ def test_kubectl_node_and_pod_dumps_are_the_starting_cluster(tmp_path: Path) -> 
     assert {p["node"] for p in jobs["pretrain"]["pods"]} == {"npu-a01", "npu-a03"}
 
 
+def test_a_dump_in_kubectls_order_replays_running_jobs_as_running(tmp_path: Path) -> None:
+    """Issue 32: kubectl lists pods before PodGroups (``kubectl get pods,podgroups -A -o yaml``), and the job
+    controller copies a Job's ``submit-at`` onto its PodGroup and pods: the replay still starts the running
+    job at t=0, whatever the order and in however many files."""
+    items = RUNNING.split("\n- ")
+    queue_item, group_item, pod_items = items[1], items[2], items[3:]
+    copied = group_item.replace("metadata: {name: llm-sft, namespace: team-a,",
+                                "metadata: {name: llm-sft, namespace: team-a, annotations: {hetsched.io/submit-at: "
+                                "\"7200\"},")
+    pods_first = "\n- ".join([items[0], *pod_items, copied, queue_item])
+    assert pods_first.index("kind: Pod\n") < pods_first.index("kind: PodGroup")
+    for dumps in ([pods_first], [pods_first.replace("\n- " + copied, ""),
+                                 "apiVersion: v1\nkind: List\nitems:\n- " + copied]):
+        paths = [write(tmp_path, f"dump-{i}.yaml", text) for i, text in enumerate(dumps)]
+        start = load_cluster([write(tmp_path, "nodes.yaml", NODES), *paths])
+        assert [o.kind for o in start.state] == ["Queue", "PodGroup", "Pod"]
+        assert all("hetsched.io/submit-at" not in o.metadata.annotations for o in start.state)
+        jobs = {j["name"]: j for j in Simulation(start.nodes, start.state).run().jobs}
+        assert jobs["llm-sft"]["pods"][0]["runs"] == [[0.0, 3600.0]], jobs["llm-sft"]
+        assert jobs["llm-sft"]["phase"] == "Completed"
+
+
 def test_simulate_takes_the_dumps_on_the_command_line(tmp_path: Path) -> None:
     nodes, running, tomorrow = (str(write(tmp_path, name, text)) for name, text in
                                 (("n.yaml", NODES), ("r.yaml", RUNNING), ("t.yaml", TOMORROW)))

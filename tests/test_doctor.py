@@ -129,6 +129,36 @@ def test_queue_capability() -> None:
     assert severities(findings) == {"Queue/q": "warning", "PodGroup/default/never": "error", "Queue/shut": "warning"}
 
 
+def test_missing_queues_are_found_before_jobs_wait_forever() -> None:
+    """Issue 32: right after a plain install without the controller, no ``default`` Queue: a warning; gangs
+    waiting for a queue nobody made (``default`` or a typo): an error naming them and the fix."""
+    nodes = [node("n0")]
+    assert severities(run_checks(ClusterFacts(objects=nodes), ["queue-capability"])) == {"Queue/default": "warning"}
+    waiting = [*nodes, queue("default"), podgroup("typo", 1, queue="reserch", phase="Pending"),
+               podgroup("ok", 1, queue="default", phase="Pending")]
+    findings = run_checks(ClusterFacts(objects=waiting), ["queue-capability"])
+    assert severities(findings) == {"Queue/reserch": "error"}
+    assert "default/typo" in findings[0].evidence and "hetsched queue create reserch" in (findings[0].fix or "")
+    lost = run_checks(ClusterFacts(objects=[*nodes, podgroup("plain", 1, queue="", phase="Pending")]),
+                      ["queue-capability"])
+    assert severities(lost) == {"Queue/default": "error"} and "controller" in (lost[0].fix or "")
+
+
+def test_doctor_without_any_cluster_says_so_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = CliRunner().invoke(app, ["doctor"])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "no kubeconfig" in lines[0] and "--kubeconfig" in lines[0], result.output
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("clusters: [\n")
+    result = CliRunner().invoke(app, ["doctor", "--kubeconfig", str(broken)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and str(broken) in lines[0], result.output
+
+
 def test_stuck_gangs() -> None:
     objects = [accel_node("n0"), *gang("big", 2, limits={"huawei.com/Ascend910": 8})]
     young = facts(objects, stuck_after=300)

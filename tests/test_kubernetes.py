@@ -28,7 +28,7 @@ from hetsched.controllers.jobflow import JobFlowController
 from hetsched.controllers.podgroup import PodGroupController
 from hetsched.controllers.queue import QueueController
 from hetsched.devices.inventory import pod_allocation
-from hetsched.ports import Conflict, Invalid
+from hetsched.ports import Conflict, Invalid, NotFound
 from hetsched.scheduler.cache import KINDS
 from hetsched.scheduler.defaults import default_conf
 from hetsched.scheduler.engine.runner import Scheduler
@@ -281,6 +281,50 @@ def test_queues_made_and_counted_and_kubectl_columns_on_a_real_apiserver(api: Ap
     cluster.delete("PodGroup", "default/columns-pg")
     for name in {"default", "root"} - before:
         cluster.delete("Queue", name)
+    cluster.stop()
+
+
+def test_a_pod_that_cannot_fit_says_podscheduled_false_and_events_on_a_real_apiserver(api: ApiServer) -> None:
+    """Issue 32: what cluster-autoscaler and Karpenter read — ``PodScheduled=False`` with reason
+    ``Unschedulable`` — on a pod no node can hold, written as a status patch that keeps the pod's other
+    conditions, and ``FailedScheduling`` / ``Unschedulable`` Warning Events a user sees with kubectl."""
+    from tests.builders import pod as make_pod
+
+    cluster = cluster_for(api)
+    made_queue = False
+    with contextlib.suppress(Conflict):
+        cluster.create(Queue.model_validate({"metadata": {"name": "default"}}))
+        made_queue = True
+    made = make_pod("too-big", cpu="4096", scheduler="hetsched")
+    containers = [c.model_copy(update={"image": "busybox"}) for c in made.spec.containers]
+    cluster.create(made.model_copy(update={"spec": made.spec.model_copy(update={"containers": containers})}))
+    scheduler = Scheduler(cluster, cluster, cluster, WallClock(), default_conf(), evictor=cluster)
+    groups = PodGroupController(cluster, ("hetsched", "volcano"))
+    cluster.start(list(KINDS))
+    assert cluster.wait_synced(30)
+    deadline = time.monotonic() + 60
+    condition: dict[str, Any] = {}
+    while time.monotonic() < deadline and not condition:
+        cluster.pump()
+        groups.process()
+        scheduler.run_once()
+        time.sleep(0.2)
+        raw = cluster.client.request("GET", "/api/v1/namespaces/default/pods/too-big")
+        condition = next((c for c in raw["status"].get("conditions", []) if c["type"] == "PodScheduled"), {})
+    assert (condition.get("status"), condition.get("reason")) == ("False", "Unschedulable"), condition
+    assert "cpu 4096 >" in condition["message"] and condition.get("lastTransitionTime")
+    assert cluster.events.flush(30)
+    items = cluster.client.request("GET", "/api/v1/namespaces/default/events")["items"]
+    told = {(e["involvedObject"]["kind"], e["reason"]) for e in items
+            if e["involvedObject"].get("name") == "too-big" or e["involvedObject"]["kind"] == "PodGroup"}
+    assert ("Pod", "FailedScheduling") in told and ("PodGroup", "Unschedulable") in told, told
+    # leave the shared API server as found
+    uid = from_api("Pod", raw).metadata.uid
+    cluster.delete("Pod", "default/too-big")
+    with contextlib.suppress(NotFound):
+        cluster.delete("PodGroup", f"default/podgroup-{uid}")
+    if made_queue:
+        cluster.delete("Queue", "default")
     cluster.stop()
 
 
@@ -812,7 +856,7 @@ def test_doctor_checks_on_a_real_apiserver(api: ApiServer, tmp_path: Path) -> No
         token = tmp_path / "doctor-token"
         token.write_text(api.token)
         run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "doctor", "--server", api.url, "--token-file",
-                              str(token), "--ca-file", api.ca, "--lease-namespace", "kube-system", "--json"],
+                              str(token), "--ca-file", api.ca, "--json"],  # Leases found by name
                              capture_output=True, text=True, timeout=120, check=False)
         assert run.returncode == 2, run.stderr
         report = {(f["check"], f["object"]): f for f in __import__("json").loads(run.stdout)["findings"]}

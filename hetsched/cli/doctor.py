@@ -128,7 +128,7 @@ def embedded_facts(cluster: list[Path], workloads: list[Path], conf: SchedulerCo
 
 
 def _kube_facts(kubeconfig: str | None, server: str | None, token_file: Path | None, ca_file: Path | None,
-                lease_namespace: str, probe: bool = True, insecure: bool = False) -> ClusterFacts:
+                lease_namespace: str | None, probe: bool = True, insecure: bool = False) -> ClusterFacts:
     from hetsched.cluster.facts import kube_facts
     from hetsched.cluster.kubernetes import KubeClient
 
@@ -137,7 +137,7 @@ def _kube_facts(kubeconfig: str | None, server: str | None, token_file: Path | N
                                     str(ca_file) if ca_file else None, insecure)
         return kube_facts(client, lease_namespace=lease_namespace, probe=probe)
     except Exception as exc:  # no cluster to read: the doctor cannot run, say why
-        raise _fail(f"cannot read the cluster: {exc}") from None
+        raise _fail(f"cannot read the cluster: {' '.join(str(exc).split())[:500]}") from None
 
 
 def _print(findings: list[Finding], as_json: bool, title: str) -> None:
@@ -169,7 +169,8 @@ def doctor(
     check: Annotated[list[str] | None, typer.Option(help="run only this check (repeatable)")] = None,
     stuck_after: Annotated[float, typer.Option(help="seconds Pending/Inqueue before a gang counts as stuck")]
     = 300.0,
-    lease_namespace: Annotated[str, typer.Option(help="namespace of the components' Leases")] = "kube-system",
+    lease_namespace: Annotated[str | None, typer.Option(
+        help="namespace of the components' Leases (default: found by name in any namespace)")] = None,
     scheduler_name: Annotated[list[str] | None, typer.Option(
         help="schedulerName values hetsched serves (repeatable; default hetsched, volcano)")] = None,
     vendor: Annotated[list[str] | None, typer.Option(help="--node: vendor(s) to check (default: those whose "
@@ -295,7 +296,7 @@ def explain(
     if cluster:
         facts, _ = embedded_facts(cluster, workloads or [], conf, until, faults)
     else:
-        facts = _kube_facts(kubeconfig, server, token_file, ca_file, "kube-system", probe=False, insecure=insecure)
+        facts = _kube_facts(kubeconfig, server, token_file, ca_file, None, probe=False, insecure=insecure)
     snapshot = facts.snapshot()
     wanted = job if "/" in job else f"default/{job}"
     if wanted not in snapshot.jobs and wanted in snapshot.missing_groups:

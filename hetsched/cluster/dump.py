@@ -14,6 +14,12 @@ What a dump becomes:
 - PodGroups, Queues, PriorityClasses, PodDisruptionBudgets, ConfigMaps are created as they are.
 Timestamps and server-owned fields (times, ``managedFields``, ``resourceVersion``) are dropped: the
 simulation's clock starts at 0. Other fields the API server adds are kept or ignored as the models say.
+A dump is the cluster *now*: a ``hetsched.io/submit-at`` on a dumped object (the Job controller copies a
+Job's annotations onto its PodGroup and pods) is dropped, so nothing in it arrives later than t=0.
+
+Order: whatever order kubectl listed them in (it lists pods before PodGroups), the state is created in
+dependency order — classes, queues, configuration, HyperNodes, PodGroups, then pods — so a running pod never
+arrives before the PodGroup it belongs to (``STATE_ORDER``).
 
 Bad input is an error naming the file, the document (or List item) and the field; a kind hetsched does
 not read is an error, not silently skipped (it could be the object that explains the cluster's state).
@@ -30,10 +36,27 @@ import yaml
 
 from hetsched.api.manifest import ManifestError, Problem, list_items, parse_document
 from hetsched.api.objects import TIME_KEYS, AnyObject, Node, Pod
+from hetsched.api.workload_annotations import SUBMIT_AT
 from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load_all
 from hetsched.cluster.spec import is_cluster_spec, load_cluster_spec
 
 SERVER_OWNED = frozenset({"managedFields", "resourceVersion", "selfLink", "generation"})
+STATE_ORDER = ("PriorityClass", "Queue", "ConfigMap", "PodDisruptionBudget", "HyperNode", "PodGroup")
+"""Kinds created in this order; every other kind after them, pods last."""
+
+
+def _state_rank(obj: AnyObject) -> int:
+    if obj.kind in STATE_ORDER:
+        return STATE_ORDER.index(obj.kind)
+    return len(STATE_ORDER) + (1 if obj.kind == "Pod" else 0)
+
+
+def _now(obj: AnyObject) -> AnyObject:
+    """``obj`` without a ``submit-at``: in a dump, everything is there at t=0."""
+    if SUBMIT_AT not in obj.metadata.annotations:
+        return obj
+    annotations = {k: v for k, v in obj.metadata.annotations.items() if k != SUBMIT_AT}
+    return obj.model_copy(update={"metadata": obj.metadata.model_copy(update={"annotations": annotations})})
 
 
 @dataclass
@@ -87,11 +110,12 @@ def load_dump(path: Path) -> ClusterFiles:
             elif isinstance(parsed, Pod):
                 started = _running(parsed)
                 if started is not None:
-                    found.state.append(started)
+                    found.state.append(_now(started))
             else:
-                found.state.append(parsed)
+                found.state.append(_now(parsed))
     if problems:
         raise ManifestError(problems)
+    found.state.sort(key=_state_rank)  # stable: the dump's order within a kind
     return found
 
 
@@ -118,6 +142,7 @@ def load_cluster(paths: Sequence[Path]) -> ClusterFiles:
             problems.append(Problem(", ".join(map(str, paths)), 0, "Node", node.metadata.name, "metadata.name",
                                     "this node is given twice"))
         seen.add(node.metadata.name)
+    found.state.sort(key=_state_rank)  # across files too: pods in one dump, their PodGroups in another
     if not found.nodes and not problems:
         problems.append(Problem(", ".join(map(str, paths)), 0, "", "", "",
                                 "no nodes: give a ClusterSpec or Node objects (kubectl get nodes -o yaml)"))

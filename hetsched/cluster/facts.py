@@ -44,12 +44,44 @@ def _list(client: KubeClient, kind: str) -> list[dict[str, Any]]:
     return items
 
 
-def _lease(client: KubeClient, namespace: str, name: str, now: float) -> ComponentStatus:
+LEASE_NAMESPACES = ("hetsched", "kube-system")
+"""Where the Leases are looked for when no namespace is given and listing across namespaces is not allowed:
+the plain manifests' namespace, then the processes' own default (``--lease-namespace``)."""
+
+
+def _find_lease(client: KubeClient, name: str) -> tuple[str, dict[str, Any]] | None:
+    """The Lease ``name`` in whichever namespace holds it (the chart installs into its release namespace):
+    listed across namespaces by name, the most recently renewed first; where that is forbidden, looked up in
+    :data:`LEASE_NAMESPACES`."""
+    try:
+        items = client.request("GET", "/apis/coordination.k8s.io/v1/leases",
+                               query={"fieldSelector": f"metadata.name={name}"}).get("items") or []
+    except (ApiError, Invalid, NotFound):
+        items = []
+        for namespace in LEASE_NAMESPACES:
+            with contextlib.suppress(ApiError, Invalid, NotFound):
+                items.append(client.request(
+                    "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"))
+    found = [i for i in items if isinstance(i, dict)]
+    if not found:
+        return None
+    best = max(found, key=lambda i: str((i.get("spec") or {}).get("renewTime") or ""))
+    return str((best.get("metadata") or {}).get("namespace") or ""), best
+
+
+def _lease(client: KubeClient, namespace: str | None, name: str, now: float) -> ComponentStatus:
     component = name.removeprefix("hetsched-")
     try:
-        lease = client.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}")
+        if namespace is None:
+            located = _find_lease(client, name)
+            if located is None:
+                raise NotFound(name)
+            namespace, lease = located
+        else:
+            lease = client.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}")
     except NotFound:
-        return ComponentStatus(component, False, f"Lease {namespace}/{name} does not exist: no {component} has run",
+        where = f"Lease {namespace}/{name}" if namespace else f"no Lease {name} in any namespace"
+        return ComponentStatus(component, False, f"{where}: no {component} has run",
                                f"install the chart (helm install hetsched deploy/helm/hetsched) or start "
                                f"`hetsched {component}`; check `kubectl -n <ns> get pods`")
     spec = lease.get("spec") or {}
@@ -111,9 +143,10 @@ def _admission(client: KubeClient) -> dict[str, str]:
     return found
 
 
-def kube_facts(client: KubeClient, *, lease_namespace: str = "kube-system", probe_namespace: str = "default",
+def kube_facts(client: KubeClient, *, lease_namespace: str | None = None, probe_namespace: str = "default",
                now: float | None = None, probe: bool = True) -> ClusterFacts:
-    """List everything once; with ``probe``, also read the Leases and dry-run the webhook probe."""
+    """List everything once; with ``probe``, also read the Leases (in ``lease_namespace``, or wherever they
+    are: :func:`_find_lease`) and dry-run the webhook probe."""
     now = time.time() if now is None else now
     objects: list[AnyObject] = []
     raw: list[tuple[str, dict[str, Any]]] = []

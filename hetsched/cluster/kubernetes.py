@@ -54,6 +54,7 @@ from hetsched.api.manifest import parse_document
 from hetsched.api.objects import KINDS, AnyObject, Condition, object_key
 from hetsched.api.times import convert_times, to_epoch
 from hetsched.cluster.backoff import Backoff
+from hetsched.cluster.events import EventSink
 from hetsched.devices.inventory import POD_ANNOTATION, PREDICATE_TIME
 from hetsched.ports import BindRequest, Conflict, Failure, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
 
@@ -218,8 +219,16 @@ class KubeClient:
         try:
             kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=path, context=context, client_configuration=configuration)
-        except kubernetes.config.ConfigException:
-            kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except Exception as outside:  # ConfigException, or YAML that does not parse
+            if path is not None or not isinstance(outside, kubernetes.config.ConfigException):
+                raise ValueError(f"kubeconfig {path or '(default)'}: {' '.join(str(outside).split())[:300]}") \
+                    from None
+            try:
+                kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration)
+            except kubernetes.config.ConfigException:
+                raise ValueError("no cluster to connect to: no kubeconfig ($KUBECONFIG or ~/.kube/config) and "
+                                 "not in a pod; pass --kubeconfig FILE or --server URL --token-file FILE") from None
         return cls(kubernetes.client.ApiClient(configuration))
 
     @classmethod
@@ -414,6 +423,8 @@ class KubeCluster:
         self.relists = 0
         self.version = 0
         self._reported: set[tuple[str, str]] = set()
+        self.events = EventSink(self._write)
+        """Where :meth:`record_event` sends: aggregated and rate-limited as client-go's recorder."""
         self.fence: Callable[[], bool] | None = None
         """Asked before every write: False refuses it (:class:`Fenced`). The processes set the elector's
         ``holds``."""
@@ -597,10 +608,12 @@ class KubeCluster:
     def stop(self, timeout: float = 1.0) -> bool:
         """Stop the informers: cut their watch streams (an idle watch holds its thread for minutes) and
         join every thread within one shared ``timeout``; True when all ended. The threads are daemons, so
-        one still inside a request (a list from a server that stopped answering) never holds the process."""
+        one still inside a request (a list from a server that stopped answering) never holds the process.
+        Queued Events are sent first, within half the ``timeout`` (none once SIGTERM cancelled writes)."""
+        deadline = time.monotonic() + timeout
+        self.events.stop(timeout / 2)
         self._stopping.set()
         self._streams.close()
-        deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return not any(thread.is_alive() for thread in self._threads)
@@ -770,23 +783,39 @@ class KubeCluster:
         self._write("PATCH", RESOURCES["Pod"].path(namespace, name, "status"),
                     body={"status": {"nominatedNodeName": node}}, content_type="application/merge-patch+json")
 
+    def set_pod_conditions(self, updates: Sequence[tuple[str, Condition]]) -> builtins.list[Failure]:
+        """A strategic-merge patch of each pod's status — its conditions merge by ``type``, so the kubelet's
+        own stay as they are — from ``bind_workers`` threads within the QPS budget."""
+        failures: builtins.list[Failure] = []
+        lock = threading.Lock()
+
+        def patch(pod_key: str, condition: Condition) -> None:
+            namespace, _, name = pod_key.rpartition("/")
+            stamped = {"type": condition.type, "status": condition.status, "reason": condition.reason,
+                       "message": condition.message, "lastProbeTime": None,
+                       "lastTransitionTime": to_rfc3339(time.time())}
+            try:
+                self._bucket.take(self.cancel)
+                self._write("PATCH", RESOURCES["Pod"].path(namespace, name, "status"),
+                            body={"status": {"conditions": [stamped]}},
+                            content_type="application/strategic-merge-patch+json")
+            except Exception as exc:  # gone, or fenced: the next cycle that finds it pending writes it again
+                with lock:
+                    failures.append(Failure(pod_key, str(exc)))
+
+        if updates:
+            with futures.ThreadPoolExecutor(max_workers=self.bind_workers) as pool:
+                list(pool.map(lambda item: patch(*item), updates))
+        return failures
+
     def record_event(self, obj: AnyObject, reason: str, message: str, type_: str = "Normal") -> None:
         self._post_event(obj.kind, obj.metadata.model_dump(), reason, message, type_)
 
     def _post_event(self, kind: str, metadata: Mapping[str, Any], reason: str, message: str, type_: str) -> None:
-        """A ``core/v1`` Event about the object ``metadata`` describes; an Event is never worth failing a cycle."""
+        """A ``core/v1`` Event about the object ``metadata`` describes, queued for :mod:`cluster.events`
+        (aggregated, spam-filtered, sent by its own thread: a cycle never waits for one)."""
         resource = self._resource(kind)
         namespace = metadata.get("namespace") or "default"
-        now = to_rfc3339(time.time())
-        body = {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"generateName": f"{metadata.get('name') or 'object'}.", "namespace": namespace},
-                "involvedObject": {"apiVersion": resource.api_version, "kind": kind, "name": metadata.get("name"),
-                                   "namespace": namespace if resource.namespaced else None,
-                                   "uid": metadata.get("uid") or None,
-                                   "resourceVersion": metadata.get("resourceVersion") or None},
-                "reason": reason, "message": message[:1024], "type": type_, "source": {"component": "hetsched"},
-                "firstTimestamp": now, "lastTimestamp": now, "count": 1}
-        try:
-            self._write("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
-        except (ApiError, Invalid, NotFound, Conflict, TooManyRequests, Fenced) as exc:
-            log.warning("event %s on %s not recorded: %s", reason, metadata.get("name"), exc)
+        self.events.record({"apiVersion": resource.api_version, "kind": kind, "name": metadata.get("name"),
+                            "namespace": namespace if resource.namespaced else None,
+                            "uid": metadata.get("uid") or None}, reason, message, type_)

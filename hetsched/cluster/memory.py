@@ -320,5 +320,20 @@ class MemoryCluster:
         if pod.status.nominatedNodeName != node and not pod.spec.nodeName:
             self.update(pod.model_copy(update={"status": pod.status.model_copy(update={"nominatedNodeName": node})}))
 
+    def set_pod_conditions(self, updates: Sequence[tuple[str, Condition]]) -> builtins.list[Failure]:
+        failures: builtins.list[Failure] = []
+        for pod_key, condition in updates:
+            try:
+                pod = self.get("Pod", pod_key)
+            except NotFound as exc:
+                failures.append(Failure(pod_key, str(exc)))
+                continue
+            assert isinstance(pod, Pod)
+            kept = [c for c in pod.status.conditions if c.type != condition.type]
+            stamped = condition.model_copy(update={"lastTransitionTime": self.clock.now()})
+            self.update(pod.model_copy(update={"status": pod.status.model_copy(
+                update={"conditions": [*kept, stamped]})}))
+        return failures
+
     def record_event(self, obj: AnyObject, reason: str, message: str, type_: str = "Normal") -> None:
         self.events.append(Event(self.clock.now(), obj.kind, object_key(obj), type_, reason, message))

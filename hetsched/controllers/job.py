@@ -147,6 +147,8 @@ class JobController:
                 self.queue.add(job_key)
                 if isinstance(obj, Pod):
                     self._pod_event(job_key, event, obj)
+                elif isinstance(obj, PodGroup):
+                    self._podgroup_pending(job_key, event, obj)
 
     def _pod_event(self, job_key: str, event: WatchEvent, pod: Pod) -> None:
         """Turn a pod change into a lifecycle event: failed, evicted (deleted by someone else), unknown."""
@@ -175,6 +177,19 @@ class JobController:
                 found.append(Event("Unknown", task, name, version=version, uid=uid))
             elif phase == "Running":
                 found.append(Event("PodRunning", task, name, version=version, uid=uid))
+
+    def _podgroup_pending(self, job_key: str, event: WatchEvent, podgroup: PodGroup) -> None:
+        """Volcano's ``PodGroupPending`` Warning on the Job when the scheduler says anew why its gang waits."""
+        if self.events is None or event.type == "DELETED":
+            return
+        verdict = next((c for c in podgroup.status.conditions if c.type == "Unschedulable"), None)
+        before = event.old.status.conditions if isinstance(event.old, PodGroup) else []
+        if verdict is None or any(c.type == "Unschedulable" and c.message == verdict.message for c in before):
+            return
+        with contextlib.suppress(NotFound):
+            job = self.store.get("Job", job_key)
+            self.events.record_event(job, "PodGroupPending", f"PodGroup {job_key} unschedulable, reason: "
+                                     f"{verdict.message}", "Warning")
 
     def process(self) -> int:
         """Apply the Commands that arrived, then reconcile every queued job; returns how much was done."""
@@ -572,6 +587,10 @@ class JobController:
                 update={"reason": reason, "message": problem})})
         if status != job.status:
             self.store.update(job.model_copy(update={"status": status}))
+            if phase != job.status.state.phase and self.events is not None:
+                said = status.state.message or status.state.reason or f"job is {phase.lower()}"
+                self.events.record_event(job, phase, said, "Warning" if phase in ("Failed", "Aborted",
+                                                                                 "Terminated") else "Normal")
         if phase in FINISHED and podgroup.status.phase != "Completed":
             self.store.update(podgroup.model_copy(update={
                 "status": podgroup.status.model_copy(update={"phase": "Completed"})}))

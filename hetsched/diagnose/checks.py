@@ -15,7 +15,8 @@ was checked. The checks, in the order they run (``CHECKS``):
 - ``accelerator-limits``: Job templates and pods with an accelerator only in ``requests`` (seed 000 §4.2:
   the pod schedules but the container sees no device);
 - ``queue-capability``: queues over their capability, Jobs whose minResources exceed their queue's
-  capability (never admitted), pending jobs in Closed queues;
+  capability (never admitted), pending jobs in Closed queues, jobs waiting for a queue that does not exist,
+  no ``default`` Queue;
 - ``stuck-gangs``: PodGroups Pending or Inqueue for longer than ``stuck_after`` with why and what would
   unblock them (``scheduler.engine.why``);
 - ``numaaware-topology-policy``: ``numaaware`` enabled while a node's kubelet topology manager policy is
@@ -275,6 +276,31 @@ def accelerator_limits(facts: ClusterFacts) -> list[Finding]:
     return findings or [passed(check, f"{len(facts.raw)} Job/Pod manifest(s): accelerators are set in limits")]
 
 
+def _missing_queues(facts: ClusterFacts) -> list[Finding]:
+    """PodGroups that name a queue that does not exist wait forever (Volcano admits none of them); without the
+    ``default`` Queue every Job that names none does."""
+    check = "queue-capability"
+    queues = {q.metadata.name for q in facts.of("Queue")}
+    waiting: dict[str, list[str]] = {}
+    for group in facts.of("PodGroup"):
+        if isinstance(group, PodGroup) and group.status.phase in ("", "Pending") and \
+                (group.spec.queue or "default") not in queues:
+            waiting.setdefault(group.spec.queue or "default", []).append(
+                f"{group.metadata.namespace}/{group.metadata.name}")
+    findings = [Finding(check, "error", f"Queue/{name}",
+                        f"queue {name} does not exist and {len(groups)} PodGroup(s) wait for it forever: "
+                        + ", ".join(groups[:5]) + (f" and {len(groups) - 5} more" if len(groups) > 5 else ""),
+                        "hetsched controller creates default and root at start (is it running?)" if name in
+                        ("default", "root") else f"hetsched queue create {name}, or change the jobs' spec.queue")
+                for name, groups in sorted(waiting.items())]
+    if "default" not in queues and "default" not in waiting:
+        findings.append(Finding(check, "warning", "Queue/default",
+                                "the default Queue does not exist: a Job or PodGroup that names no queue would "
+                                "wait forever", "hetsched controller creates default and root at start (is it "
+                                                "running?), or hetsched queue create default"))
+    return findings
+
+
 def queue_capability(facts: ClusterFacts) -> list[Finding]:
     check = "queue-capability"
     snapshot = facts.snapshot()
@@ -312,8 +338,8 @@ def queue_capability(facts: ClusterFacts) -> list[Finding]:
             if waiting:
                 findings.append(Finding(check, "warning", f"Queue/{queue.metadata.name}",
                                         f"queue is {queue.status.state} with {len(waiting)} pending PodGroup(s)",
-                                        f"open it (vcctl queue operate -n {queue.metadata.name} -a open) or move "
-                                        "the jobs"))
+                                        f"open it (hetsched queue open {queue.metadata.name}) or move the jobs"))
+    findings += _missing_queues(facts)
     return findings or [passed(check, f"{len(snapshot.queues)} queue(s) within capability")]
 
 

@@ -21,6 +21,7 @@ and a snapshot refuses to build those lists once the cache changed after it was 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -189,7 +190,11 @@ class SchedulerCache:
 
     def _on_pod(self, type_: str, pod: Pod) -> None:
         key = f"{pod.metadata.namespace}/{pod.metadata.name}"
-        old = self._pods.pop(key, None)
+        old = self._pods.get(key)
+        if type_ == "MODIFIED" and old is not None and old.state == "pending" and _status_only(old.pod, pod):
+            self._pods[key] = replace(old, pod=pod)  # the scheduler's own condition or nomination: nothing moved
+            return
+        self._pods.pop(key, None)
         if old is not None:
             if old.group:
                 self.parked.touched(old.group)
@@ -304,6 +309,11 @@ class SchedulerCache:
         group = self.groups.by_key.get(key)
         return group.podgroup if group else None
 
+    def pending_pods(self, group: str) -> list[str]:
+        """Keys of PodGroup ``group``'s pods waiting to be placed (binds assumed this cycle are not)."""
+        found = self.groups.by_key.get(group)
+        return list(found.pending) if found is not None else []
+
     def pod(self, key: str) -> Pod | None:
         record = self._pods.get(key)
         return record.pod if record else None
@@ -340,6 +350,16 @@ class SchedulerCache:
             settled_fresh=lambda: self.settled.epoch == epoch, settled_by_queue=dict(self.settled.jobs_by_queue),
             parked=self.parked.for_snapshot(), room=self.parked.room,
         )
+
+
+def _status_only(old: Pod, new: Pod) -> bool:
+    """Did a pending pod change only in what the scheduler writes itself (its ``PodScheduled`` condition, its
+    nominated node)? Then it needs no new accounting and unparks no job (the write would retry the very job
+    it reports on, every cycle)."""
+    return (old.status.phase == new.status.phase and old.metadata.uid == new.metadata.uid
+            and old.metadata.deletionTimestamp == new.metadata.deletionTimestamp
+            and (old.spec is new.spec or old.spec == new.spec)
+            and old.metadata.labels == new.metadata.labels and old.metadata.annotations == new.metadata.annotations)
 
 
 def _moved(old: PodGroup, new: PodGroup) -> bool:

@@ -8,7 +8,8 @@ Apply order: PodGroup phases first (so the job controller creates pods of newly 
 evictions (``preempt``/``reclaim``, through the evictor port; when one is refused — a disruption budget
 changed since the snapshot — its preemptor's binds are skipped, as its room was not made), then binds —
 each assumed in the cache before the bind call and forgotten if the bind fails — then nominations of
-pipelined pods, then PodGroup conditions. A failed bind (the pod vanished or was bound elsewhere) is
+pipelined pods, then PodGroup conditions and what they tell users (``_tell``: Events, and
+``PodScheduled=False`` on pods that wait). A failed bind (the pod vanished or was bound elsewhere) is
 reported in the cycle's result; the next cycle decides again from fresh state.
 
 Fault isolation: an exception while an action works on one job (``Session.handling`` names it: a plugin that
@@ -42,6 +43,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from hetsched.api.objects import Condition, Pod
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import PriorityPolicy
 from hetsched.devices.inventory import HANDOFF_FOR, POD_ANNOTATION, handoff_for
@@ -288,6 +290,7 @@ class Scheduler:
         for key, update in decisions.podgroups.items():
             if update.conditions is not None:
                 self._update_podgroup(key, None, update.conditions)
+        self._tell(decisions)
         self.cache.parked.park(snapshot, decisions.unschedulable, decisions.shortfalls, now)
         self._report_mismatches()
         ended = self._tick()
@@ -295,6 +298,41 @@ class Scheduler:
         for observe in self.observers:
             observe(self.cache, result)
         return result
+
+    def _tell(self, decisions: Decisions) -> None:
+        """What users and autoscalers read, for each PodGroup whose gang condition changed this cycle: a
+        Warning Event ``Unschedulable`` (or a Normal ``Scheduled``) on the PodGroup, and on each of its pods
+        still waiting, ``PodScheduled=False`` with reason ``Unschedulable`` and the message, and a Warning
+        Event ``FailedScheduling`` (kube-scheduler's and Volcano's names). A pod whose condition already says
+        so is not written again (the Events sink aggregates and rate-limits the rest)."""
+        writes: list[tuple[str, Condition]] = []
+        told: list[tuple[Pod, str]] = []
+        for key, update in decisions.podgroups.items():
+            if update.conditions is None:
+                continue
+            podgroup = self.cache.podgroup(key)
+            verdict = next((c for c in update.conditions if c.type == "Unschedulable"), None)
+            if verdict is None:
+                if podgroup is not None and any(c.type == "Scheduled" for c in update.conditions):
+                    self.status.record_event(podgroup, "Scheduled", "pod group is ready")
+                continue
+            if podgroup is not None:
+                self.status.record_event(podgroup, "Unschedulable", verdict.message, "Warning")
+            condition = Condition(type="PodScheduled", status="False", reason="Unschedulable",
+                                  message=verdict.message)
+            for pod_key in self.cache.pending_pods(key):
+                pod = self.cache.pod(pod_key)
+                if pod is None or any(c.type == "PodScheduled" and c.status == "False" and c.reason ==
+                                      "Unschedulable" and c.message == verdict.message for c in pod.status.conditions):
+                    continue
+                writes.append((pod_key, condition))
+                told.append((pod, verdict.message))
+        if not writes:
+            return
+        failed = {f.pod for f in self.status.set_pod_conditions(writes)}
+        for (pod_key, _), (pod, message) in zip(writes, told, strict=True):
+            if pod_key not in failed:
+                self.status.record_event(pod, "FailedScheduling", message, "Warning")
 
     def _report_mismatches(self) -> None:
         """A Warning Event on each node whose allocatable disagrees with its healthy chips (once per change)."""
