@@ -24,7 +24,7 @@ def test_a_command_whose_extra_is_missing_names_the_extra(monkeypatch: pytest.Mo
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, result.output
     assert f"{feature} needs hetsched's '{extra}' extra" in result.output
-    assert f"pip install 'hetsched[{extra}]'" in result.output and "Traceback" not in result.output
+    assert f"pip install '.[{extra}]'" in result.output and "Traceback" not in result.output
 
 
 def test_starting_the_scheduler_loads_no_optional_dependency() -> None:

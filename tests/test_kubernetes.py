@@ -328,6 +328,117 @@ def test_a_pod_that_cannot_fit_says_podscheduled_false_and_events_on_a_real_apis
     cluster.stop()
 
 
+DAY2_JOB = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: day2-train, namespace: default}
+spec:
+  minAvailable: 2
+  queue: day2
+  tasks:
+  - name: w
+    replicas: 2
+    template: {spec: {containers: [{name: w, image: busybox, resources: {requests: {cpu: "1"}}}]}}
+"""
+
+
+def test_day_two_cli_jobs_queues_and_pending_on_a_real_apiserver(api: ApiServer, tmp_path: Path) -> None:
+    """Issue 32: Volcano's verbs (vcctl job / queue) and Kueue's pending view, as an operator types them,
+    against a real API server with the job and queue controllers running."""
+    import json
+
+    from hetsched.api.manifest import load_text
+
+    cluster = cluster_for(api)
+    jobs = JobController(cluster, WallClock(), events=cluster)
+    queues = QueueController(cluster, events=cluster)
+    cluster.start(["Job", "PodGroup", "Pod", "Command", "Queue"])
+    assert cluster.wait_synced(30)
+    before = {q.metadata.name for q in cluster.list("Queue")}
+    stop = threading.Event()
+
+    def controllers() -> None:
+        while not stop.is_set():
+            cluster.pump()
+            jobs.process()
+            queues.process()
+            stop.wait(0.1)
+
+    loop = threading.Thread(target=controllers, daemon=True)
+    loop.start()
+    token = tmp_path / "token"
+    token.write_text(api.token)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hetsched.cli.main", *args, "--server", api.url,
+                               "--token-file", str(token), "--ca-file", api.ca],
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    def job_phase() -> str:
+        raw = cluster.client.request("GET", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/day2-train")
+        return str(((raw.get("status") or {}).get("state") or {}).get("phase") or "")
+
+    def eventually(check: Any, timeout: float = 30) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return True
+            time.sleep(0.2)
+        return False
+
+    try:
+        made = cli("queue", "create", "day2", "--weight", "2", "--capability", "cpu=4")
+        assert made.returncode == 0, made.stderr
+        bad = cli("queue", "create", "day2-bad", "--capability", "cpu=lots")
+        assert bad.returncode == 2 and "capability" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+        listed = {q["name"]: q for q in json.loads(cli("queue", "list", "--json").stdout)}
+        assert listed["day2"]["weight"] == 2 and listed["day2"]["capability"] == {"cpu": "4"}
+        (job,) = load_text(DAY2_JOB)
+        cluster.create(job)
+        assert eventually(lambda: job_phase() == "Pending")
+        rows = json.loads(cli("job", "list", "-n", "default", "--json").stdout)
+        assert {"name": "day2-train", "queue": "day2", "minAvailable": 2, "replicas": 2} .items() <= next(
+            r for r in rows if r["name"] == "day2-train").items()
+        view = cli("job", "view", "day2-train")
+        assert view.returncode == 0 and "Job default/day2-train" in view.stdout and "minAvailable 2 of 2" in view.stdout
+        waiting = json.loads(cli("pending", "-n", "default", "--json").stdout)["waiting"]
+        assert [w["queue"] for w in waiting if w["job"] == "default/day2-train"] == ["day2"]
+
+        suspended = cli("job", "suspend", "day2-train")
+        assert suspended.returncode == 0, suspended.stderr
+        assert eventually(lambda: job_phase() == "Aborted"), job_phase()
+        assert cli("job", "resume", "day2-train").returncode == 0
+        assert eventually(lambda: job_phase() not in ("Aborted", "Aborting")), job_phase()
+        missing_job = cli("job", "suspend", "no-such-job")
+        assert missing_job.returncode == 2 and "Job default/no-such-job not found" in missing_job.stderr
+
+        closing = cli("queue", "close", "day2", "--wait", "30")
+        assert closing.returncode == 0 and "Queue day2 is Closing" in closing.stdout, closing.stderr
+        refused = cli("queue", "delete", "day2")
+        assert refused.returncode == 2 and "close it first" in refused.stderr
+        assert cli("queue", "open", "day2", "--wait", "30").returncode == 0
+        assert cli("queue", "delete", "default").returncode == 2
+        assert cli("job", "delete", "day2-train").returncode == 0
+        with contextlib.suppress(NotFound):  # no garbage collector runs beside this API server
+            cluster.delete("PodGroup", "default/day2-train")
+        closed = cli("queue", "close", "day2", "--wait", "30")
+        assert closed.returncode == 0 and "Queue day2 is Closed" in closed.stdout, closed.stderr
+        assert cli("queue", "delete", "day2").returncode == 0
+        assert eventually(lambda: "day2" not in {q.metadata.name for q in cluster.list("Queue")})
+    finally:
+        stop.set()
+        loop.join(5)
+        for leftover in ("day2",):
+            with contextlib.suppress(NotFound):
+                cluster.delete("Queue", leftover)
+        with contextlib.suppress(NotFound):
+            cluster.delete("Job", "default/day2-train")
+        for name in {"default", "root"} - before:
+            with contextlib.suppress(NotFound):
+                cluster.delete("Queue", name)
+        cluster.stop()
+
+
 def test_the_seed_job_runs_on_a_real_apiserver(api: ApiServer) -> None:
     cluster = cluster_for(api)
     cluster.create(Queue.model_validate({"metadata": {"name": "training"}}))

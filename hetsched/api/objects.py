@@ -1013,7 +1013,7 @@ class HyperNode(_Model):
 
 class TargetReference(_Strict):
     apiVersion: str = "batch.volcano.sh/v1alpha1"
-    kind: Literal["Job"] = "Job"
+    kind: Literal["Job", "Queue"] = "Job"
     name: str = Field(min_length=1)
     uid: str = ""
     controller: bool | None = None
@@ -1022,19 +1022,28 @@ class TargetReference(_Strict):
 
 COMMAND_ACTIONS = ("AbortJob", "RestartJob", "ResumeJob", "TerminateJob", "CompleteJob")
 """What a Command may ask of a Job (``vcctl job suspend`` is AbortJob, ``vcctl job resume`` ResumeJob)."""
+QUEUE_ACTIONS = ("OpenQueue", "CloseQueue")
+"""What a Command may ask of a Queue (``vcctl queue operate -a open|close``)."""
 
 
 class Command(_Model):
-    """Volcano's ``bus.volcano.sh/v1alpha1`` Command: a one-shot request to act on a Job. The job controller
-    applies the action (no policy consulted) and deletes the Command."""
+    """Volcano's ``bus.volcano.sh/v1alpha1`` Command: a one-shot request to act on a Job (the job controller
+    applies it) or a Queue (the queue controller does); either deletes the Command once applied."""
 
     apiVersion: Literal["bus.volcano.sh/v1alpha1"] = "bus.volcano.sh/v1alpha1"
     kind: Literal["Command"] = "Command"
     metadata: ObjectMeta
-    action: Literal["AbortJob", "RestartJob", "ResumeJob", "TerminateJob", "CompleteJob"]
+    action: Literal["AbortJob", "RestartJob", "ResumeJob", "TerminateJob", "CompleteJob", "OpenQueue", "CloseQueue"]
     target: TargetReference
     reason: str = ""
     message: str = ""
+
+    @model_validator(mode="after")
+    def _action_fits_target(self) -> Command:
+        wanted = "Queue" if self.action in QUEUE_ACTIONS else "Job"
+        if self.target.kind != wanted:
+            raise ValueError(f"action {self.action} acts on a {wanted}, but target.kind is {self.target.kind}")
+        return self
 
 
 def _int_or_percent(value: object) -> object:

@@ -29,6 +29,17 @@ import yaml
 from hetsched.api.manifest import ManifestError, Problem, parse_document
 from hetsched.api.objects import AnyObject, Node
 from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load_all
+from hetsched.cli.connection import (
+    CaFile,
+    Connection,
+    Context,
+    Insecure,
+    JsonOut,
+    Kubeconfig,
+    Namespace,
+    Server,
+    TokenFile,
+)
 from hetsched.cli.output import say, stderr_console, stdout_console
 from hetsched.diagnose.checks import ClusterFacts, ComponentStatus, run_checks
 from hetsched.diagnose.findings import Finding, exit_code
@@ -42,17 +53,10 @@ Cluster = Annotated[list[Path] | None, typer.Option(
     "--cluster", "-c", help="embedded cluster (with WORKLOADS): a ClusterSpec or Node objects; repeat it to add a "
     "dump of what runs there now")]
 Workloads = Annotated[list[Path] | None, typer.Argument(help="workload YAML files for the embedded cluster")]
-Kubeconfig = Annotated[str | None, typer.Option(envvar="KUBECONFIG", help="kubeconfig file")]
-Server = Annotated[str | None, typer.Option(envvar="HETSCHED_SERVER", help="API server URL (with --token-file)")]
-TokenFile = Annotated[Path | None, typer.Option(envvar="HETSCHED_TOKEN_FILE", help="bearer token file")]
-CaFile = Annotated[Path | None, typer.Option(envvar="HETSCHED_CA_FILE", help="CA of the API server")]
-Insecure = Annotated[bool, typer.Option("--insecure", envvar="HETSCHED_INSECURE",
-                                        help="do not verify the API server's certificate")]
 SchedulerConfOpt = Annotated[Path | None, typer.Option(
     envvar="HETSCHED_SCHEDULER_CONF", help="the scheduler's configuration (default: hetsched's built-in one)")]
 Until = Annotated[float | None, typer.Option(help="embedded: stop the simulation at this simulated time")]
 Faults = Annotated[Path | None, typer.Option(help="embedded: fault file")]
-JsonOut = Annotated[bool, typer.Option("--json", help="machine-readable output")]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -128,13 +132,14 @@ def embedded_facts(cluster: list[Path], workloads: list[Path], conf: SchedulerCo
 
 
 def _kube_facts(kubeconfig: str | None, server: str | None, token_file: Path | None, ca_file: Path | None,
-                lease_namespace: str | None, probe: bool = True, insecure: bool = False) -> ClusterFacts:
+                lease_namespace: str | None, probe: bool = True, insecure: bool = False,
+                context: str | None = None) -> ClusterFacts:
     from hetsched.cluster.facts import kube_facts
     from hetsched.cluster.kubernetes import KubeClient
 
     try:
         client = KubeClient.connect(kubeconfig, server, str(token_file) if token_file else None,
-                                    str(ca_file) if ca_file else None, insecure)
+                                    str(ca_file) if ca_file else None, insecure, context)
         return kube_facts(client, lease_namespace=lease_namespace, probe=probe)
     except Exception as exc:  # no cluster to read: the doctor cannot run, say why
         raise _fail(f"cannot read the cluster: {' '.join(str(exc).split())[:500]}") from None
@@ -163,8 +168,8 @@ def doctor(
     workloads: Workloads = None,
     cluster: Cluster = None,
     node: Annotated[bool, typer.Option("--node", help="check this machine (vendor tools, kubelet) instead")] = False,
-    kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
-    insecure: Insecure = False,
+    kubeconfig: Kubeconfig = None, context: Context = None, server: Server = None, token_file: TokenFile = None,
+    ca_file: CaFile = None, insecure: Insecure = False,
     scheduler_conf: SchedulerConfOpt = None, until: Until = None, faults: Faults = None,
     check: Annotated[list[str] | None, typer.Option(help="run only this check (repeatable)")] = None,
     stuck_after: Annotated[float, typer.Option(help="seconds Pending/Inqueue before a gang counts as stuck")]
@@ -200,7 +205,8 @@ def doctor(
         else:
             if workloads:
                 raise _fail("WORKLOADS are for the embedded cluster: add --cluster SPEC")
-            facts = _kube_facts(kubeconfig, server, token_file, ca_file, lease_namespace, insecure=insecure)
+            facts = _kube_facts(kubeconfig, server, token_file, ca_file, lease_namespace, insecure=insecure,
+                                context=context)
             facts.conf = conf
             title = "Kubernetes cluster"
         if scheduler_name:
@@ -276,11 +282,12 @@ def _job_key(snapshot_jobs: dict[str, Any], job: str) -> str:
 
 
 def explain(
-    job: Annotated[str, typer.Argument(help="Job or PodGroup: NAME or NAMESPACE/NAME")],
+    job: Annotated[str, typer.Argument(help="Job or PodGroup: NAME (in -n's namespace) or NAMESPACE/NAME")],
     workloads: Workloads = None,
     cluster: Cluster = None,
-    kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
-    insecure: Insecure = False,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None, context: Context = None, server: Server = None, token_file: TokenFile = None,
+    ca_file: CaFile = None, insecure: Insecure = False,
     scheduler_conf: SchedulerConfOpt = None, until: Until = None, faults: Faults = None,
     node: Annotated[list[str] | None, typer.Option("--node", help="also show this node's chip map (repeatable)")]
     = None,
@@ -296,7 +303,11 @@ def explain(
     if cluster:
         facts, _ = embedded_facts(cluster, workloads or [], conf, until, faults)
     else:
-        facts = _kube_facts(kubeconfig, server, token_file, ca_file, None, probe=False, insecure=insecure)
+        facts = _kube_facts(kubeconfig, server, token_file, ca_file, None, probe=False, insecure=insecure,
+                            context=context)
+        namespace = Connection(kubeconfig, context, server, token_file, ca_file, insecure).namespace(namespace)
+    if "/" not in job and namespace:
+        job = f"{namespace}/{job}"
     snapshot = facts.snapshot()
     wanted = job if "/" in job else f"default/{job}"
     if wanted not in snapshot.jobs and wanted in snapshot.missing_groups:

@@ -17,7 +17,7 @@ from hetsched.cli.output import say, stderr_console
 
 EXTRAS = {"report": ("matplotlib",), "agents": ("grpc", "google.protobuf"), "nvidia": ("pynvml",),
           "distributed": ("dask", "distributed")}
-"""Extra (``pip install 'hetsched[EXTRA]'``) → the modules it provides."""
+"""Extra (``pip install '.[EXTRA]'`` in the checkout) → the modules it provides."""
 
 
 def need(extra: str, feature: str) -> None:
@@ -25,7 +25,7 @@ def need(extra: str, feature: str) -> None:
     missing = [m for m in EXTRAS[extra] if _absent(m)]
     if missing:
         say(stderr_console(), "error", f"{feature} needs hetsched's '{extra}' extra ({', '.join(missing)} is not "
-                                       f"installed): pip install 'hetsched[{extra}]'")
+                                       f"installed): in hetsched's checkout, pip install '.[{extra}]'")
         raise typer.Exit(2)
 
 

@@ -23,10 +23,12 @@ from rich.text import Text
 
 from hetsched.api.manifest import ManifestError, Problem, check_cluster, load_files
 from hetsched.api.objects import AnyObject, ConfigMap, Node
-from hetsched.cli import agents, doctor, install, serve, sweep
+from hetsched.cli import agents, doctor, install, pending, serve, sweep
 from hetsched.cli.devices import devices_app
+from hetsched.cli.jobs import job_app
 from hetsched.cli.options import DEFAULT_TRACE_DIR, check_jobs, parse_seeds
 from hetsched.cli.output import say, stderr_console, stdout_console, write_file, writing
+from hetsched.cli.queues import queue_app
 from hetsched.scheduler.defaults import ConfError, SchedulerConf, load_conf, parse_conf
 from hetsched.sim.results import Results
 
@@ -43,6 +45,9 @@ app.command("controller")(serve.controller)
 app.command("webhook")(serve.webhook)
 app.command("doctor")(doctor.doctor)
 app.command("explain")(doctor.explain)
+app.command("pending")(pending.pending)
+app.add_typer(job_app, name="job")
+app.add_typer(queue_app, name="queue")
 app.command("install")(install.install)
 app.command("sweep")(sweep.sweep)
 console = stdout_console()

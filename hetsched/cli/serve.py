@@ -337,7 +337,7 @@ def controller(
         discovery = HyperNodeDiscovery(cluster, labels) if labels else None
         return (cluster, JobController(cluster, clock, events=cluster), PodGroupController(cluster), faults,
                 discovery, CronJobController(cluster, clock, events=cluster),
-                JobFlowController(cluster, clock, events=cluster), QueueController(cluster))
+                JobFlowController(cluster, clock, events=cluster), QueueController(cluster, events=cluster))
 
     def step(state: Controllers) -> None:
         cluster, jobs, groups, faults, discovery, cronjobs, jobflows, queues = state

@@ -233,7 +233,7 @@ class KubeClient:
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, server: str | None = None, token_file: str | None = None,
-                ca_file: str | None = None, insecure: bool = False) -> KubeClient:
+                ca_file: str | None = None, insecure: bool = False, context: str | None = None) -> KubeClient:
         """What the processes' connection flags say: ``server`` + ``token_file`` (+ ``ca_file``), else a
         kubeconfig, else the in-cluster ServiceAccount. A ValueError names a missing flag. The API server's
         certificate is verified (against ``ca_file``, else the system's CAs) unless ``insecure`` is asked
@@ -245,7 +245,7 @@ class KubeClient:
                 client = cls.from_token(server, token.read().strip(), ca_file=ca_file, insecure=insecure)
             client.api.configuration.refresh_api_key_hook = _reread(token_file)
             return client
-        return cls.from_kubeconfig(kubeconfig)
+        return cls.from_kubeconfig(kubeconfig, context)
 
     @classmethod
     def from_token(cls, host: str, token: str, *, ca_file: str | None = None, insecure: bool = False) -> KubeClient:

@@ -132,7 +132,7 @@ class JobController:
         obj = event.object
         namespace = obj.metadata.namespace or "default"
         if isinstance(obj, Command):
-            if event.type == "ADDED":
+            if event.type == "ADDED" and obj.target.kind == "Job":  # a Queue's: the queue controller's
                 self._commands.append(obj)
             return
         if isinstance(obj, Job):

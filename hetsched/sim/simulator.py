@@ -142,7 +142,7 @@ class Simulation:
         self.podgroup_controller = PodGroupController(self.cluster, scheduler_names)
         self.cronjob_controller = CronJobController(self.cluster, self.clock, events=self.cluster)
         self.jobflow_controller = JobFlowController(self.cluster, self.clock, events=self.cluster)
-        self.queue_controller = QueueController(self.cluster)
+        self.queue_controller = QueueController(self.cluster, events=self.cluster)
         self.kubelet = SimKubelet(self.cluster, self.loop)
         self.metrics = metrics
         self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf or default_conf(),
