@@ -192,3 +192,18 @@ def handed_off(made: Pod, node_name: str, chips: dict[str, list[int]]) -> Pod:
                    "hetsched.io/allocation-for": f"{uid}/{node_name}"}
     metadata = made.metadata.model_copy(update={"uid": uid, "annotations": annotations})
     return made.model_copy(update={"metadata": metadata, "spec": made.spec.model_copy(update={"nodeName": node_name})})
+
+
+def table(api: Any, path: str) -> dict[str, Any]:
+    """What ``kubectl get`` reads: a real API server's Table rendering of a list (the CRDs' printer columns).
+    ``api``: a ``benchmark.apiserver.ApiServer`` (its url, admin token and CA)."""
+    import json
+    import ssl
+    import urllib.request
+
+    request = urllib.request.Request(api.url + path, headers={
+        "Authorization": f"Bearer {api.token}", "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    context = ssl.create_default_context(cafile=api.ca)
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        found: dict[str, Any] = json.loads(response.read())
+    return found

@@ -12,7 +12,6 @@ The same manifests run on real kubelets in tests/test_realnodes.py.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from typer.testing import CliRunner
 from hetsched.cli.install import render
 from hetsched.cli.main import app
 from hetsched.install.chart import chart_files
-from hetsched.install.values import Values, load_values, merge
+from hetsched.install.values import Values, load_values
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "deploy" / "helm" / "hetsched"
@@ -59,88 +58,7 @@ def test_the_committed_manifests_and_chart_are_what_the_generator_writes() -> No
         p.name for p in (ROOT / "hetsched" / "install" / "crds").iterdir())
 
 
-# ------------------------------------------------------------------ the chart, rendered as Helm renders it
-
-def _lookup(path: str, values: dict[str, Any], namespace: str) -> Any:
-    if path == ".Release.Namespace":
-        return namespace
-    assert path.startswith(".Values."), path
-    node: Any = values
-    for part in path[len(".Values."):].split("."):
-        node = node[part]
-    return node
-
-
-def _print(value: Any) -> str:
-    """Go's ``%v`` for the values in a values file."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _expression(expr: str, values: dict[str, Any], namespace: str) -> Any:
-    words = expr.split()
-    if words[0] in ("dir", "base"):
-        path = str(_lookup(words[1], values, namespace))
-        return posixpath.dirname(path) if words[0] == "dir" else posixpath.basename(path)
-    if words[0] == "not":
-        return not _expression(" ".join(words[1:]), values, namespace)
-    if words[0] == "ne":
-        return _print(_lookup(words[1], values, namespace)) != words[2].strip('"')
-    if words[0] == "and":
-        return all(_expression(term, values, namespace) for term in re.findall(r"\(([^)]*)\)", expr))
-    assert len(words) == 1, expr
-    return _lookup(words[0], values, namespace)
-
-
-def helm_template(text: str, values: dict[str, Any], namespace: str) -> str:
-    """The subset of Helm's template language the generator writes, evaluated as Helm evaluates it."""
-    def to_yaml(match: re.Match[str]) -> str:
-        value = _expression(match.group(1), values, namespace)
-        dumped = yaml.safe_dump(value, default_flow_style=False, sort_keys=False).rstrip("\n")
-        dumped = dumped.removesuffix("\n...")
-        pad = " " * int(match.group(2))
-        return "\n" + "\n".join(pad + line for line in dumped.split("\n"))
-
-    text = re.sub(r"\s*\{\{-", "{{", text)  # ``{{-`` trims the white space before it
-
-    def ranged(match: re.Match[str]) -> str:  # Helm ranges over a map in sorted key order
-        listed = _lookup(match.group(3), values, namespace) or {}
-        return "".join(f"{key}={match.group(4).join(listed[key])};" for key in sorted(listed))
-
-    text = re.sub(r'\{\{ range \$(\w+), \$(\w+) := (\S+) \}\}\{\{ \$\1 \}\}=\{\{ join "(.)" \$\2 \}\};\{\{ end \}\}',
-                  ranged, text)
-    text = re.sub(r"\{\{ toYaml (.+?) \| nindent (\d+) \}\}", to_yaml, text)
-    body = r"((?:(?!\{\{ if ).)*?)"  # innermost first: no other ``if`` inside
-    pattern = re.compile(r"\{\{ if ([^}]+?) \}\}" + body + r"(?:\{\{ else \}\}" + body + r")?\{\{ end \}\}",
-                         re.DOTALL)
-    while True:
-        match = pattern.search(text)
-        if match is None:
-            break
-        chosen = match.group(2) if _expression(match.group(1), values, namespace) else (match.group(3) or "")
-        text = text[:match.start()] + chosen + text[match.end():]
-    return re.sub(r"\{\{ (.+?) \}\}", lambda m: _print(_expression(m.group(1), values, namespace)), text)
-
-
-@pytest.mark.parametrize("overrides", EXAMPLES)
-def test_the_chart_renders_to_exactly_the_manifests_install_prints(overrides: dict[str, Any]) -> None:
-    values = load_values([("example", overrides)], [])
-    helm_values = merge(yaml.safe_load(chart_files()["values.yaml"]), overrides)  # the chart's, then the user's
-    charted = [doc for name, text in sorted(chart_files().items()) if name.startswith("templates/")
-               for doc in yaml.safe_load_all(helm_template(text, helm_values, values.namespace)) if doc]
-    printed = [doc for doc in yaml.safe_load_all(render(values)) if doc
-               and doc["kind"] not in ("CustomResourceDefinition", "Namespace")]  # the chart's crds/, helm's -n
-
-    def key(doc: dict[str, Any]) -> tuple[str, str, str]:
-        return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
-
-    assert sorted(map(key, charted)) == sorted(map(key, printed))
-    by_key = {key(doc): doc for doc in printed}
-    for doc in charted:
-        assert doc == by_key[key(doc)], key(doc)
+# The chart rendered by the real helm, equal to what ``hetsched install`` prints: tests/test_chart.py.
 
 
 # ------------------------------------------------------------------------------------ what the values do
@@ -253,7 +171,8 @@ def pod_specs(found: dict[tuple[str, str], Any]) -> dict[str, Any]:
 def test_every_pod_is_confined_sized_and_keeps_its_metrics_to_itself() -> None:
     """Issue 17: seccomp RuntimeDefault on every pod; requests and limits on every container; capabilities
     dropped wherever a container is not privileged (privileged only for the vendors whose tools open the
-    driver's devices); metrics on loopback and not advertised for scraping unless asked."""
+    driver's devices); metrics on the pod's address and advertised for scraping (issue 32: a fresh install's
+    dashboard has data), on loopback and not advertised when asked."""
     found = objects(sets=["vendors.cambricon.enabled=true", "vendors.nvidia.enabled=true",
                           "vendors.fake.enabled=true"])
     privileged = set()
@@ -269,12 +188,12 @@ def test_every_pod_is_confined_sized_and_keeps_its_metrics_to_itself() -> None:
                 assert context["capabilities"]["drop"] == ["ALL"] and context["allowPrivilegeEscalation"] is False
                 assert context["readOnlyRootFilesystem"] is True, name
             env = {e["name"]: e.get("value") for e in container["env"]}
-            assert env["HETSCHED_METRICS_ADDRESS"].startswith("127.0.0.1:"), name
+            assert env["HETSCHED_METRICS_ADDRESS"].startswith("0.0.0.0:"), name
     assert privileged == {f"hetsched-{c}-{v}" for c in ("node-agent", "device-plugin") for v in ("ascend", "cambricon")}
     annotations = found[("Deployment", "hetsched-scheduler")]["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["prometheus.io/scrape"] == "false"
-    exposed = objects(sets=["metrics.address=0.0.0.0"])[("Deployment", "hetsched-scheduler")]
-    assert exposed["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/scrape"] == "true"
+    private = objects(sets=["metrics.address=127.0.0.1"])[("Deployment", "hetsched-scheduler")]
+    assert private["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"] == "false"
 
 
 def test_the_webhook_cannot_be_one_pod_away_from_blocking_volcano_objects() -> None:

@@ -32,7 +32,7 @@ from hetsched.ports import Conflict, Invalid, NotFound
 from hetsched.scheduler.cache import KINDS
 from hetsched.scheduler.defaults import default_conf
 from hetsched.scheduler.engine.runner import Scheduler
-from tests.builders import accel_node, node
+from tests.builders import accel_node, node, table
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEDULER_TOKEN = "hetsched-scheduler-token"
@@ -233,20 +233,6 @@ def test_cronjob_and_jobflow_controllers_on_a_real_apiserver(api: ApiServer) -> 
                        ("JobTemplate", "train")):
         cluster.delete(kind, f"default/{name}")
     cluster.stop()
-
-
-def table(api: ApiServer, path: str) -> dict[str, Any]:
-    """What ``kubectl get`` reads: the server's Table rendering of a list (the CRDs' printer columns)."""
-    import json
-    import ssl
-    import urllib.request
-
-    request = urllib.request.Request(api.url + path, headers={
-        "Authorization": f"Bearer {api.token}", "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
-    context = ssl.create_default_context(cafile=api.ca)
-    with urllib.request.urlopen(request, context=context, timeout=30) as response:
-        found: dict[str, Any] = json.loads(response.read())
-    return found
 
 
 def test_queues_made_and_counted_and_kubectl_columns_on_a_real_apiserver(api: ApiServer) -> None:

@@ -28,6 +28,7 @@ import yaml
 from hetsched.cluster.kubernetes import KubeClient
 from hetsched.devices.inventory import pod_allocation
 from hetsched.ports import Conflict, NotFound
+from tests.builders import table
 from tests.realnodes import BUSYBOX, RealCluster, missing, real_cluster, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,8 +52,8 @@ VALUES = {  # what a cluster without a pod network or kube-proxy needs; nothing 
     "image": {"pullPolicy": "Never"},
     "nodeImage": {"pullPolicy": "Never"},
     "webhook": {"url": "https://127.0.0.1:{port}", "replicas": 1},  # one loopback: one server on the port
-    "disruptionBudget": {"apiVersion": "policy/v1beta1"},  # the cluster here is Kubernetes 1.20
     "metrics": {"address": ""},  # all nodes share one loopback: the components' fixed ports would clash
+    "probes": {"enabled": False},  # so would the scheduler replicas' health ports
     "controller": {"replicas": 1},
     "vendors": {"ascend": {"enabled": False}, "fake": {"enabled": True}},
 }
@@ -145,8 +146,9 @@ def install(cluster: RealCluster, folder: Path) -> None:
     the webhook serving with its CA in the registrations, the chips in every node's allocatable."""
     values = json.loads(json.dumps(VALUES).replace("{port}", "9443"))
     (folder / "values.yaml").write_text(yaml.safe_dump(values))
-    rendered = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "install", "--print", "--values",
-                               str(folder / "values.yaml"), "--set", f"apiServer={cluster.api.url}"],
+    rendered = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "install", "--print", "--kube-version",
+                               "1.20", "--values", str(folder / "values.yaml"), "--set",
+                               f"apiServer={cluster.api.url}"],  # the cluster here is Kubernetes 1.20
                               capture_output=True, text=True, timeout=120, check=True).stdout
     started = time.monotonic()
     apply(cluster.client, rendered)
@@ -230,7 +232,7 @@ def workload(spec: dict[str, Any], command: str = SHOW) -> dict[str, Any]:
 def job(name: str, tasks: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
             "metadata": {"name": name, "namespace": "default"},
-            "spec": {"schedulerName": "volcano", "queue": "default", "tasks": tasks, **spec}}
+            "spec": {"schedulerName": "volcano", "tasks": tasks, **spec}}  # no queue: the default one
 
 
 def task(name: str, replicas: int, resource: str, chips: int, selector: dict[str, str],
@@ -244,10 +246,13 @@ JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs"
 
 
 def submit(client: KubeClient, manifest: dict[str, Any]) -> float:
-    with contextlib.suppress(Conflict):
-        client.request("POST", "/apis/scheduling.volcano.sh/v1beta1/queues", body={
-            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-            "metadata": {"name": manifest["spec"].get("queue", "default")}, "spec": {"weight": 1}})
+    """Create the Job, and the queue it names unless that is one the installation made (default, root)."""
+    queue = manifest["spec"].get("queue") or "default"
+    if queue not in ("default", "root"):
+        with contextlib.suppress(Conflict):
+            client.request("POST", "/apis/scheduling.volcano.sh/v1beta1/queues", body={
+                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                "metadata": {"name": queue}, "spec": {"weight": 1}})
     client.request("POST", JOBS, body=manifest)
     return time.monotonic()
 
@@ -305,8 +310,8 @@ def doctor(cluster: RealCluster, folder: Path) -> dict[str, Any]:
     token = folder / "token"
     token.write_text(cluster.api.token)
     run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "doctor", "--server", cluster.api.url,
-                          "--token-file", str(token), "--ca-file", cluster.api.ca, "--lease-namespace", "hetsched",
-                          "--json"], capture_output=True, text=True, timeout=120, check=False)
+                          "--token-file", str(token), "--ca-file", cluster.api.ca, "--json"],  # Leases: found
+                         capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode in (0, 1, 2) and run.stdout, run.stderr
     return json.loads(run.stdout)  # type: ignore[no-any-return]
 
@@ -331,6 +336,55 @@ def test_the_seed_bert_job_runs_whole_on_one_server_each_container_seeing_its_ch
     chips = [chip for p in workers for chip in assert_sees_its_chips(installed, p, "huawei.com/Ascend910")]
     assert sorted(chips) == list(range(8))  # every chip of the server, none twice
     delete_job(client, "ascend-bert-pretrain")
+
+
+def test_the_first_hour_a_job_without_a_queue_runs_kubectl_shows_it_and_a_misfit_says_why(
+        installed: RealCluster) -> None:
+    """Issue 32, on the plain install: a Volcano Job that names no queue runs (the controller made the default
+    Queue); ``kubectl get vcjob,pg,queue`` print Volcano's columns and the Queue counts it; the Job has its
+    Events; a pod no node can hold says ``PodScheduled=False`` / ``Unschedulable`` with why, and a
+    FailedScheduling Event."""
+    client = installed.client
+    first = job("first", [task("w", 1, "huawei.com/Ascend910", 1, {"huawei.com/Ascend910": "true"})],
+                minAvailable=1)
+    assert "queue" not in first["spec"]
+    submit(client, first)
+    wait_for("the first Job Running", lambda: (client.request("GET", f"{JOBS}/first").get("status") or {})
+             .get("state", {}).get("phase") == "Running", 180, explain=lambda: installed.logs("hetsched"))
+    jobs = table(installed.api, JOBS)
+    names = [c["name"] for c in jobs["columnDefinitions"]]
+    row = next(r["cells"] for r in jobs["rows"] if r["cells"][0] == "first")
+    assert row[names.index("STATUS")] == "Running" and row[names.index("QUEUE")] == "default", (names, row)
+    groups = table(installed.api, "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups")
+    assert {"STATUS", "MINMEMBER", "RUNNINGS", "QUEUE"} <= {c["name"] for c in groups["columnDefinitions"]}
+    queues = table(installed.api, "/apis/scheduling.volcano.sh/v1beta1/queues")
+    qnames = [c["name"] for c in queues["columnDefinitions"]]
+    wait_for("the default Queue counts the running PodGroup", lambda: next(
+        r["cells"] for r in table(installed.api, "/apis/scheduling.volcano.sh/v1beta1/queues")["rows"]
+        if r["cells"][0] == "default")[qnames.index("RUNNING")] >= 1, 60)
+    wait_for("the Job's Running Event", lambda: any(
+        e["involvedObject"].get("name") == "first" and e["involvedObject"].get("kind") == "Job"
+        and e["reason"] == "Running" for e in client.request("GET", "/api/v1/namespaces/default/events")["items"]),
+        60)
+    delete_job(client, "first")
+
+    misfit = job("misfit", [task("w", 1, "huawei.com/Ascend910", 1, {"no-such-pool": "true"})], minAvailable=1)
+    submit(client, misfit)
+
+    def verdict() -> dict[str, Any] | None:
+        for pod in job_pods(client, "misfit"):
+            for condition in pod.get("status", {}).get("conditions") or []:
+                if condition["type"] == "PodScheduled" and condition["status"] == "False":
+                    return condition  # type: ignore[no-any-return]
+        return None
+
+    condition = wait_for("the misfit pod's PodScheduled=False", verdict, 120,
+                         explain=lambda: installed.logs("hetsched", "scheduler"))
+    assert condition["reason"] == "Unschedulable" and "node selector" in condition["message"].lower(), condition
+    wait_for("a FailedScheduling Event on the misfit pod", lambda: any(
+        e["reason"] == "FailedScheduling" and e["involvedObject"].get("name", "").startswith("misfit-")
+        for e in client.request("GET", "/api/v1/namespaces/default/events")["items"]), 60)
+    delete_job(client, "misfit")
 
 
 def test_a_mixed_vendor_gang_runs_each_container_with_its_own_vendors_devices(installed: RealCluster) -> None:

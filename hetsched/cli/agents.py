@@ -14,7 +14,6 @@ AcceleratorHealthy condition, the chips) — with ``--once`` a single check, as 
 from __future__ import annotations
 
 import json
-import logging
 import socket
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from hetsched.agents.node_agent import CONDITION, SUPERNODE_LABEL, NodeAgent
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Node, Pod, label_key_ok
 from hetsched.cli.extras import need
+from hetsched.cli.logs import LogFormat, LogLevel, configure
 from hetsched.cli.output import say, stderr_console
 from hetsched.cli.serve import serve_metrics
 from hetsched.cli.shutdown import Shutdown
@@ -69,12 +69,13 @@ def device_plugin(
     metrics_address: Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
                                                  help="serve Prometheus /metrics on HOST:PORT (off or empty: none)")]
     = f"127.0.0.1:{PORTS['device-plugin']}",
+    log_level: LogLevel = "info", log_format: LogFormat = "text",
 ) -> None:
     """Serve one vendor's chips to kubelet (Device Plugin API v1beta1) until SIGTERM."""
     need("agents", "the device plugin")
     from hetsched.agents.deviceplugin.server import DevicePlugin
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure(log_level, log_format)
     try:
         backend = make_backend(vendor, config=config, ascend_runtime=ascend_runtime, resource=resource)
     except (ValueError, ToolError) as exc:
@@ -136,8 +137,10 @@ def node_agent(
                                                  help="node label for the supernode the hardware reports (Ascend "
                                                       "A3), read by HyperNode discovery; empty: none")]
     = SUPERNODE_LABEL,
+    log_level: LogLevel = "info", log_format: LogFormat = "text",
 ) -> None:
     """Check the chips every PERIOD and publish health, the AcceleratorHealthy condition, the taint and labels."""
+    configure(log_level, log_format)
     if supernode_label and not label_key_ok(supernode_label):
         say(errors, "error", f"--supernode-label: {supernode_label[:80]!r} is not a label key (prefix/name, "
                              "name ≤ 63 characters of letters, digits, '-', '_', '.')")

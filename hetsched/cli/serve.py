@@ -33,6 +33,8 @@ from hetsched.api.hypernodes import TIER_LABEL
 from hetsched.api.priority_policy import PriorityPolicy
 from hetsched.api.priority_policy import parse as parse_priority_policy
 from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
+from hetsched.cli.health import Health, HealthServer
+from hetsched.cli.logs import LogFormat, LogLevel, configure
 from hetsched.cli.shutdown import Shutdown
 from hetsched.cluster.backoff import Backoff
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock
@@ -85,6 +87,24 @@ Identity = Annotated[str | None, typer.Option("--id", envvar="HETSCHED_ID",
 
 MetricsAddress = Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
                                              help="serve Prometheus /metrics on HOST:PORT (off or empty: none)")]
+HealthAddress = Annotated[str, typer.Option(envvar="HETSCHED_HEALTH_ADDRESS",
+                                            help="serve /healthz and /readyz on HOST:PORT for kubelet's probes "
+                                                 "(off or empty: none)")]
+
+
+def serve_health(address: str, period: float) -> Health:
+    """The loop's health, served on ``address`` unless off; a loop silent for 10 periods (at least 120 s:
+    the first sync of a large cluster takes a while) is not alive."""
+    health = Health(stale=max(120.0, 10 * period))
+    if address and address != "off":
+        try:
+            server = HealthServer(health, address)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        except OSError as exc:
+            raise typer.BadParameter(f"--health-address {address}: cannot listen: {exc.strerror or exc}") from None
+        log.info("health on http://%s/healthz and /readyz", f"{address.rpartition(':')[0]}:{server.port}")
+    return health
 
 
 def serve_metrics(registry: CollectorRegistry, address: str) -> MetricsServer | None:
@@ -134,7 +154,7 @@ def _start(make: Callable[[], KubeCluster], setup: Callable[[KubeCluster], S],
 def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: Callable[[KubeCluster], S],
          step: Callable[[S], None], period: float, leader_elect: bool, lease_namespace: str, lease_duration: float,
          renew_deadline: float, retry_period: float, identity: str | None,
-         registry: CollectorRegistry | None = None) -> None:
+         registry: CollectorRegistry | None = None, health: Health | None = None) -> None:
     """The shared loop: the elector takes and renews the Lease on its own thread (when electing); once this
     replica holds it, ``make`` the cluster connection (its writes fenced by the Lease and the shutdown),
     ``setup`` what watches it, wait for the informers to sync, then ``step`` every period. A replica that
@@ -159,6 +179,8 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
         elector.start()
     try:
         while not shutdown.event.is_set():
+            if health is not None:
+                health.beat()
             try:
                 if elector is not None and not elector.holds():
                     if state is not None:
@@ -194,6 +216,8 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
                 shutdown.wait(wait)
     finally:
         stopping = time.perf_counter()
+        if health is not None:
+            health.stopping()
         if leading is not None:
             leading.set(0)
         if elector is not None:
@@ -250,7 +274,8 @@ def scheduler(
     leader_elect: LeaderElect = True, lease_namespace: LeaseNamespace = "kube-system",
     lease_duration: LeaseDuration = 15.0, renew_deadline: RenewDeadline = 0.0, retry_period: RetryPeriod = 2.0,
     identity: Identity = None, metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['scheduler']}",
-    priority_class: PriorityClassOption = None,
+    priority_class: PriorityClassOption = None, health_address: HealthAddress = "off",
+    log_level: LogLevel = "info", log_format: LogFormat = "text",
 ) -> None:
     """Run the batch scheduler against a Kubernetes API server (one active replica per Lease)."""
     from hetsched.metrics.scheduler import SchedulerMetrics
@@ -259,7 +284,7 @@ def scheduler(
     from hetsched.scheduler.engine.runner import Scheduler
     from hetsched.scheduler.engine.why import settings_of
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure(log_level, log_format)
     client = _client(kubeconfig, server, token_file, ca_file, insecure)
     conf = load_conf(scheduler_conf) if scheduler_conf else default_conf()
     for note in conf.notes:
@@ -282,12 +307,22 @@ def scheduler(
         cluster, engine = state
         cluster.pump()
         result = engine.run_once()
+        decisions = result.decisions
+        said = {"binds": len(decisions.binds) - len(result.failed_binds), "evictions": len(decisions.evictions),
+                "pipelined": len(decisions.nominations), "unschedulable": len(decisions.unschedulable),
+                "seconds": round(result.timings.total, 4)}
+        # a cycle that changed something is worth a line; an idle one only at debug level
+        log.log(logging.INFO if said["binds"] or said["evictions"] else logging.DEBUG,
+                "cycle: %d bind(s), %d eviction(s), %d job(s) unschedulable in %.3fs", said["binds"],
+                said["evictions"], said["unschedulable"], said["seconds"], extra=said)
+        for key, error in result.set_aside:
+            log.warning("set aside %s: %s", key, error, extra={"job": key})
         if result.failed_binds:
             first = result.failed_binds[0]
             log.warning("%d bind(s) failed, first: %s: %s", len(result.failed_binds), first.pod, first.error)
 
     _run("scheduler", client, make, setup, step, period, leader_elect, lease_namespace, lease_duration,
-         renew_deadline, retry_period, identity, metrics.registry)
+         renew_deadline, retry_period, identity, metrics.registry, serve_health(health_address, period))
 
 
 DISCOVERY_DEFAULT = ",".join(f"{tier}={TIER_LABEL.format(tier=tier)}" for tier in (1, 2, 3))
@@ -306,6 +341,7 @@ def controller(
         envvar="HETSCHED_DISCOVER_HYPERNODES",
         help="make HyperNodes from node labels: TIER=LABEL,… (the node agent writes tier 1 for Ascend A3 "
              "supernodes); empty: off")] = DISCOVERY_DEFAULT,
+    health_address: HealthAddress = "off", log_level: LogLevel = "info", log_format: LogFormat = "text",
 ) -> None:
     """Run the Job, PodGroup, fault, CronJob, JobFlow and Queue controllers, and HyperNode discovery, against a
     Kubernetes API server."""
@@ -322,7 +358,7 @@ def controller(
         labels = parse_labels(discover_hypernodes)
     except ValueError as exc:
         raise typer.BadParameter(f"--discover-hypernodes: {exc}") from None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure(log_level, log_format)
     client = _client(kubeconfig, server, token_file, ca_file, insecure)
     metrics = ControllerMetrics()
     serve_metrics(metrics.registry, metrics_address)
@@ -361,7 +397,8 @@ def controller(
         metrics.observe_round(cluster, time.perf_counter() - started, items)
 
     _run("controller", client, lambda: KubeCluster(client), setup, step, period, leader_elect, lease_namespace,
-         lease_duration, renew_deadline, retry_period, identity, metrics.registry)
+         lease_duration, renew_deadline, retry_period, identity, metrics.registry,
+         serve_health(health_address, period))
 
 
 def webhook(
@@ -391,6 +428,7 @@ def webhook(
     kubeconfig: Kubeconfig = None, server: Server = None, token_file: TokenFile = None, ca_file: CaFile = None,
     insecure: Insecure = False,
     metrics_address: MetricsAddress = f"127.0.0.1:{PORTS['webhook']}",
+    log_level: LogLevel = "info", log_format: LogFormat = "text",
 ) -> None:
     """Serve the validating (/validate) and mutating (/mutate) admission webhook over HTTPS until SIGTERM."""
     from hetsched.cluster.restriction import Restriction
@@ -398,7 +436,7 @@ def webhook(
     from hetsched.cluster.webhook_tls import ensure_ca_bundle, ensure_secret, hosts_for, memory_file
     from hetsched.metrics.agents import WebhookMetrics
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure(log_level, log_format)
     if tls_secret is None and (cert is None or key is None):
         raise typer.BadParameter("give --cert and --key, or --tls-secret NAMESPACE/NAME")
     namespace, sep, name = (tls_secret or "/").partition("/")

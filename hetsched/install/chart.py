@@ -1,7 +1,8 @@
 """The Helm chart, generated from the same builders as the plain manifests: ``templates/*.yaml`` (the
 objects with Helm expressions for the values), ``values.yaml`` (the defaults of ``install.values``, each
-with its description as a comment) and ``Chart.yaml``; ``crds/`` (in the repository a link to the package's
-CRDs) is filled with copies in a new directory.
+with its description as a comment), ``values.schema.json`` (the same model as JSON Schema: Helm refuses a
+misspelt key or a wrong type before rendering anything, as ``hetsched install`` does) and ``Chart.yaml``;
+``crds/`` (in the repository a link to the package's CRDs) is filled with copies in a new directory.
 
 Who calls it: ``hetsched install --chart DIR`` (maintainers regenerate ``deploy/helm/hetsched`` with it)
 and tests/test_install.py, which fails when the committed chart differs from what this writes.
@@ -10,6 +11,7 @@ and tests/test_install.py, which fails when the committed chart differs from wha
 from __future__ import annotations
 
 import importlib.metadata
+import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,14 @@ def _values_yaml(model: BaseModel, indent: int = 0, skip: frozenset[str] = froze
     return lines
 
 
+def values_schema() -> dict[str, Any]:
+    """``install.values.Values`` as JSON Schema (2020-12, what Helm 3 validates values with), without
+    ``namespace`` (the chart installs into the release's namespace: setting it is refused)."""
+    schema = Values.model_json_schema()
+    schema["properties"].pop("namespace")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
 def chart_files() -> dict[str, str]:
     """Relative path → content of every generated file of the chart."""
     template = Template()
@@ -58,6 +68,7 @@ def chart_files() -> dict[str, str]:
     defaults = Values()
     files["values.yaml"] = HEADER + "# `helm install hetsched deploy/helm/hetsched -n hetsched --create-namespace`\n" \
         + "\n".join(_values_yaml(defaults, skip=frozenset({"namespace"}))) + "\n"  # the release's namespace
+    files["values.schema.json"] = json.dumps(values_schema(), indent=2, sort_keys=True) + "\n"
     files["Chart.yaml"] = HEADER + dump({
         "apiVersion": "v2", "name": "hetsched", "type": "application", "version": version, "appVersion": version,
         "description": "hetsched — a Volcano-compatible batch scheduler for Ascend, Cambricon, NVIDIA and CPU "

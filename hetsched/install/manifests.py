@@ -17,7 +17,8 @@ Invariants (each holds for every reader, so for the chart too):
   cannot say for a DaemonSet;
 - every pod runs with the runtime's default seccomp profile, requests and limits; every container drops
   all capabilities except the privileged vendor agents (Ascend, Cambricon: their tools open the driver's
-  devices) and the fake vendor's MKNOD; metrics listen on loopback unless ``metrics.address`` says otherwise;
+  devices) and the fake vendor's MKNOD; metrics listen on the pod's address (``metrics.address``, for
+  Prometheus: they say nothing a tenant may not know) unless set to loopback or off;
 - the webhook runs two replicas, kept apart and kept up (a PodDisruptionBudget), since with
   ``failurePolicy: Fail`` the Volcano objects cannot be written without it;
 - the webhook's TLS is made by the webhook itself (``hetsched webhook --tls-secret``): no private key is
@@ -187,12 +188,29 @@ def _metrics_address(v: Reader, port_key: str) -> Any:
 def _env(v: Reader, port_key: str, extra: list[dict[str, Any]] | None = None,
          token: str = f"{TOKEN_DIR}/token") -> list[dict[str, Any]]:
     """What every component's container gets: the API server (``apiServer`` and its ServiceAccount token,
-    else in-cluster) and the metrics address."""
+    else in-cluster), the metrics address and how to log."""
     return [*(extra or []),
             {"name": "HETSCHED_SERVER", "value": v.get("apiServer")},
             {"name": "HETSCHED_TOKEN_FILE", "value": token},
             {"name": "HETSCHED_CA_FILE", "value": f"{TOKEN_DIR}/ca.crt"},
-            {"name": "HETSCHED_METRICS_ADDRESS", "value": _metrics_address(v, port_key)}]
+            {"name": "HETSCHED_METRICS_ADDRESS", "value": _metrics_address(v, port_key)},
+            {"name": "HETSCHED_LOG_LEVEL", "value": v.get("logLevel")},
+            {"name": "HETSCHED_LOG_FORMAT", "value": v.get("logFormat")}]
+
+
+def _health(v: Reader, component: str) -> dict[str, Any]:
+    """The health endpoint (``--health-address``) and the probes that read it, where ``probes.enabled``."""
+    port = f"probes.{component}"
+    address = v.expr(f"0.0.0.0:{v.num(port)}" if v.num("probes.enabled") is True else "off",
+                     f"{{{{ if .Values.probes.enabled }}}}0.0.0.0:{{{{ .Values.{port} }}}}{{{{ else }}}}off"
+                     "{{ end }}")
+    probe = {"httpGet": {"path": "/healthz", "port": "health"}, "periodSeconds": 10, "timeoutSeconds": 5,
+             "failureThreshold": 6}
+    return {"env": [{"name": "HETSCHED_HEALTH_ADDRESS", "value": address}],
+            "ports": [{"name": "health", "containerPort": v.num(port)}],
+            "livenessProbe": v.optional("probes.enabled", probe),
+            "readinessProbe": v.optional("probes.enabled", {**probe, "httpGet": {"path": "/readyz",
+                                                                                "port": "health"}})}
 
 
 POD_TOKEN_DIR = "/var/run/secrets/hetsched"
@@ -213,13 +231,6 @@ def _scrape(v: Reader) -> Any:
                   "{{ else }}false{{ end }}")
 
 
-def _apart(component: str) -> dict[str, Any]:
-    """Replicas on different nodes where there are enough (one node's loss leaves the others)."""
-    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-        "weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {
-            "matchLabels": {**LABEL, "app.kubernetes.io/component": component}}}}]}}
-
-
 def _pod(v: Reader, component: str, container: dict[str, Any], *, volumes: list[dict[str, Any]] | None = None,
          port_key: str, extra: dict[str, Any] | None = None, image: str = "image") -> dict[str, Any]:
     """A component's pod template, from ``image`` (``image``: the core image; ``nodeImage``: the node
@@ -230,6 +241,7 @@ def _pod(v: Reader, component: str, container: dict[str, Any], *, volumes: list[
         "hostNetwork": v.num("hostNetwork"),
         "terminationGracePeriodSeconds": 30,  # each component stops within 2 s of SIGTERM (cli.shutdown)
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "imagePullSecrets": v.map("imagePullSecrets"),
         **(extra or {}),
         "containers": [{"name": container["name"],
                         "image": v.expr(f"{v.get(image + '.repository')}:{v.get(image + '.tag')}",
@@ -244,13 +256,21 @@ def _pod(v: Reader, component: str, container: dict[str, Any], *, volumes: list[
 
 
 def _deployment(v: Reader, component: str, replicas: Any, template: dict[str, Any]) -> list[Doc]:
-    """The Deployment, its replicas kept apart, and its PodDisruptionBudget (at most one replica down)."""
+    """The Deployment — where its pods run from the component's values (replicas kept apart by default) —
+    and its PodDisruptionBudget (at most one replica down; its apiVersion the cluster's, ``auto``)."""
     selector = {"matchLabels": {**LABEL, "app.kubernetes.io/component": component}}
-    template["spec"]["affinity"] = _apart(component)
+    for field in ("nodeSelector", "tolerations", "affinity"):
+        template["spec"][field] = v.map(f"{component}.{field}")
+    template["spec"]["priorityClassName"] = v.get(f"{component}.priorityClassName")
     name = f"hetsched-{component}"
+    chosen = v.get("disruptionBudget.apiVersion")
+    api = v.expr("policy/v1" if chosen == "auto" else chosen,
+                 '{{ if eq .Values.disruptionBudget.apiVersion "auto" }}{{ if semverCompare ">=1.21-0" '
+                 ".Capabilities.KubeVersion.Version }}policy/v1{{ else }}policy/v1beta1{{ end }}{{ else }}"
+                 "{{ .Values.disruptionBudget.apiVersion }}{{ end }}")
     return [Doc({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, v, component),
                  "spec": {"replicas": replicas, "selector": selector, "template": template}}, f"{component}.yaml"),
-            Doc({"apiVersion": v.get("disruptionBudget.apiVersion"), "kind": "PodDisruptionBudget",
+            Doc({"apiVersion": api, "kind": "PodDisruptionBudget",
                  "metadata": _meta(name, v, component), "spec": {"maxUnavailable": 1, "selector": selector}},
                 f"{component}.yaml", when=("disruptionBudget.enabled",))]
 
@@ -259,24 +279,28 @@ def controllers(v: Reader) -> list[Doc]:
     """The scheduler (with its configuration) and the controller."""
     conf = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("hetsched-scheduler-conf", v, "scheduler"),
             "data": {"scheduler.conf": v.map("scheduler.conf")}}
+    health = _health(v, "scheduler")
     scheduler = _pod(v, "scheduler", {
         "name": "scheduler",
         "args": ["scheduler", f"--lease-namespace={v.namespace}", f"--period={v.num('scheduler.period')}",
                  f"--qps={v.num('scheduler.qps')}", f"--burst={v.num('scheduler.burst')}",
                  "--scheduler-conf=/etc/hetsched/scheduler.conf", *_priority_classes(v)],
         "env": _env(v, "metrics.scheduler", [{"name": "HETSCHED_ID", "valueFrom": {"fieldRef": {
-            "fieldPath": "metadata.name"}}}]),
-        "ports": [{"name": "metrics", "containerPort": v.num("metrics.scheduler")}],
+            "fieldPath": "metadata.name"}}}, *health["env"]]),
+        "ports": [{"name": "metrics", "containerPort": v.num("metrics.scheduler")}, *health["ports"]],
+        "livenessProbe": health["livenessProbe"], "readinessProbe": health["readinessProbe"],
         "resources": v.map("scheduler.resources"),
         "securityContext": NON_ROOT,
         "volumeMounts": [{"name": "conf", "mountPath": "/etc/hetsched", "readOnly": True}],
     }, volumes=[{"name": "conf", "configMap": {"name": "hetsched-scheduler-conf"}}], port_key="metrics.scheduler")
+    health = _health(v, "controller")
     controller = _pod(v, "controller", {
         "name": "controller",
         "args": ["controller", f"--lease-namespace={v.namespace}"],
         "env": _env(v, "metrics.controller", [{"name": "HETSCHED_ID", "valueFrom": {"fieldRef": {
-            "fieldPath": "metadata.name"}}}]),
-        "ports": [{"name": "metrics", "containerPort": v.num("metrics.controller")}],
+            "fieldPath": "metadata.name"}}}, *health["env"]]),
+        "ports": [{"name": "metrics", "containerPort": v.num("metrics.controller")}, *health["ports"]],
+        "livenessProbe": health["livenessProbe"], "readinessProbe": health["readinessProbe"],
         "resources": v.map("controller.resources"),
         "securityContext": NON_ROOT,
     }, port_key="metrics.controller")
@@ -460,7 +484,7 @@ def agents(v: Reader) -> list[Doc]:
             args.append(f"--config={v.get(f'{key}.config')}")
         kubelet_dir = v.expr(v.get("kubeletConfig").rsplit("/", 1)[0] or "/", "{{ dir .Values.kubeletConfig }}")
         kubelet_file = v.expr(v.get("kubeletConfig").rsplit("/", 1)[-1], "{{ base .Values.kubeletConfig }}")
-        tolerations = [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+        tolerations = v.map(f"{key}.tolerations")
         node_env = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
         agent = _pod(v, "node-agent", {
             "name": "node-agent",
@@ -478,7 +502,8 @@ def agents(v: Reader) -> list[Doc]:
                     {"name": "kubelet-config", "hostPath": {"path": kubelet_dir, "type": "DirectoryOrCreate"}},
                     POD_TOKEN_VOLUME, *(volume for volume, _ in mounts)],
             port_key="metrics.nodeAgent", image="nodeImage",
-            extra={"nodeSelector": v.map(f"{key}.nodeSelector"), "tolerations": tolerations})
+            extra={"nodeSelector": v.map(f"{key}.nodeSelector"), "tolerations": tolerations,
+                   "priorityClassName": v.get(f"{key}.priorityClassName")})
         runtime = v.expr("--ascend-runtime" if v.num(f"{key}.devicePlugin.ascendRuntime") is True
                          else "--no-ascend-runtime",
                          f"{{{{ if .Values.{key}.devicePlugin.ascendRuntime }}}}--ascend-runtime{{{{ else }}}}"
@@ -498,7 +523,7 @@ def agents(v: Reader) -> list[Doc]:
                     *(volume for volume, _ in mounts)],
             port_key="metrics.devicePlugin", image="nodeImage",
             extra={"nodeSelector": v.map(f"{key}.nodeSelector"), "tolerations": tolerations,
-                   "priorityClassName": "system-node-critical"})
+                   "priorityClassName": v.get(f"{key}.priorityClassName")})
         for component, template, switch in (("node-agent", agent, "nodeAgent"),
                                             ("device-plugin", plugin, "devicePlugin")):
             name = f"hetsched-{component}-{vendor}"
@@ -513,10 +538,18 @@ def agents(v: Reader) -> list[Doc]:
 
 
 def metrics_service(v: Reader) -> list[Doc]:
+    """The metrics Service over every component's pods, and (``metrics.serviceMonitor.enabled``) the
+    Prometheus Operator's ServiceMonitor scraping through it."""
+    monitor_meta = _meta("hetsched", v)
+    monitor_meta["labels"] = v.map("metrics.serviceMonitor.labels")
     return [Doc({"apiVersion": "v1", "kind": "Service", "metadata": _meta("hetsched-metrics", v),
                  "spec": {"selector": dict(LABEL),
                           "ports": [{"name": "metrics", "port": v.num("metrics.port"), "targetPort": "metrics"}]}},
-                "metrics.yaml")]
+                "metrics.yaml"),
+            Doc({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": monitor_meta,
+                 "spec": {"selector": {"matchLabels": dict(LABEL)}, "namespaceSelector": {"matchNames": [v.namespace]},
+                          "endpoints": [{"port": "metrics", "interval": v.get("metrics.serviceMonitor.interval")}]}},
+                "metrics.yaml", when=("metrics.serviceMonitor.enabled",))]
 
 
 def documents(v: Reader) -> list[Doc]:

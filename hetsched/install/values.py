@@ -46,8 +46,25 @@ def _resources(cpu: str, memory: str, cpu_limit: str, memory_limit: str) -> Any:
                  description="the container's resources (requests and limits)")
 
 
-class Scheduler(_Model):
+def _apart(component: str) -> Any:
+    """Replicas on different nodes where there are enough (one node's loss leaves the others)."""
+    return Field(default_factory=lambda: {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {
+            "matchLabels": {"app.kubernetes.io/name": "hetsched", "app.kubernetes.io/component": component}}}}]}},
+        description="the pods' affinity (default: replicas on different nodes where there are enough; {}: none)")
+
+
+class _Placed(_Model):
+    """Where and how a Deployment's pods run, as every chart lets users say."""
+
+    nodeSelector: dict[str, str] = Field(default_factory=dict, description="the pods' nodeSelector")
+    tolerations: list[dict[str, Any]] = Field(default_factory=list, description="the pods' tolerations")
+    priorityClassName: str = Field("", description="the pods' PriorityClass (\"\": none)")
+
+
+class Scheduler(_Placed):
     replicas: int = Field(2, ge=1, le=INT32_MAX, description="one active (Lease), the others standby")
+    affinity: dict[str, Any] = _apart("scheduler")
     resources: dict[str, Any] = _resources("500m", "512Mi", "4", "4Gi")
     period: float = Field(1.0, gt=0, le=3600, description="seconds between scheduling cycles")
     qps: float = Field(1000, gt=0, le=1e6, description="API requests per second for binds")
@@ -56,8 +73,9 @@ class Scheduler(_Model):
                                                      "kept in the ConfigMap hetsched-scheduler-conf")
 
 
-class Controller(_Model):
+class Controller(_Placed):
     replicas: int = Field(2, ge=1, le=INT32_MAX, description="one active (Lease), the others standby")
+    affinity: dict[str, Any] = _apart("controller")
     resources: dict[str, Any] = _resources("200m", "256Mi", "2", "2Gi")
 
 
@@ -69,15 +87,18 @@ class Restrict(_Model):
                               "writes (the checks lapse meanwhile); Fail: they wait for the webhook")
 
 
-class Webhook(_Model):
+class Webhook(_Placed):
     replicas: int = Field(2, ge=1, le=INT32_MAX, description="admission webhook servers (on different nodes "
                                                              "where they can be; a PodDisruptionBudget keeps one up)")
+    affinity: dict[str, Any] = _apart("webhook")
     resources: dict[str, Any] = _resources("100m", "128Mi", "1", "512Mi")
     restrict: Restrict = Field(default_factory=Restrict)
     port: int = Field(9443, ge=1, le=65535, description="HTTPS port of the webhook server")
     failurePolicy: Literal["Fail", "Ignore"] = Field("Fail", description="what the API server does when the "
                                                                          "webhook does not answer")
-    matchConditions: bool = Field(False, description="Kubernetes 1.28+ only (older API servers drop the field): "
+    matchConditions: bool | Literal["auto"] = Field("auto", description="auto: on where the API server is "
+                                  "1.28+ (the chart asks the cluster; plain manifests: hetsched install "
+                                  "--kube-version); Kubernetes 1.28+ only (older API servers drop the field): "
                                   "the API server calls /restrict only for hetsched's node agents and controller, "
                                   "and the pod hand-off check only for hand-off annotations written by someone "
                                   "other than the scheduler, so both fail closed without holding up anyone "
@@ -110,6 +131,13 @@ class Vendor(_Model):
                                         "mounted; the fake device files are made beside it)")
     securityContext: dict[str, Any] = Field(default_factory=dict, description="the node agent's and device "
                                             "plugin's container securityContext")
+    tolerations: list[dict[str, Any]] = Field(
+        default_factory=lambda: [{"key": "hetsched.io/accelerator-unhealthy", "operator": "Exists",
+                                  "effect": "NoSchedule"}],
+        description="the node agent's and device plugin's tolerations (keep the first: they must run on the "
+                    "nodes whose chips they mark unhealthy)")
+    priorityClassName: str = Field("system-node-critical", description="the node agent's and device plugin's "
+                                                                       "PriorityClass")
 
 
 PRIVILEGED = {"privileged": True, "runAsUser": 0, "runAsGroup": 0}
@@ -135,23 +163,41 @@ class Vendors(_Model):
                            context={**DROPPED, "capabilities": {"drop": ["ALL"], "add": ["MKNOD"]}})
 
 
+class ServiceMonitor(_Model):
+    enabled: bool = Field(False, description="a ServiceMonitor (monitoring.coreos.com/v1) for the Prometheus "
+                                             "Operator, scraping every component through hetsched-metrics")
+    interval: str = Field("30s", pattern=r"^[0-9]+(ms|s|m|h)$", description="scrape interval")
+    labels: dict[str, str] = Field(default_factory=lambda: {"app.kubernetes.io/name": "hetsched"},
+                                   description="its labels (add what your Prometheus selects ServiceMonitors by)")
+
+
 class Metrics(_Model):
-    address: str = Field("127.0.0.1", description="every component serves /metrics on this address (loopback: "
-                                                  "only from its own pod; 0.0.0.0 for Prometheus to scrape "
-                                                  "the pods); \"\" turns metrics off")
+    address: str = Field("0.0.0.0", description="every component serves /metrics on this address (0.0.0.0: "
+                                                "the pod's, for Prometheus to scrape; 127.0.0.1: only from its "
+                                                "own pod); \"\" turns metrics off")
     port: int = Field(8080, ge=1, le=65535, description="the hetsched-metrics Service's port")
     scheduler: int = Field(8080, ge=1, le=65535)
     controller: int = Field(8081, ge=1, le=65535)
     webhook: int = Field(8082, ge=1, le=65535)
     nodeAgent: int = Field(9101, ge=1, le=65535)
     devicePlugin: int = Field(9102, ge=1, le=65535)
+    serviceMonitor: ServiceMonitor = Field(default_factory=ServiceMonitor)
+
+
+class Probes(_Model):
+    enabled: bool = Field(True, description="liveness and readiness probes on the scheduler and controller: "
+                                            "each serves /healthz (its loop ran lately) and /readyz on its "
+                                            "health port; off where pods share a host's network and ports")
+    scheduler: int = Field(8090, ge=1, le=65535, description="the scheduler's health port")
+    controller: int = Field(8091, ge=1, le=65535, description="the controller's health port")
 
 
 class DisruptionBudget(_Model):
     enabled: bool = Field(True, description="a PodDisruptionBudget (maxUnavailable 1) for the scheduler, "
                                             "controller and webhook: a drain never takes all replicas at once")
-    apiVersion: Literal["policy/v1", "policy/v1beta1"] = Field("policy/v1", description="policy/v1beta1 for "
-                                                                                       "clusters before 1.21")
+    apiVersion: Literal["auto", "policy/v1", "policy/v1beta1"] = Field(
+        "auto", description="auto: policy/v1 from Kubernetes 1.21, policy/v1beta1 before (the chart asks the "
+                            "cluster; plain manifests: hetsched install --kube-version, else policy/v1)")
 
 
 CLASS_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
@@ -169,6 +215,13 @@ class Values(_Model):
                                            "token); \"\" uses the in-cluster Service")
     hostNetwork: bool = Field(False, description="run every pod on its node's network (clusters without a "
                                                  "pod network)")
+    imagePullSecrets: list[dict[str, str]] = Field(default_factory=list, description="Secrets to pull the images "
+                                                   "with, on every pod: [{name: regcred}]")
+    logLevel: Literal["debug", "info", "warning", "error"] = Field("info", description="every component's log "
+                                                                                      "level")
+    logFormat: Literal["text", "json"] = Field("text", description="every component's log lines: text, or one "
+                                                                   "JSON object per line")
+    probes: Probes = Field(default_factory=Probes)
     kubeletConfig: str = Field("/var/lib/kubelet/config.yaml", description="the kubelet's configuration on "
                                "each node (its directory is mounted read-only; the node agent publishes its "
                                "topology manager policy for hetsched doctor)")
