@@ -22,6 +22,9 @@ Each sync:
   ``topology.hetsched.io/tier-1=superpod-<id>`` (``--supernode-label``), so HyperNode discovery puts the
   supernode's servers in one tier-1 HyperNode without hand work; a server that left its supernode loses the
   label (only a value this agent wrote is ever removed), and a failed query leaves it as it is;
+- on Ascend nodes, annotates the driver release (``hetsched.io/ascend-driver-version``, from ``npu-smi``'s
+  header) and the host's CANN toolkit release (``hetsched.io/cann-version``) for doctor's
+  ``cann-driver-match`` (``devices.cann``);
 - with a kubelet configuration file, annotates ``hetsched.io/topology-manager-policy=<topology>/<cpu>`` so
   ``hetsched doctor`` can tell where the ``numaaware`` plugin is a silent no-op.
 Writes are optimistic: on a conflict the node is read again and the change re-applied.
@@ -44,6 +47,7 @@ from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.api.hypernodes import TIER_LABEL
 from hetsched.api.objects import Condition, ConfigMap, Node, Taint
+from hetsched.devices.cann import CANN_ANNOTATION, DRIVER_ANNOTATION
 from hetsched.devices.catalog import MODEL_LABEL
 from hetsched.devices.inventory import (
     ASCEND_NAMESPACE,
@@ -85,6 +89,8 @@ class NodeAgent:
         self.store = store
         self.supernode_label = supernode_label
         """The node label for the server's supernode ("" = never write one)."""
+        self.versions: dict[str, str] | None = None
+        """The driver and toolkit releases read at the last sync (None: not read; they stay as published)."""
         self.supernode: str | None = None
         """The supernode the hardware reported at the last sync ("" = none; None = it cannot tell)."""
         self.kubelet_config = kubelet_config
@@ -107,6 +113,7 @@ class NodeAgent:
             self.last_error = ""
             device_set = self._device_set(chips)
             self.supernode = self._supernode()
+            self.versions = self.backend.versions()
             unhealthy = [c for c in chips if not c.healthy]
             usable = len(unhealthy) < len(chips)
             if not unhealthy:
@@ -178,6 +185,12 @@ class NodeAgent:
                 labels[self.supernode_label] = SUPERNODE_PREFIX + label_value(self.supernode)
             elif labels.get(self.supernode_label, "").startswith(SUPERNODE_PREFIX):
                 del labels[self.supernode_label]  # ours, and the server left its supernode; others' stay
+        if self.versions is not None:  # read this sync: publish them, and drop one no longer there
+            for key, annotation in (("driver", DRIVER_ANNOTATION), ("cann", CANN_ANNOTATION)):
+                if self.versions.get(key):
+                    annotations[annotation] = self.versions[key]
+                else:
+                    annotations.pop(annotation, None)
         if self.kubelet_config is not None:
             with contextlib.suppress(ValueError):  # an unreadable file: leave the last published value
                 policies = read_policies(self.kubelet_config)

@@ -196,3 +196,16 @@ def parse_spod_info(text: str) -> SuperPod | None:
         return found if found is not None and found >= 0 else None
 
     return SuperPod(seen["superpod_id"], known("server_index"), known("size"))
+
+
+_VERSION = re.compile(r"Version:\s*([0-9][0-9A-Za-z.]{0,39})")
+
+
+def parse_version(text: str) -> str:
+    """The driver release in ``npu-smi info``'s header (``| npu-smi 24.1.rc1.b030  Version: 24.1.rc1.b030 |``:
+    the tool ships with the driver); "" when the header does not say."""
+    for line in text.splitlines()[:5]:
+        found = _VERSION.search(line)
+        if found:
+            return found.group(1)
+    return ""

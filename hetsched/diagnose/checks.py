@@ -21,6 +21,8 @@ was checked. The checks, in the order they run (``CHECKS``):
   unblock them (``scheduler.engine.why``);
 - ``numaaware-topology-policy``: ``numaaware`` enabled while a node's kubelet topology manager policy is
   ``none`` or unknown — the plugin is then a silent no-op there (seed 000 §4.4);
+- ``cann-driver-match``: on Ascend nodes, the host's CANN toolkit and the CANN pods declare for their images
+  against the node's driver, by Huawei's published pairs (``devices.cann``; the seed's first war story);
 - ``admission-fail-open``: the admission checks on every pod, Node, ConfigMap and Secret write fail open —
   said, with whether the API server could narrow them; a missing ``hetsched-pods`` registration warns.
 """
@@ -37,6 +39,8 @@ import numpy as np
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.api.objects import AnyObject, Node, Pod, PodGroup, Queue
 from hetsched.api.quantity import format_quantity, parse_quantity
+from hetsched.devices.cann import CANN_ANNOTATION, DRIVER_ANNOTATION
+from hetsched.devices.cann import verdict as cann_verdict
 from hetsched.devices.catalog import PolicySettings
 from hetsched.devices.inventory import TOPOLOGY_ANNOTATION
 from hetsched.diagnose.findings import Finding, passed
@@ -378,6 +382,52 @@ def _numaaware_enabled(conf: SchedulerConf | None) -> bool:
                for tier in conf.tiers for option in tier.plugins)
 
 
+def cann_driver_match(facts: ClusterFacts) -> list[Finding]:
+    """The seed's first war story (000 §2.1): CANN upgraded without the driver — ``npu-smi`` healthy, every
+    container's ``aclrtSetDevice`` failing. Per Ascend node, the host's CANN against its driver; per pod
+    that declares its image's CANN (``hetsched.io/cann-version``), that against its node's driver
+    (``devices.cann``: the table and its sources)."""
+    check = "cann-driver-match"
+    findings: list[Finding] = []
+    drivers: dict[str, str] = {}
+    for node in facts.of("Node"):
+        assert isinstance(node, Node)
+        driver = node.metadata.annotations.get(DRIVER_ANNOTATION, "")
+        if not driver:
+            continue
+        drivers[node.metadata.name] = driver
+        host = node.metadata.annotations.get(CANN_ANNOTATION, "")
+        if host:
+            fits, why = cann_verdict(host, driver)
+            if fits is False:
+                findings.append(Finding(check, "error", f"Node/{node.metadata.name}", f"host toolkit: {why}",
+                                        "upgrade the driver and firmware with CANN (or go back to the CANN "
+                                        "the driver supports): npu-smi stays healthy while containers fail "
+                                        "aclrtSetDevice"))
+            elif fits is None:
+                findings.append(Finding(check, "info", f"Node/{node.metadata.name}", why))
+    for pod in facts.of("Pod"):
+        assert isinstance(pod, Pod)
+        declared = pod.metadata.annotations.get(CANN_ANNOTATION, "")
+        driver = drivers.get(pod.spec.nodeName, "")
+        if not declared or not driver or pod.status.phase in ("Succeeded", "Failed"):
+            continue
+        fits, why = cann_verdict(declared, driver)
+        if fits is False:
+            findings.append(Finding(
+                check, "error", f"Pod/{pod.metadata.namespace}/{pod.metadata.name}",
+                f"image's {why} (node {pod.spec.nodeName})",
+                "run it on nodes whose driver matches (a nodeSelector on the driver release) or rebuild the "
+                "image on the CANN this node's driver supports"))
+        elif fits is None:
+            findings.append(Finding(check, "info", f"Pod/{pod.metadata.namespace}/{pod.metadata.name}", why))
+    if findings:
+        return findings
+    if not drivers:
+        return [passed(check, "no node publishes an Ascend driver release (the node agent does, on Ascend nodes)")]
+    return [passed(check, f"{len(drivers)} Ascend node(s): every declared CANN matches its driver")]
+
+
 def numaaware_topology_policy(facts: ClusterFacts) -> list[Finding]:
     check = "numaaware-topology-policy"
     if not _numaaware_enabled(facts.conf):
@@ -455,6 +505,7 @@ CHECKS: dict[str, Callable[[ClusterFacts], list[Finding]]] = {
     "queue-capability": queue_capability,
     "stuck-gangs": stuck_gangs,
     "numaaware-topology-policy": numaaware_topology_policy,
+    "cann-driver-match": cann_driver_match,
     "admission-fail-open": admission_fail_open,
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 from hetsched.agents import npu_smi
 from hetsched.agents.backends.base import ContainerDevices
@@ -34,6 +35,27 @@ def hand_off(chips: list[ToolChip], *, runtime: bool = False, host_dir: str = "/
     return ContainerDevices(envs=envs, devices=[(f"/dev/{name}", f"{host_dir}/{name}", "rw") for name in names])
 
 
+TOOLKIT = Path("/usr/local/Ascend/ascend-toolkit/latest")
+"""Where the CANN toolkit's install record lives on a host that has one (``<arch>-linux/ascend_toolkit_install.info``
+or directly under it)."""
+
+
+def toolkit_version(folder: Path) -> str:
+    """The ``version=`` of the CANN toolkit's install record under ``folder``; "" when there is none or it is
+    unreadable (at most 64 KiB read: a file is never trusted to be small)."""
+    for record in (*sorted(folder.glob("*-linux/ascend_toolkit_install.info")), folder / "ascend_toolkit_install.info"):
+        try:
+            with record.open("rb") as handle:
+                text = handle.read(1 << 16).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == "version" and value.strip():
+                return value.strip()[:40]
+    return ""
+
+
 class AscendBackend:
     vendor = "ascend"
     label = "huawei-ascend"
@@ -45,11 +67,14 @@ class AscendBackend:
         self.timeout = timeout
         self.topology = "generic"
         self._a3_card: int | None = None
+        self._driver = ""
+        self.toolkit = TOOLKIT
         """An NPU card of the last chips read when the server is an Atlas A3 (two chips per card)."""
 
     def chips(self) -> list[ToolChip]:
-        chips = [self._detail(c) if c.level != "OK" else c
-                 for c in npu_smi.parse(run_tool(["npu-smi", "info"], self.timeout))]
+        text = run_tool(["npu-smi", "info"], self.timeout)
+        chips = [self._detail(c) if c.level != "OK" else c for c in npu_smi.parse(text)]
+        self._driver = npu_smi.parse_version(text)
         cards = Counter(c.card for c in chips)
         self._a3_card = min(cards) if max(cards.values()) >= 2 and "310" not in chips[0].model else None
         model = chips[0].model
@@ -67,6 +92,15 @@ class AscendBackend:
             return chip
         return replace(chip, level=level if level != "OK" else chip.level,
                        reason=f"error code {codes}" if codes else chip.reason)
+
+    def versions(self) -> dict[str, str]:
+        """The driver (``npu-smi``'s header) and the host's CANN toolkit (its install record's ``version=``
+        line, when the toolkit is installed on the host and mounted: containers usually bring their own)."""
+        found = {"driver": self._driver} if self._driver else {}
+        cann = toolkit_version(self.toolkit)
+        if cann:
+            found["cann"] = cann
+        return found
 
     def supernode(self) -> str | None:
         """On an Atlas A3 (two chips per NPU card; a 310P Duo card has two as well and is no supernode

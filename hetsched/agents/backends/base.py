@@ -38,6 +38,12 @@ class Backend(Protocol):
 
     def container_devices(self, chips: list[ToolChip]) -> ContainerDevices: ...
 
+    def versions(self) -> dict[str, str]:
+        """The driver and toolkit releases on this node, after :meth:`chips` (``{"driver": …, "cann": …}``
+        for Ascend; empty where the vendor has no such pairing to check). Never raises: a version that cannot
+        be read is left out."""
+        ...
+
     def supernode(self) -> str | None:
         """The supernode (a tier-1 network domain the hardware itself reports, e.g. an Ascend A3 SuperPoD)
         of this server, after :meth:`chips`: its id; "" when the driver says the server is in none; None

@@ -27,6 +27,9 @@ class CambriconBackend:
         self.topology = default_topology("cambricon", chips[0].model, len(chips))
         return chips
 
+    def versions(self) -> dict[str, str]:
+        return {}  # no driver/toolkit pairing is checked for this vendor
+
     def supernode(self) -> str | None:
         return None  # cnmon does not report a network domain
 

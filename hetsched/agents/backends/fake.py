@@ -11,6 +11,8 @@ File::
     - {id: 0, health: OK}
     - {id: 1, health: Critical, memoryMiB: 16384}
     superPod: 3                     # optional: the supernode the server reports, as an Ascend A3 does
+    driverVersion: 24.1.0           # optional: the driver and host CANN releases the node agent publishes
+    cannVersion: 8.0.RC1
 
 With ``like: ascend`` or ``cambricon``, containers get real device files: the backend makes them in
 ``dev/`` beside the file (character devices with /dev/null's numbers — reading gives nothing, writing
@@ -62,6 +64,9 @@ class _File(BaseModel):
     model: str = "FakeChip"
     like: Literal["ascend", "cambricon", "nvidia", "none"] = "none"
     chips: list[_Chip] = Field(min_length=1, max_length=64)
+    driverVersion: str = Field("", max_length=40, description="with like: ascend, the driver release npu-smi "
+                                                                 "would print")
+    cannVersion: str = Field("", max_length=40, description="with like: ascend, the host's CANN toolkit release")
     superPod: int | None = Field(default=None, ge=-1, le=1_000_000)
     """The supernode the server reports, as an Ascend A3 does (-1: in none; absent: the hardware cannot tell)."""
 
@@ -126,6 +131,13 @@ class FakeBackend:
         except OSError as exc:
             raise ToolError(f"fake devices in {self.device_dir}: cannot make them: {exc.strerror or exc} "
                             f"(making device files needs root)") from None
+
+    def versions(self) -> dict[str, str]:
+        try:
+            spec = self._read()
+        except (ToolError, ToolOutputError):
+            return {}
+        return {k: v for k, v in (("driver", spec.driverVersion), ("cann", spec.cannVersion)) if v}
 
     def supernode(self) -> str | None:
         found = self._read().superPod

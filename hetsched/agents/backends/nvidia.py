@@ -102,6 +102,9 @@ class NvidiaBackend:
             if index is not None:
                 self._xids[index] = xid
 
+    def versions(self) -> dict[str, str]:
+        return {}  # no driver/toolkit pairing is checked for this vendor
+
     def supernode(self) -> str | None:
         return None  # NVLink domains across servers (NVL72 cliques) are not read yet
 
