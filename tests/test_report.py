@@ -4,6 +4,7 @@ show every section's title and paint the plots (a screenshot that is far from bl
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
@@ -38,14 +39,59 @@ def test_the_report_is_one_self_contained_file_with_every_section(tmp_path: Path
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)
     assert len(images) == 5  # allocation, waits, shares, one pool heatmap, faults
     headings = re.findall(r"<h2>([^<]+)</h2>", text)
-    assert headings == [TITLES[0], TITLES[1], TITLES[2], f"{TITLES[3]}: ascend", TITLES[4]]
-    # the fault table, with what each fault and eviction cost
+    assert headings == ["Inputs", "Summary", "Jobs", TITLES[0], TITLES[1], TITLES[2],
+                        f"{TITLES[3]}: ascend (4 nodes)", TITLES[4]]
+    # what the page is and what was run, not the progress bar's label
+    assert re.search(r"<title>hetsched simulation report: ascend-4\.yaml</title>", text)
+    inputs = dict(re.findall(r"<tr><th>([^<]*)</th><td>([^<]*)</td></tr>", text[text.index('class="summary inputs"'):
+                                                                               text.index("<h2>Summary")]))
+    assert inputs["workloads"].endswith("fault-jobs.yaml") and inputs["faults"].endswith("faults.yaml")
+    assert html.unescape(inputs["scheduler configuration"]) == "hetsched's default"
+    assert inputs["ran until"] == "the last event"
+    # one row per job, with when it came, ran and ended, and why
+    jobs = text[text.index('<table class="summary jobs">'):text.index("</table>", text.index('class="summary jobs"'))]
+    rows = [re.findall(r"<t[dh]>([^<]*)</t[dh]>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", jobs)]
+    assert rows[0] == ["job", "queue", "phase", "submitted (s)", "started (s)", "ended (s)", "waited (s)", "pods",
+                       "why"]
+    by_job = {row[0]: row for row in rows[1:]}
+    assert set(by_job) == {"default/elastic", "default/resilient", "default/serve"}
+    assert by_job["default/serve"][2:7] == ["Completed", "0", "1", "5,101", "1"]
+    assert by_job["default/elastic"][-1].startswith("restarted 1× after a fault")
+    # the fault table, with what each fault and eviction cost; recoveries said to be recoveries
     faults = text[text.index('<table class="summary faults">'):]
     rows = re.findall(r"<tr>(.*?)</tr>", faults)
     cells = [re.findall(r"<t[dh]>([^<]*)</t[dh]>", row) for row in rows]
     assert cells[0][-1] == "chip-seconds lost"
-    assert ["1,500", "ascend-03", "Drain", "default/serve", "0", "0", "7,196"] in cells
+    assert ["1,500", "ascend-03", "fault", "Drain", "default/serve", "0", "0", "7,196"] in cells
+    assert ["900", "ascend-00:3", "recovery", "ChipRecovered", "—", "—", "—", "0"] in cells
     assert ["drain", "2", "1", "7,196"] in cells
+
+
+def test_each_chart_says_its_title_once_and_no_legend_covers_its_data(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's <h2> is the chart's title (none repeated inside the plot), and every legend sits outside
+    the plotting area — measured on the figures as matplotlib lays them out."""
+    from hetsched.sim import report as module
+
+    figures = []
+    real = module._figure_png
+
+    def keep(fig: object) -> str:
+        fig.canvas.draw()  # type: ignore[attr-defined]
+        figures.append([(ax.get_title(), ax.get_window_extent(), ax.get_legend()) for ax in fig.axes])  # type: ignore[attr-defined]
+        return real(fig)
+
+    monkeypatch.setattr(module, "_figure_png", keep)
+    simulate_report(tmp_path)
+    assert len(figures) == 5
+    legends = 0
+    for axes in figures:
+        for title, box, legend in axes:
+            assert title == ""
+            if legend is not None:
+                legends += 1
+                assert not box.overlaps(legend.get_window_extent()), "a legend over the plotting area"
+    assert legends >= 3  # allocation, waits, shares
 
 
 def chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -140,7 +140,8 @@ def _conf(path: Path | None) -> SchedulerConf | None:
 def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None, period: float,
          until: float | None, output: Path | None, quiet: bool, title: str,
          scheduler_names: tuple[str, ...] = ("hetsched", "volcano"), faults: Path | None = None,
-         report: Path | None = None, metrics: Path | None = None) -> Results:
+         report: Path | None = None, metrics: Path | None = None,
+         inputs: list[tuple[str, str]] | None = None) -> Results:
     from hetsched.metrics.controller import ControllerMetrics
     from hetsched.metrics.scheduler import SchedulerMetrics
     from hetsched.scheduler.engine.why import settings_of
@@ -171,7 +172,7 @@ def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None
     if report is not None:
         from hetsched.sim.report import render
 
-        write_file(report, render(results, title), "report")
+        write_file(report, render(results, title.removeprefix("simulating "), inputs), "report")
     if observers is not None and metrics is not None:
         from hetsched.metrics.serve import write
 
@@ -303,8 +304,13 @@ def simulate(
         conf = _conf(scheduler_conf)
         names = tuple(scheduler_name) if scheduler_name else ("hetsched", "volcano")
         title = f"simulating {', '.join(path.name for path in cluster)}"
+        inputs = [("cluster", ", ".join(map(str, cluster))), ("workloads", ", ".join(map(str, workloads))),
+                  ("faults", str(faults) if faults else "none"),
+                  ("scheduler configuration", str(scheduler_conf) if scheduler_conf else "hetsched's default"),
+                  ("ran until", f"{until:g} s (simulated)" if until is not None else "the last event"),
+                  ("cycle period", f"{period:g} s"), ("schedulerName", ", ".join(names))]
         results = _run(start.nodes, objects, conf, period, until, output, quiet or as_json, title, names, faults,
-                       report, metrics)
+                       report, metrics, inputs)
     if as_json:
         sys.stdout.write(json.dumps(results.to_json(), indent=2) + "\n")
     _exit_if_stuck(results)
@@ -348,8 +354,11 @@ def demo(
             console.print(f"wrote {export}/cluster.yaml, seeds.yaml, background.yaml; run: hetsched simulate "
                           f"--cluster {export}/cluster.yaml {export}/background.yaml {export}/seeds.yaml")
             return
+        inputs = [("cluster", "the built-in mixed cluster (hetsched demo --export DIR writes it as cluster.yaml)"),
+                  ("workloads", f"the seed articles' jobs and a background mix (seed {seed})"),
+                  ("scheduler configuration", str(scheduler_conf) if scheduler_conf else "hetsched's default")]
         results = _run(scenario.demo_nodes(), scenario.demo_workloads(seed), _conf(scheduler_conf), 1.0, None,
-                       output, quiet, "demo: mixed Ascend/MLU/GPU/CPU cluster", report=report)
+                       output, quiet, "demo: mixed Ascend/MLU/GPU/CPU cluster", report=report, inputs=inputs)
     bert = next((j for j in results.jobs if j["name"] == "ascend-bert-pretrain"), None)
     if bert is not None and not quiet:
         nodes = sorted({p["node"] for p in bert["pods"] if p["node"]})

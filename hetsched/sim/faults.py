@@ -41,6 +41,8 @@ from hetsched.ports import NotFound, TooManyRequests
 FaultKind = Literal["ChipUnhealthy", "ChipNetworkUnhealthy", "ChipRecovered", "NodeNotReady", "NodeReady",
                     "Cordon", "Uncordon", "Drain"]
 CHIP_KINDS = ("ChipUnhealthy", "ChipNetworkUnhealthy", "ChipRecovered")
+RECOVERIES = ("ChipRecovered", "NodeReady", "Uncordon")
+"""Kinds that end a fault rather than make one (the report draws them as recoveries)."""
 HEALTH = {"ChipUnhealthy": "Unhealthy", "ChipNetworkUnhealthy": "NetworkUnhealthy", "ChipRecovered": "Healthy"}
 
 
