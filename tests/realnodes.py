@@ -36,7 +36,15 @@ from typing import Any
 
 import yaml
 
-from hetsched.benchmark.apiserver import ADMIN_TOKEN, CACHE, ApiServer, _free_port, real_apiserver, stop_process
+from hetsched.benchmark.apiserver import (
+    ADMIN_TOKEN,
+    CACHE,
+    ApiServer,
+    _free_port,
+    binary_version,
+    real_apiserver,
+    stop_process,
+)
 from hetsched.cluster.kubernetes import KubeClient
 
 BIN = CACHE / "bin"
@@ -164,7 +172,8 @@ state = "{ctr / 'state'}"
     bin_dir = "/usr/lib/cni"
     conf_dir = "{self.directory / 'cni'}"
 """)
-        (self.directory / "varlib" / "config.yaml").write_text(yaml.safe_dump({
+        newer = kubelet_config_for(binary_version(BIN / "kubelet"))
+        (self.directory / "varlib" / "config.yaml").write_text(yaml.safe_dump({**newer,
             "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
             "address": "127.0.0.1", "port": self.port, "healthzPort": self.healthz, "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1", "cgroupDriver": "cgroupfs", "cgroupsPerQOS": False,
@@ -178,11 +187,11 @@ state = "{ctr / 'state'}"
 
     def start_kubelet(self) -> None:
         labels = ",".join(f"{k}={v}" for k, v in self.labels.items())
+        older = kubelet_flags_for(binary_version(BIN / "kubelet"))
         self.kubelet = self._enter([
             str(BIN / "kubelet"), f"--kubeconfig={self.kubeconfig}", "--config=/var/lib/kubelet/config.yaml",
-            "--container-runtime=remote", f"--container-runtime-endpoint=unix://{self.socket}",
-            "--root-dir=/var/lib/kubelet", f"--hostname-override={self.name}", f"--pod-infra-container-image={PAUSE}",
-            f"--node-labels={labels}", "--v=1"], "kubelet.log")
+            *older, f"--container-runtime-endpoint=unix://{self.socket}", "--root-dir=/var/lib/kubelet",
+            f"--hostname-override={self.name}", f"--node-labels={labels}", "--v=1"], "kubelet.log")
 
     def stop_kubelet(self) -> None:
         if self.kubelet is not None:
@@ -272,6 +281,27 @@ def wait_for(what: str, check: Any, timeout: float, every: float = 0.5, explain:
         time.sleep(every)
 
 
+def kubelet_flags_for(version: tuple[int, int]) -> list[str]:
+    """Flags only kubelets before 1.27 take: --container-runtime (remote became the only runtime) and
+    --pod-infra-container-image (the sandbox image is containerd's ``sandbox_image``, set in its config)."""
+    return ["--container-runtime=remote", f"--pod-infra-container-image={PAUSE}"] if version < (1, 27) else []
+
+
+def kubelet_config_for(version: tuple[int, int]) -> dict[str, Any]:
+    """Configuration only newer kubelets need: from 1.31 a kubelet refuses a cgroup v1 host unless told."""
+    return {"failCgroupV1": False} if version >= (1, 31) else {}
+
+
+def controller_manager_flags_for(version: tuple[int, int]) -> list[str]:
+    """Flags removed from kube-controller-manager: the insecure --port (1.24), --pod-eviction-timeout (1.27)."""
+    return [*(["--port=0"] if version < (1, 24) else []), *(["--pod-eviction-timeout=5m"] if version < (1, 27) else [])]
+
+
+def scheduler_flags_for(version: tuple[int, int]) -> list[str]:
+    """kube-scheduler's insecure --port, gone in 1.24."""
+    return ["--port=0"] if version < (1, 24) else []
+
+
 @contextmanager
 def real_cluster(directory: Path, nodes: dict[str, dict[str, str]]) -> Iterator[RealCluster]:
     """The control plane and one real node per entry of ``nodes`` (name → node labels), all Ready."""
@@ -281,16 +311,18 @@ def real_cluster(directory: Path, nodes: dict[str, dict[str, str]]) -> Iterator[
         started: dict[str, RealNode] = {}
         try:
             with (directory / "kube-controller-manager.log").open("ab") as log:
+                older = controller_manager_flags_for(binary_version(BIN / "kube-controller-manager"))
                 control.append(subprocess.Popen([
                     str(BIN / "kube-controller-manager"), f"--kubeconfig={config}", "--leader-elect=false",
                     f"--service-account-private-key-file={directory / 'sa.key'}", f"--root-ca-file={api.ca}",
-                    "--use-service-account-credentials=false", "--bind-address=127.0.0.1", "--port=0",
+                    "--use-service-account-credentials=false", "--bind-address=127.0.0.1", *older,
                     f"--secure-port={_free_port()}", "--controllers=*,-nodeipam,-cloud-node-lifecycle",
-                    "--node-monitor-grace-period=20s", "--pod-eviction-timeout=5m"], stdout=log, stderr=log))
+                    "--node-monitor-grace-period=20s"], stdout=log, stderr=log))
             with (directory / "kube-scheduler.log").open("ab") as log:
+                older = scheduler_flags_for(binary_version(BIN / "kube-scheduler"))
                 control.append(subprocess.Popen([
                     str(BIN / "kube-scheduler"), f"--kubeconfig={config}", "--leader-elect=false",
-                    "--bind-address=127.0.0.1", "--port=0", f"--secure-port={_free_port()}"], stdout=log, stderr=log))
+                    "--bind-address=127.0.0.1", *older, f"--secure-port={_free_port()}"], stdout=log, stderr=log))
             client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
             for name, labels in nodes.items():
                 started[name] = RealNode(name, Path(directory / name), labels, config)

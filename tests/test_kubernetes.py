@@ -803,9 +803,10 @@ def test_an_api_server_outage_makes_the_scheduler_wait_and_resume(tmp_path: Path
 
 
 def test_evictions_go_through_the_eviction_api_and_respect_disruption_budgets(api: ApiServer) -> None:
-    """Kubernetes 1.20 has no policy/v1 Eviction: the adapter falls back to policy/v1beta1. A budget that
-    allows nothing makes the API server answer 429, which is TooManyRequests; without it the pod goes; a pod
-    that does not exist is NotFound."""
+    """Kubernetes 1.20 has no policy/v1 Eviction: the adapter falls back to policy/v1beta1 there. A budget
+    that allows nothing makes the API server answer 429, which is TooManyRequests; without it the pod goes; a
+    pod that does not exist is NotFound. The budget is made in the policy API this server serves."""
+    from hetsched.benchmark.apiserver import policy_version, server_version
     from hetsched.ports import NotFound, TooManyRequests
 
     cluster = cluster_for(api)
@@ -821,13 +822,14 @@ def test_evictions_go_through_the_eviction_api_and_respect_disruption_budgets(ap
                                content_type="application/merge-patch+json",
                                body={"status": {"phase": "Running", "conditions": [
                                    {"type": "Ready", "status": "True"}]}})
-    cluster.client.request("POST", "/apis/policy/v1beta1/namespaces/default/poddisruptionbudgets", body={
-        "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget", "metadata": {"name": "e0"},
+    policy = policy_version(server_version(cluster.client.request("GET", "/version")))
+    cluster.client.request("POST", f"/apis/{policy}/namespaces/default/poddisruptionbudgets", body={
+        "apiVersion": policy, "kind": "PodDisruptionBudget", "metadata": {"name": "e0"},
         "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "e"}}}})
     with pytest.raises(TooManyRequests):  # no disruption controller here: the budget allows nothing → 429
         cluster.evict("default/e0-0", "test")
     cluster.client.request("GET", "/api/v1/namespaces/default/pods/e0-0")  # still there
-    cluster.client.request("DELETE", "/apis/policy/v1beta1/namespaces/default/poddisruptionbudgets/e0")
+    cluster.client.request("DELETE", f"/apis/{policy}/namespaces/default/poddisruptionbudgets/e0")
     cluster.evict("default/e0-0", "test")
     # no kubelet here to confirm: the evicted pod is terminating (its deletion stamped), not yet gone
     assert cluster.client.request("GET", "/api/v1/namespaces/default/pods/e0-0")["metadata"]["deletionTimestamp"]

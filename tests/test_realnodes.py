@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from hetsched.benchmark.apiserver import server_version
 from hetsched.cluster.kubernetes import KubeClient
 from hetsched.devices.inventory import pod_allocation
 from hetsched.ports import Conflict, NotFound
@@ -68,7 +69,7 @@ PATHS = {  # kind → collection path
     "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
     "Service": "/api/v1/namespaces/{ns}/services",
     "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
-    "PodDisruptionBudget": "/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets",
+    "PodDisruptionBudget": "/apis/{policy}/namespaces/{ns}/poddisruptionbudgets",  # the server's (install())
     "DaemonSet": "/apis/apps/v1/namespaces/{ns}/daemonsets",
     "ValidatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
     "MutatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
@@ -94,7 +95,8 @@ def apply(client: KubeClient, text: str) -> list[dict[str, Any]]:
     for document in yaml.safe_load_all(text):
         if not document:
             continue
-        path = PATHS[document["kind"]].format(ns=document["metadata"].get("namespace", ""))
+        path = PATHS[document["kind"]].format(ns=document["metadata"].get("namespace", ""),
+                                              policy=document["apiVersion"])
         client.request("POST", path, body=document)
         applied.append(document)
         if document["kind"] == "CustomResourceDefinition":
@@ -146,9 +148,10 @@ def install(cluster: RealCluster, folder: Path) -> None:
     the webhook serving with its CA in the registrations, the chips in every node's allocatable."""
     values = json.loads(json.dumps(VALUES).replace("{port}", "9443"))
     (folder / "values.yaml").write_text(yaml.safe_dump(values))
+    major, minor = server_version(cluster.client.request("GET", "/version"))
     rendered = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "install", "--print", "--kube-version",
-                               "1.20", "--values", str(folder / "values.yaml"), "--set",
-                               f"apiServer={cluster.api.url}"],  # the cluster here is Kubernetes 1.20
+                               f"{major}.{minor}", "--values", str(folder / "values.yaml"), "--set",
+                               f"apiServer={cluster.api.url}"],  # what this cluster's version serves
                               capture_output=True, text=True, timeout=120, check=True).stdout
     started = time.monotonic()
     apply(cluster.client, rendered)

@@ -156,3 +156,18 @@ def test_a_volcano_job_reports_its_phases_and_why_its_gang_waits() -> None:
         h.cluster.update(pod.model_copy(update={"status": pod.status.model_copy(update={"phase": "Running"})}))
     settle()
     assert [key for key, _ in events(h, "Running")] == ["default/train"]
+
+
+def test_a_huge_gang_is_told_a_bounded_number_of_pods_per_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each pod's condition is a status write: a cycle writes at most CONDITIONS_PER_CYCLE of them, and the
+    rest follow in the next cycles, so a 10,000-pod gang never stalls one."""
+    from hetsched.scheduler.engine import runner
+
+    monkeypatch.setattr(runner, "CONDITIONS_PER_CYCLE", 3)
+    h = harness([node("n0", cpu="4"), *gang("wide", 5, cpu="2")])
+    h.cycle()
+    told = [i for i in range(5) if (scheduled(h, f"wide-{i}") or ("",))[0] == "False"]
+    assert len(told) == 3
+    h.cycle()
+    assert all((scheduled(h, f"wide-{i}") or ("",))[0] == "False" for i in range(5))
+    assert len(events(h, "FailedScheduling")) == 5

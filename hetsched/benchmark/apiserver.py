@@ -2,13 +2,20 @@
 from the binaries ``scripts/provision-kube.sh`` builds and caches (the recipe in
 ../shared/reference/real-kube-apiserver.md), on free loopback ports, stopped by PID when done.
 
+Version-aware: the flags and API versions the helpers use are chosen from the version the binaries and the
+server report (:func:`binary_version`, :func:`server_version`, :func:`policy_version`), so the same helpers
+run the 1.20 components provisioned here and current releases (1.29+: no ``policy/v1beta1``, kubelet and
+controller-manager flags removed; ``tests/realnodes.py`` chooses those).
+
 Who calls it: ``tests/test_kubernetes.py`` (which skips, saying why, when the binaries are not there;
 ``.ci/run`` provisions them) and ``hetsched bench live``."""
 
 from __future__ import annotations
 
+import functools
 import os
 import random
+import re
 import shutil
 import socket
 import ssl
@@ -24,6 +31,27 @@ CACHE = Path(os.environ.get("HETSCHED_KUBE_CACHE", "/var/cache/hetsched-kube"))
 APISERVER = CACHE / "bin" / "kube-apiserver"
 KUBE_SCHEDULER = CACHE / "bin" / "kube-scheduler"
 ADMIN_TOKEN = "hetsched-admin-token"
+
+
+@functools.cache
+def binary_version(path: Path) -> tuple[int, int]:
+    """(major, minor) a Kubernetes binary says it is (``--version``: ``Kubernetes v1.20.2``); a binary that
+    does not say is an error naming it (a helper never guesses the flags to give it)."""
+    said = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    found = re.search(r"v(\d+)\.(\d+)", said.stdout + said.stderr)
+    if found is None:
+        raise RuntimeError(f"{path} --version said no version: {(said.stdout + said.stderr)[:200]!r}")
+    return int(found.group(1)), int(found.group(2))
+
+
+def server_version(version: dict[str, object]) -> tuple[int, int]:
+    """(major, minor) from an API server's ``/version`` answer (``minor`` may end in ``+``)."""
+    return int(str(version["major"]).rstrip("+")), int(str(version["minor"]).rstrip("+"))
+
+
+def policy_version(version: tuple[int, int]) -> str:
+    """The PodDisruptionBudget API a server of ``version`` serves: policy/v1 from 1.21 (v1beta1 went in 1.25)."""
+    return "policy/v1" if version >= (1, 21) else "policy/v1beta1"
 
 
 def missing() -> str:

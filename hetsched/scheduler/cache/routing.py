@@ -314,6 +314,11 @@ class SchedulerCache:
         found = self.groups.by_key.get(group)
         return list(found.pending) if found is not None else []
 
+    def waiting(self, key: str) -> Pod | None:
+        """Pod ``key`` while it waits to be placed (not bound, not assumed bound this cycle); else None."""
+        record = self._pods.get(key)
+        return record.pod if record is not None and record.state == "pending" else None
+
     def pod(self, key: str) -> Pod | None:
         record = self._pods.get(key)
         return record.pod if record else None

@@ -97,6 +97,10 @@ ADVISORY: tuple[type, ...] = (QueueOrder, JobOrder, TaskOrder, NodeScore, HyperN
 """Extension points that only rank: a plugin answering nothing else may be left out of a session."""
 
 
+CONDITIONS_PER_CYCLE = 1000
+"""Pods given ``PodScheduled=False`` per cycle at most (each a status write through the QPS budget)."""
+
+
 def advisory(cls: type) -> bool:
     """Only ranks (see ``ADVISORY``): leaving it out never breaks a rule. A plugin of hooks only is not."""
     points = declared_points(cls)
@@ -164,6 +168,9 @@ class Scheduler:
         """Ranking plugins that raised opening or closing a session, by plugin name, with their back-off."""
         self._reported: dict[str, str] = {}
         self._reported_at = -1
+        self._untold: dict[str, str] = {}
+        """Pods whose ``PodScheduled=False`` is still to be written (pod key → message), oldest first:
+        at most ``CONDITIONS_PER_CYCLE`` are written per cycle, so a huge gang never stalls one."""
         self.stopwatch = stopwatch
         self.observers: list[CycleObserver] = []
 
@@ -304,9 +311,8 @@ class Scheduler:
         Warning Event ``Unschedulable`` (or a Normal ``Scheduled``) on the PodGroup, and on each of its pods
         still waiting, ``PodScheduled=False`` with reason ``Unschedulable`` and the message, and a Warning
         Event ``FailedScheduling`` (kube-scheduler's and Volcano's names). A pod whose condition already says
-        so is not written again (the Events sink aggregates and rate-limits the rest)."""
-        writes: list[tuple[str, Condition]] = []
-        told: list[tuple[Pod, str]] = []
+        so is not written again; at most ``CONDITIONS_PER_CYCLE`` pods are written per cycle (the rest in the
+        next cycles, oldest first), and the Events sink aggregates and rate-limits the Events."""
         for key, update in decisions.podgroups.items():
             if update.conditions is None:
                 continue
@@ -318,21 +324,28 @@ class Scheduler:
                 continue
             if podgroup is not None:
                 self.status.record_event(podgroup, "Unschedulable", verdict.message, "Warning")
-            condition = Condition(type="PodScheduled", status="False", reason="Unschedulable",
-                                  message=verdict.message)
             for pod_key in self.cache.pending_pods(key):
-                pod = self.cache.pod(pod_key)
-                if pod is None or any(c.type == "PodScheduled" and c.status == "False" and c.reason ==
-                                      "Unschedulable" and c.message == verdict.message for c in pod.status.conditions):
-                    continue
-                writes.append((pod_key, condition))
-                told.append((pod, verdict.message))
+                self._untold.pop(pod_key, None)
+                self._untold[pod_key] = verdict.message  # the newest verdict, at the back of the line
+        writes: list[tuple[str, Condition]] = []
+        told: list[Pod] = []
+        while self._untold and len(writes) < CONDITIONS_PER_CYCLE:
+            pod_key, message = next(iter(self._untold.items()))
+            del self._untold[pod_key]
+            pod = self.cache.waiting(pod_key)
+            if pod is None or any(
+                    c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+                    and c.message == message for c in pod.status.conditions):
+                continue  # gone, placed meanwhile, or already saying so
+            writes.append((pod_key, Condition(type="PodScheduled", status="False", reason="Unschedulable",
+                                              message=message)))
+            told.append(pod)
         if not writes:
             return
         failed = {f.pod for f in self.status.set_pod_conditions(writes)}
-        for (pod_key, _), (pod, message) in zip(writes, told, strict=True):
+        for (pod_key, condition), pod in zip(writes, told, strict=True):
             if pod_key not in failed:
-                self.status.record_event(pod, "FailedScheduling", message, "Warning")
+                self.status.record_event(pod, "FailedScheduling", condition.message, "Warning")
 
     def _report_mismatches(self) -> None:
         """A Warning Event on each node whose allocatable disagrees with its healthy chips (once per change)."""
