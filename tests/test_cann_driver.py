@@ -19,7 +19,7 @@ from hetsched.agents.backends.fake import FakeBackend
 from hetsched.agents.node_agent import NodeAgent
 from hetsched.api.objects import Node
 from hetsched.cluster.memory import MemoryCluster
-from hetsched.devices.cann import CANN_ANNOTATION, DRIVER_ANNOTATION, release, verdict
+from hetsched.devices.cann import CANN_ANNOTATION, DRIVER_ANNOTATION, DRIVER_LABEL, release, verdict
 from hetsched.diagnose.checks import ClusterFacts, run_checks
 from hetsched.sim.kernel import SimClock
 from tests.builders import node, pod, running_on
@@ -84,6 +84,7 @@ def test_the_node_agent_publishes_the_driver_and_host_cann(tmp_path: Path, monke
     found = cluster.get("Node", "n0")
     assert isinstance(found, Node)
     assert found.metadata.annotations[DRIVER_ANNOTATION] == "24.1.rc1.b030"
+    assert found.metadata.labels[DRIVER_LABEL] == "24.1.rc1.b030"  # what the scheduler and nodeSelectors read
     assert found.metadata.annotations[CANN_ANNOTATION] == "8.2.RC1"
     (tmp_path / "toolkit" / "ascend_toolkit_install.info").unlink()  # the toolkit removed from the host
     NodeAgent(cluster, "n0", backend, now=lambda: 2.0).sync()
@@ -118,3 +119,31 @@ def test_doctor_flags_a_mismatched_host_and_pod_and_says_what_it_does_not_know(t
     clean = run_checks(ClusterFacts(objects=[fine, running_on(pod("ok-0", annotations={
         CANN_ANNOTATION: "8.0.RC1"}), "fine")]), ["cann-driver-match"])
     assert [f.severity for f in clean] == ["ok"]
+
+
+def driver_node(name: str, driver: str | None) -> Node:
+    made = node(name, cpu="16")
+    labels = {**made.metadata.labels, **({DRIVER_LABEL: driver} if driver else {})}
+    return made.model_copy(update={"metadata": made.metadata.model_copy(update={"labels": labels})})
+
+
+def test_the_scheduler_never_puts_a_declared_cann_on_a_driver_that_does_not_support_it() -> None:
+    """The war story prevented, not only reported: a pod that declares CANN 8.2.RC1 goes to the node whose
+    driver supports it; with no such node it waits, saying why; an unknown pair or an unlabelled node is not
+    refused (the table never guesses against a user)."""
+    from tests.builders import gang, harness
+
+    def placed(objects: list[object], **pod_args: object) -> tuple[dict[str, str], str]:
+        h = harness([*objects, *gang("train", 1, cpu="1", annotations={CANN_ANNOTATION: "8.2.RC1"}, **pod_args)])
+        h.cycle()
+        return h.bindings(), h.condition("train")
+
+    bound, _ = placed([driver_node("old", "23.0.3"), driver_node("new", "24.1.0")])
+    assert bound == {"train-0": "new"}
+    bound, why = placed([driver_node("old", "23.0.3")])
+    assert bound == {} and "1 node(s) had an Ascend driver that CANN 8.2.RC1 does not support" in why, why
+    bound, _ = placed([driver_node("plain", None)])  # no driver published: not refused
+    assert bound == {"train-0": "plain"}
+    h = harness([driver_node("old", "23.0.3"), *gang("legacy", 1, cpu="1", annotations={CANN_ANNOTATION: "6.3.0"})])
+    h.cycle()
+    assert h.bindings() == {"legacy-0": "old"}  # not in the table: doctor says so, the scheduler does not refuse

@@ -21,7 +21,7 @@ SAMPLES: dict[str, Any] = {
     "amounts": (("huawei.com/Ascend910", 16000, 8000), ("cpu", 4500, -1)), "state": "Closed", "child": "team-a",
     "factor": 1.2, "bound": "tier ≤ 2", "tier": 2, "needed": 4, "best": 3, "domains": 3, "subgroup": "shard/1",
     "error": "allocate: ZeroDivisionError: division by zero", "backoff": 20.0, "valid": 3, "failed": 1,
-    "verb": "jobEnqueueable", "message": "the extender refused to admit the job",
+    "verb": "jobEnqueueable", "message": "the extender refused to admit the job", "cann": "8.2.RC1",
 }
 
 

@@ -171,3 +171,20 @@ def test_a_huge_gang_is_told_a_bounded_number_of_pods_per_cycle(monkeypatch: pyt
     h.cycle()
     assert all((scheduled(h, f"wide-{i}") or ("",))[0] == "False" for i in range(5))
     assert len(events(h, "FailedScheduling")) == 5
+
+
+def test_a_sink_stopped_after_sigterm_drops_what_is_queued_without_sending() -> None:
+    server = Server()
+    server.gate.clear()  # the first Event is in flight: the rest wait in the queue
+    sink = EventSink(server)
+    for i in range(5):
+        sink.record(involved(f"q{i}"), "FailedScheduling", "x", "Warning")
+    stopped: list[bool] = []
+    stopper = threading.Thread(target=lambda: stopped.append(sink.stop(5, send=False)))
+    stopper.start()  # stop() says "drop" at once, then waits for the queue to empty
+    while not sink._dropping:
+        stopper.join(0.01)
+    server.gate.set()
+    stopper.join(10)
+    assert stopped == [True]
+    assert len(server.requests) <= 1 and sink.dropped >= 4  # at most the one already in flight was sent

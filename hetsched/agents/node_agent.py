@@ -23,7 +23,8 @@ Each sync:
   supernode's servers in one tier-1 HyperNode without hand work; a server that left its supernode loses the
   label (only a value this agent wrote is ever removed), and a failed query leaves it as it is;
 - on Ascend nodes, annotates the driver release (``hetsched.io/ascend-driver-version``, from ``npu-smi``'s
-  header) and the host's CANN toolkit release (``hetsched.io/cann-version``) for doctor's
+  header; also as the label ``hetsched.io/ascend-driver``, which the scheduler matches pods' declared CANN
+  against) and the host's CANN toolkit release (``hetsched.io/cann-version``) for doctor's
   ``cann-driver-match`` (``devices.cann``);
 - with a kubelet configuration file, annotates ``hetsched.io/topology-manager-policy=<topology>/<cpu>`` so
   ``hetsched doctor`` can tell where the ``numaaware`` plugin is a silent no-op.
@@ -47,7 +48,7 @@ from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.api.hypernodes import TIER_LABEL
 from hetsched.api.objects import Condition, ConfigMap, Node, Taint
-from hetsched.devices.cann import CANN_ANNOTATION, DRIVER_ANNOTATION
+from hetsched.devices.cann import CANN_ANNOTATION, DRIVER_ANNOTATION, DRIVER_LABEL
 from hetsched.devices.catalog import MODEL_LABEL
 from hetsched.devices.inventory import (
     ASCEND_NAMESPACE,
@@ -191,6 +192,10 @@ class NodeAgent:
                     annotations[annotation] = self.versions[key]
                 else:
                     annotations.pop(annotation, None)
+            if self.versions.get("driver"):
+                labels[DRIVER_LABEL] = label_value(self.versions["driver"])
+            else:
+                labels.pop(DRIVER_LABEL, None)
         if self.kubelet_config is not None:
             with contextlib.suppress(ValueError):  # an unreadable file: leave the last published value
                 policies = read_policies(self.kubelet_config)

@@ -82,6 +82,7 @@ class EventSink:
         self._lock = threading.Lock()
         self._idle = threading.Condition()
         self._busy = 0
+        self._dropping = False
         self.dropped = 0
         """Events not sent: over an object's budget, or the queue full."""
         self.aggregated = 0
@@ -114,8 +115,11 @@ class EventSink:
                 self._idle.wait(left)
         return True
 
-    def stop(self, timeout: float) -> bool:
-        """Send what is queued within ``timeout`` seconds, then end the thread."""
+    def stop(self, timeout: float, send: bool = True) -> bool:
+        """Send what is queued within ``timeout`` seconds (``send`` False: drop it, counted — writes are
+        refused anyway once SIGTERM cancelled them), then end the thread."""
+        if not send:
+            self._dropping = True
         flushed = self.flush(timeout)
         with self._lock:
             thread, self._thread = self._thread, None
@@ -152,6 +156,9 @@ class EventSink:
         return allowed
 
     def _deliver(self, event: Pending) -> None:
+        if self._dropping:
+            self.dropped += 1
+            return
         now = self._clock()
         sent = self._sent.get(event.key)
         if sent is not None and now - sent.first <= CORRELATE_SECONDS:

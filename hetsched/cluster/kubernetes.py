@@ -611,7 +611,7 @@ class KubeCluster:
         one still inside a request (a list from a server that stopped answering) never holds the process.
         Queued Events are sent first, within half the ``timeout`` (none once SIGTERM cancelled writes)."""
         deadline = time.monotonic() + timeout
-        self.events.stop(timeout / 2)
+        self.events.stop(timeout / 2, send=not (self.cancel is not None and self.cancel.is_set()))
         self._stopping.set()
         self._streams.close()
         for thread in self._threads:

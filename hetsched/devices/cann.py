@@ -1,6 +1,8 @@
 """Which Ascend driver (the Ascend HDK: driver and firmware) each CANN toolkit release works with.
 
-Who calls it: ``diagnose.checks`` (doctor's ``cann-driver-match``), with the versions the node agent
+Who calls it: ``diagnose.checks`` (doctor's ``cann-driver-match``) and the ``devicetopology`` scheduler plugin
+(a pod that declares its CANN never goes to a node whose driver does not support it), with the versions the
+node agent
 publishes (``agents.node_agent``: the driver from ``npu-smi``'s header, the host's CANN from its toolkit's
 install record) and the CANN a pod declares for its image (``hetsched.io/cann-version``).
 
@@ -20,6 +22,9 @@ import re
 
 DRIVER_ANNOTATION = "hetsched.io/ascend-driver-version"
 """On a Node: the Ascend driver release its node agent read (``npu-smi``'s header)."""
+DRIVER_LABEL = "hetsched.io/ascend-driver"
+"""On a Node: the same driver release as a label (``24.1.rc1.b030``): what the scheduler matches a pod's
+declared CANN against, and what a nodeSelector can name."""
 CANN_ANNOTATION = "hetsched.io/cann-version"
 """On a Node: the CANN toolkit installed on the host; on a pod (or a Job's pod template): the CANN its image
 was built with, declared by its owner so doctor can check it against the driver of the node it runs on."""

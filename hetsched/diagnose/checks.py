@@ -417,8 +417,8 @@ def cann_driver_match(facts: ClusterFacts) -> list[Finding]:
             findings.append(Finding(
                 check, "error", f"Pod/{pod.metadata.namespace}/{pod.metadata.name}",
                 f"image's {why} (node {pod.spec.nodeName})",
-                "run it on nodes whose driver matches (a nodeSelector on the driver release) or rebuild the "
-                "image on the CANN this node's driver supports"))
+                "it ran before the node's driver was known or changed: the scheduler now keeps it off such "
+                "nodes; recreate it, or rebuild the image on the CANN this driver supports"))
         elif fits is None:
             findings.append(Finding(check, "info", f"Pod/{pod.metadata.namespace}/{pod.metadata.name}", why))
     if findings:

@@ -28,6 +28,7 @@ from hetsched.api.objects import (
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import PriorityPolicy
 from hetsched.api.volcano_annotations import SCORING
+from hetsched.devices.cann import CANN_ANNOTATION
 from hetsched.scheduler.cache.pods import Group, PodRecord, cooldown, preemptable, required_anti, running_since
 from hetsched.scheduler.cache.settled import SettledJobs, is_settled
 from hetsched.scheduler.contract.snapshot import (
@@ -42,6 +43,8 @@ from hetsched.scheduler.contract.snapshot import (
 )
 
 Pairs = tuple[tuple[str, str], ...]
+READ = (*SCORING, CANN_ANNOTATION)
+"""The pods' annotations plugins read (scoring, and the declared CANN the device plugin filters nodes by)."""
 GroupKey = tuple[str, object, int, str, str, str, Pairs, str, Pairs]
 
 
@@ -53,7 +56,7 @@ def _placement(record: PodRecord) -> tuple[str, str, str, bool, Pairs, Pairs]:
                             annotations.get(NUMA_POLICY_ANNOTATION, "").strip(),
                             record.pod.spec.preemptionPolicy == "Never",
                             tuple(sorted(record.pod.metadata.labels.items())),
-                            tuple((k, annotations[k]) for k in SCORING if k in annotations))
+                            tuple((k, annotations[k]) for k in READ if k in annotations))
     return record.placement
 
 
@@ -121,9 +124,10 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
                 by_placement.items()):
             record = pods[keys[0]]
             request = record.request
+            cann = dict(scoring).get(CANN_ANNOTATION, "")
             job.groups.append(TaskGroup(
                 job=job, task=task, spec=record.pod.spec,
-                placement_key=(placement_key, models, mlu_link, numa_policy), numa_policy=numa_policy,
+                placement_key=(placement_key, models, mlu_link, numa_policy, cann), numa_policy=numa_policy,
                 request=request, columns=np.flatnonzero(request), priority=priority, pending=keys,
                 models=tuple(m.strip() for m in models.split("|") if m.strip()), mlu_link=mlu_link,
                 labels=dict(labels), namespace=record.pod.metadata.namespace or "default", subgroup=subgroup,

@@ -47,6 +47,8 @@ class ReasonCode(enum.Enum):
     SHARE_OUT_OF_RANGE = "ShareOutOfRange"
     CHIP_MEMORY_UNSTATED = "ChipMemoryUnstated"
     ACCELERATOR_MODEL = "AcceleratorModel"
+    CANN_DRIVER = "CannDriverMismatch"
+    """The pod's declared CANN (``hetsched.io/cann-version``) is not supported by the node's Ascend driver."""
     ILLEGAL_CHIP_COUNT = "IllegalChipCount"
     NODE_GROUP_REQUIRED = "NodeGroupRequired"
     NODE_GROUP_AVOIDED = "NodeGroupAvoided"
@@ -198,6 +200,8 @@ SPECS: dict[ReasonCode, Spec] = {
     ReasonCode.ACCELERATOR_MODEL: Spec(
         ("models",), lambda r: f"node(s) didn't have an accepted accelerator model ({'|'.join(r['models'])})",
         "accelerator model"),
+    ReasonCode.CANN_DRIVER: Spec(
+        ("cann",), "node(s) had an Ascend driver that CANN {cann} does not support", "CANN driver"),
     ReasonCode.ILLEGAL_CHIP_COUNT: Spec(("rule",), _REJECTED + "{rule}", "device request rejected"),
     ReasonCode.NODE_GROUP_REQUIRED: Spec(
         ("queue", "groups"), lambda r: f"node(s) not in queue {r['queue']}'s node group(s) ({', '.join(r['groups'])})",

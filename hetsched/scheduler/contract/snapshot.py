@@ -176,8 +176,10 @@ class TaskGroup:
     subgroup: str = ""
     """The network-bounded sub-group the pods are in (``PodGroupSpec.subgroup_of``; "" = none)."""
     annotations: dict[str, str] = field(default_factory=dict)
-    """The pods' annotations that change how nodes are scored for them (``api.volcano_annotations.SCORING``:
-    ``resource-strategy-fit``'s per-pod strategy); pods of a group share them."""
+    """The pods' annotations plugins read (``cache.build.READ``): those that change how nodes are scored for
+    them (``api.volcano_annotations.SCORING``: ``resource-strategy-fit``'s per-pod strategy) and the CANN
+    their image declares (``devices.cann.CANN_ANNOTATION``: ``devicetopology`` filters drivers by it); pods of
+    a group share them."""
 
     def __post_init__(self) -> None:
         self.size = self.size or len(self.pending)

@@ -38,6 +38,8 @@ import numpy as np
 
 from hetsched.devices import numa
 from hetsched.devices.cambricon import MODES as MLU_LINK_MODES
+from hetsched.devices.cann import CANN_ANNOTATION, DRIVER_LABEL
+from hetsched.devices.cann import verdict as cann_verdict
 from hetsched.devices.catalog import MODEL_LABEL, PolicySettings, policy_for
 from hetsched.devices.inventory import (
     MEMORY_OF,
@@ -191,6 +193,12 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
                 unknown[rows] = True if stated is None else stated[rows].sum(axis=1) == 0
                 failures.append((Reason.of(ReasonCode.CHIP_MEMORY_UNSTATED, resource=resource,
                                            memory=MEMORY_OF[resource]), unknown))
+        cann = group.annotations.get(CANN_ANNOTATION, "")
+        if cann:  # the image's CANN: never onto a driver it does not support (unknown pairs are not refused)
+            codes, vocab = session.nodes.label_codes(DRIVER_LABEL)
+            refused = [code for driver, code in vocab.items() if cann_verdict(cann, driver)[0] is False]
+            if refused:
+                failures.append((Reason.of(ReasonCode.CANN_DRIVER, cann=cann[:40]), np.isin(codes, refused)))
         if group.models:
             codes, vocab = session.nodes.label_codes(MODEL_LABEL)
             accepted = [vocab[m] for m in group.models if m in vocab]
