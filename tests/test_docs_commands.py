@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +37,10 @@ from hetsched.cli.options import DEFAULT_TRACE_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-LINKED = ("examples", "deploy", "bench", "docs", "scripts", "hetsched", ".venv", "pyproject.toml",
+LINKED = ("examples", "deploy", "docs", "scripts", "hetsched", ".venv", "pyproject.toml",
           "requirements.lock", "requirements-dev.lock")
+COPIED = ("bench",)
+"""Copied, not linked: commands write into them (``--json bench/out/…``), and that stays out of the repository."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,8 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in LINKED:
         if (ROOT / name).exists():
             (work / name).symlink_to(ROOT / name)
+    for name in COPIED:
+        shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("out", "__pycache__"))
     if (ROOT.parent / "shared").exists():
         (base / "shared").symlink_to(ROOT.parent / "shared")
     return work

@@ -46,9 +46,11 @@ def say(console: Console, level: str, message: object) -> None:
 
 @contextmanager
 def writing(path: Path, what: str) -> Iterator[None]:
-    """Around writing an output file: an ``OSError`` (a full device, a missing folder, no permission) is
-    ``error: cannot write the <what> to <path>: <reason>`` and exit 2, never a traceback."""
+    """Around writing an output file, its folder made when missing (``--json bench/out/x.json`` on a fresh
+    checkout): an ``OSError`` (a full device, a file where a folder should be, no permission) is ``error:
+    cannot write the <what> to <path>: <reason>`` and exit 2, never a traceback."""
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # a folder not made yet is made, as users expect
         yield
     except OSError as exc:
         say(stderr_console(), "error", f"cannot write the {what} to {path}: {exc.strerror or exc}")
