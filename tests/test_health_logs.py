@@ -99,3 +99,34 @@ def test_a_scheduler_process_serves_health_logs_json_and_stops_on_sigterm(tmp_pa
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert lines and all({"time", "level", "logger", "message"} <= set(line) for line in lines), err
     assert any(line["message"].startswith("health on http://127.0.0.1:") for line in lines)
+
+
+def test_a_node_agent_serves_health_while_the_api_server_is_away(tmp_path: Path) -> None:
+    """The DaemonSets' probes read this: the agent's loop comes round (and says so) even while every check
+    fails to reach the API server, so kubelet does not restart an agent that is only waiting."""
+    token = tmp_path / "token"
+    token.write_text("t")
+    chips = tmp_path / "chips.yaml"
+    chips.write_text('{"chips": [{"id": 0}]}')
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hetsched.cli.main", "node-agent", "--vendor", "fake", "--config", str(chips),
+         "--node", "n0", "--server", "https://127.0.0.1:1", "--token-file", str(token), "--insecure",
+         "--period", "0.5", "--metrics-address", "off", "--health-address", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        status = 0
+        while time.monotonic() < deadline and status != 200:
+            try:
+                status = get(f"http://127.0.0.1:{port}/readyz")[0]
+            except OSError:
+                time.sleep(0.2)
+        assert status == 200 and get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert process.returncode == 0, err

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from hetsched.benchmark.apiserver import server_version
-from hetsched.cluster.kubernetes import KubeClient
+from hetsched.cluster.kubernetes import ApiError, KubeClient
 from hetsched.devices.inventory import pod_allocation
 from hetsched.ports import Conflict, NotFound
 from tests.builders import table
@@ -370,6 +370,10 @@ def test_the_first_hour_a_job_without_a_queue_runs_kubectl_shows_it_and_a_misfit
         and e["reason"] == "Running" for e in client.request("GET", "/api/v1/namespaces/default/events")["items"]),
         60)
     delete_job(client, "first")
+    # the installation's webhook keeps the queues every Job needs, as Volcano's does
+    with pytest.raises(ApiError) as refused:
+        client.request("DELETE", "/apis/scheduling.volcano.sh/v1beta1/queues/default")
+    assert refused.value.status == 403 and "Queue default cannot be deleted" in str(refused.value)
 
     misfit = job("misfit", [task("w", 1, "huawei.com/Ascend910", 1, {"no-such-pool": "true"})], minAvailable=1)
     submit(client, misfit)

@@ -229,6 +229,28 @@ def test_a_hypernode_is_validated_like_every_volcano_object() -> None:
             response["status"]["message"]
 
 
+def test_queue_deletions_are_refused_as_volcano_refuses_them() -> None:
+    """``default`` and ``root`` are never deleted, an Open or Closing queue is not (its jobs would wait
+    forever); a Closed queue, or a deletion of another kind, goes through."""
+    from hetsched.cluster.webhook import review as answer
+
+    def deleting(name: str, state: str | None, kind: str = "Queue") -> dict[str, Any]:
+        old = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": kind, "metadata": {"name": name},
+               **({"status": {"state": state}} if state else {})}
+        return answer(review(None, "DELETE", kind={"kind": kind}, oldObject=old), "/validate")["response"]
+
+    for name, state, message in (("default", "Closed", "Queue default cannot be deleted"),
+                                 ("root", "Closed", "Queue root cannot be deleted"),
+                                 ("research", "Open", "Queue research is Open: only a Closed queue"),
+                                 ("research", None, "is Open"),
+                                 ("research", "Closing", "is Closing")):
+        response = deleting(name, state)
+        assert response["allowed"] is False and message in response["status"]["message"], (name, state, response)
+    assert deleting("research", "Closed")["allowed"] is True
+    assert deleting("default", None, kind="PodGroup")["allowed"] is True
+    assert answer(review(None, "DELETE"), "/validate")["response"]["allowed"] is True  # no old object: not ours
+
+
 @pytest.mark.parametrize("replicas", [None, [1], {}, "1e400", True, -1, 10**12], ids=str)
 def test_odd_replicas_in_mutate_are_denied_naming_the_field_and_the_connection_lives(webhook: Any,
                                                                                      replicas: Any) -> None:

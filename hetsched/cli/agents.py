@@ -30,7 +30,7 @@ from hetsched.api.objects import Node, Pod, label_key_ok
 from hetsched.cli.extras import need
 from hetsched.cli.logs import LogFormat, LogLevel, configure
 from hetsched.cli.output import say, stderr_console
-from hetsched.cli.serve import serve_metrics
+from hetsched.cli.serve import HealthAddress, serve_health, serve_metrics
 from hetsched.cli.shutdown import Shutdown
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock, from_api
 from hetsched.cluster.memory import MemoryCluster
@@ -69,7 +69,7 @@ def device_plugin(
     metrics_address: Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
                                                  help="serve Prometheus /metrics on HOST:PORT (off or empty: none)")]
     = f"127.0.0.1:{PORTS['device-plugin']}",
-    log_level: LogLevel = "info", log_format: LogFormat = "text",
+    log_level: LogLevel = "info", log_format: LogFormat = "text", health_address: HealthAddress = "off",
 ) -> None:
     """Serve one vendor's chips to kubelet (Device Plugin API v1beta1) until SIGTERM."""
     need("agents", "the device plugin")
@@ -99,7 +99,9 @@ def device_plugin(
                 recorder.record_event(pod, reason, message, "Warning")
     metrics = DevicePluginMetrics()
     serve_metrics(metrics.registry, metrics_address)
-    plugin = DevicePlugin(backend, directory=directory, period=period, pods=pods, metrics=metrics, events=events)
+    health = serve_health(health_address, period)
+    plugin = DevicePlugin(backend, directory=directory, period=period, pods=pods, metrics=metrics, events=events,
+                          beat=health.beat)
     shutdown = Shutdown()
     try:
         plugin.start()
@@ -107,7 +109,9 @@ def device_plugin(
         say(errors, "error", f"cannot register with kubelet at {directory}: {exc}")
         plugin.stop(timeout=shutdown.remaining())
         raise typer.Exit(1) from None
+    health.beat()
     shutdown.wait()
+    health.stopping()
     plugin.stop(timeout=shutdown.remaining())  # /metrics is a daemon thread: it ends with the process
     shutdown.exit(0)
 
@@ -137,7 +141,7 @@ def node_agent(
                                                  help="node label for the supernode the hardware reports (Ascend "
                                                       "A3), read by HyperNode discovery; empty: none")]
     = SUPERNODE_LABEL,
-    log_level: LogLevel = "info", log_format: LogFormat = "text",
+    log_level: LogLevel = "info", log_format: LogFormat = "text", health_address: HealthAddress = "off",
 ) -> None:
     """Check the chips every PERIOD and publish health, the AcceleratorHealthy condition, the taint and labels."""
     configure(log_level, log_format)
@@ -164,18 +168,24 @@ def node_agent(
             raise typer.Exit(2) from None
     agent = NodeAgent(store, node, backend, kubelet_config=kubelet_config, supernode_label=supernode_label)
     metrics = NodeAgentMetrics()
+    health = None
     if not once and not dry_run:
         serve_metrics(metrics.registry, metrics_address)
+        health = serve_health(health_address, period)
     shutdown = Shutdown()
     while True:
+        if health is not None:
+            health.beat()  # the loop came round (/healthz), whether or not this check reaches the API server
         try:
             started = time.perf_counter()
             published = agent.sync()
             metrics.observe(backend, agent.last_chips, agent.last_error or None, time.perf_counter() - started)
         except Exception as exc:  # the API server away: say so, try again next period
             say(errors, "warning", f"{exc}")
-            if once or shutdown.wait(period):
+            if once:
                 raise typer.Exit(1) from None
+            if shutdown.wait(period):  # SIGTERM while waiting to retry: a clean stop like any other
+                shutdown.exit(0)
             continue
         condition = next(c for c in published.status.conditions if c.type == CONDITION)
         print(json.dumps({

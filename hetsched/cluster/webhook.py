@@ -8,6 +8,8 @@ Who calls it: the API server (``ValidatingWebhookConfiguration`` → ``/validate
   runs, with the same messages (``admission: document 1 (Job/train): spec.policies[0].event: …``); an
   update of a Job may change only what Volcano's webhook lets change (``spec.minAvailable`` and task
   replicas). A refused object gets HTTP-style code 400 and the message; the API server shows it to the user.
+  A Queue deletion is refused (403) for ``default`` and ``root`` and for a queue that is not Closed, as
+  Volcano's webhook refuses it (``deletion_problem``).
 - **Mutate** (Jobs): Volcano's defaults — ``schedulerName: volcano``, ``queue: default``, ``maxRetry: 3``,
   ``minAvailable`` = the sum of the tasks' replicas, each task's ``name`` when missing (``task-<i>``) — as a
   JSON Patch. (PodGroups for plain pods are made by the controller.)
@@ -167,6 +169,11 @@ def review(body: Any, path: str, restriction: Restriction | None = None,
         if refused:
             response = {"uid": uid, "allowed": False, "status": {"code": 403, "reason": "Forbidden",
                                                                  "message": refused}}
+    elif path.startswith("/validate") and request.get("operation") == "DELETE":
+        refused = deletion_problem(request.get("oldObject"))
+        if refused:
+            response = {"uid": uid, "allowed": False, "status": {"code": 403, "reason": "Forbidden",
+                                                                 "message": refused}}
     elif not isinstance(raw, dict):
         if request.get("operation") != "DELETE":  # nothing to judge only for a deletion
             response = {"uid": uid, "allowed": False, "status": {
@@ -188,6 +195,25 @@ def review(body: Any, path: str, restriction: Restriction | None = None,
             response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
     return {"apiVersion": body.get("apiVersion", "admission.k8s.io/v1"), "kind": "AdmissionReview",
             "response": response}
+
+
+ESSENTIAL_QUEUES = ("default", "root")
+
+
+def deletion_problem(old: Any) -> str:
+    """Why a deletion is refused ("" when it is not), as Volcano's webhook refuses it: the ``default`` and
+    ``root`` Queues are never deleted (every Job without a queue, and every queue tree, need them), and a
+    Queue is deleted only once Closed (jobs still in it would wait forever). Other kinds: allowed."""
+    if not isinstance(old, dict) or old.get("kind") != "Queue":
+        return ""
+    name = str((old.get("metadata") or {}).get("name") or "")
+    if name in ESSENTIAL_QUEUES:
+        return f"Queue {name} cannot be deleted: every Job without a queue and every queue tree need it"
+    state = str((old.get("status") or {}).get("state") or "Open")
+    if state != "Closed":
+        return (f"Queue {name} is {state}: only a Closed queue can be deleted (hetsched queue close {name}, "
+                "then delete it once its jobs are done)")
+    return ""
 
 
 def validate(raw: dict[str, Any], old: dict[str, Any] | None, namespace: str = "default",

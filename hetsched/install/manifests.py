@@ -199,7 +199,8 @@ def _env(v: Reader, port_key: str, extra: list[dict[str, Any]] | None = None,
 
 
 def _health(v: Reader, component: str) -> dict[str, Any]:
-    """The health endpoint (``--health-address``) and the probes that read it, where ``probes.enabled``."""
+    """The health endpoint (``--health-address``) and the probes that read it, where ``probes.enabled``
+    (``component``: the key of its port under ``probes``)."""
     port = f"probes.{component}"
     address = v.expr(f"0.0.0.0:{v.num(port)}" if v.num("probes.enabled") is True else "off",
                      f"{{{{ if .Values.probes.enabled }}}}0.0.0.0:{{{{ .Values.{port} }}}}{{{{ else }}}}off"
@@ -358,7 +359,9 @@ def webhook(v: Reader) -> list[Doc]:
                           {"apiGroups": ["flow.volcano.sh"], "apiVersions": ["v1alpha1"],
                            "operations": ["CREATE", "UPDATE"], "resources": ["jobflows", "jobtemplates"]},
                           {"apiGroups": ["scheduling.volcano.sh"], "apiVersions": ["v1beta1"],
-                           "operations": ["CREATE", "UPDATE"], "resources": ["queues", "podgroups"]},
+                           "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["queues"]},
+                          {"apiGroups": ["scheduling.volcano.sh"], "apiVersions": ["v1beta1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["podgroups"]},
                           {"apiGroups": ["bus.volcano.sh"], "apiVersions": ["v1alpha1"], "operations": ["CREATE"],
                            "resources": ["commands"]},
                           {"apiGroups": ["topology.volcano.sh"], "apiVersions": ["v1alpha1"],
@@ -486,12 +489,14 @@ def agents(v: Reader) -> list[Doc]:
         kubelet_file = v.expr(v.get("kubeletConfig").rsplit("/", 1)[-1], "{{ base .Values.kubeletConfig }}")
         tolerations = v.map(f"{key}.tolerations")
         node_env = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+        agent_health, plugin_health = _health(v, "nodeAgent"), _health(v, "devicePlugin")
         agent = _pod(v, "node-agent", {
             "name": "node-agent",
             "args": ["node-agent", *args, f"--period={v.num(f'{key}.nodeAgent.period')}",
                      f"--kubelet-config=/host/kubelet/{kubelet_file}"],
-            "env": _env(v, "metrics.nodeAgent", node_env, token=f"{POD_TOKEN_DIR}/token"),
-            "ports": [{"name": "metrics", "containerPort": v.num("metrics.nodeAgent")}],
+            "env": _env(v, "metrics.nodeAgent", [*node_env, *agent_health["env"]], token=f"{POD_TOKEN_DIR}/token"),
+            "ports": [{"name": "metrics", "containerPort": v.num("metrics.nodeAgent")}, *agent_health["ports"]],
+            "livenessProbe": agent_health["livenessProbe"], "readinessProbe": agent_health["readinessProbe"],
             "resources": v.map(f"{key}.nodeAgent.resources"),
             "securityContext": v.map(f"{key}.securityContext"),
             "volumeMounts": [{"name": "dev", "mountPath": "/dev"},
@@ -511,8 +516,9 @@ def agents(v: Reader) -> list[Doc]:
         plugin = _pod(v, "device-plugin", {
             "name": "device-plugin",
             "args": ["device-plugin", *args, f"--period={v.num(f'{key}.devicePlugin.period')}", runtime],
-            "env": _env(v, "metrics.devicePlugin", node_env),  # NODE_NAME: the scheduler's hand-off
-            "ports": [{"name": "metrics", "containerPort": v.num("metrics.devicePlugin")}],
+            "env": _env(v, "metrics.devicePlugin", [*node_env, *plugin_health["env"]]),  # NODE_NAME: the hand-off
+            "ports": [{"name": "metrics", "containerPort": v.num("metrics.devicePlugin")}, *plugin_health["ports"]],
+            "livenessProbe": plugin_health["livenessProbe"], "readinessProbe": plugin_health["readinessProbe"],
             "resources": v.map(f"{key}.devicePlugin.resources"),
             "securityContext": v.map(f"{key}.securityContext"),
             "volumeMounts": [{"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"},

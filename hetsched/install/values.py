@@ -185,11 +185,14 @@ class Metrics(_Model):
 
 
 class Probes(_Model):
-    enabled: bool = Field(True, description="liveness and readiness probes on the scheduler and controller: "
-                                            "each serves /healthz (its loop ran lately) and /readyz on its "
-                                            "health port; off where pods share a host's network and ports")
+    enabled: bool = Field(True, description="liveness and readiness probes on the scheduler, controller, node "
+                                            "agents and device plugins: each serves /healthz (its loop ran "
+                                            "lately) and /readyz on its health port; off where pods share a "
+                                            "host's network and ports")
     scheduler: int = Field(8090, ge=1, le=65535, description="the scheduler's health port")
     controller: int = Field(8091, ge=1, le=65535, description="the controller's health port")
+    nodeAgent: int = Field(9111, ge=1, le=65535, description="the node agents' health port")
+    devicePlugin: int = Field(9112, ge=1, le=65535, description="the device plugins' health port")
 
 
 class DisruptionBudget(_Model):

@@ -66,8 +66,11 @@ log = logging.getLogger("hetsched.device-plugin")
 class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
     def __init__(self, backend: Backend, *, directory: Path = DEFAULT_DIR, period: float = 5.0,
                  pods: Callable[[], list[Pod]] | None = None, metrics: DevicePluginMetrics | None = None,
-                 events: Callable[[Pod, str, str], None] | None = None) -> None:
+                 events: Callable[[Pod, str, str], None] | None = None,
+                 beat: Callable[[], None] | None = None) -> None:
         self.backend = backend
+        self.beat = beat
+        """Called after every health poll (the process's /healthz: its polling came round lately)."""
         self.metrics = metrics
         self.directory = directory
         self.period = period
@@ -128,6 +131,8 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
     def _poll_loop(self) -> None:
         while not self._stopping.wait(self.period):
             self.poll()
+            if self.beat is not None:
+                self.beat()
 
     # ------------------------------------------------------------------------------------- gRPC
 
