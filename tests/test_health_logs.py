@@ -67,35 +67,38 @@ def test_a_bad_level_or_format_is_a_usage_error() -> None:
             configure(level, fmt)
 
 
-def test_a_scheduler_process_serves_health_logs_json_and_stops_on_sigterm(tmp_path: Path) -> None:
-    token = tmp_path / "token"
-    token.write_text("t")
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "hetsched.cli.main", "scheduler", "--server", "https://127.0.0.1:1", "--token-file",
-         str(token), "--insecure", "--no-leader-elect", "--metrics-address", "off",
-         "--health-address", f"127.0.0.1:{port}", "--log-format", "json", "--log-level", "debug"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def healthy_then_stopped(command: list[str], port: int) -> tuple[int, str]:
+    """Start ``hetsched <command>``; once its /readyz and /healthz answer 200, SIGTERM it: (exit code,
+    stderr)."""
+    process = subprocess.Popen([sys.executable, "-m", "hetsched.cli.main", *command], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         status = 0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and status != 200:
             try:
                 status = get(f"http://127.0.0.1:{port}/readyz")[0]
             except OSError:  # not listening yet
-                status = 0
-            if status == 200:
-                break
-            time.sleep(0.2)
-        assert status == 200
-        assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+                time.sleep(0.2)
+        assert status == 200 and get(f"http://127.0.0.1:{port}/healthz")[0] == 200
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait(10)
-    assert process.returncode == 0, err
+    return process.returncode, err
+
+
+def test_a_scheduler_process_serves_health_logs_json_and_stops_on_sigterm(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("t")
+    port = _free_port()
+    code, err = healthy_then_stopped(
+        ["scheduler", "--server", "https://127.0.0.1:1", "--token-file", str(token), "--insecure", "--no-leader-elect",
+         "--metrics-address", "off", "--health-address", f"127.0.0.1:{port}", "--log-format", "json",
+         "--log-level", "debug"], port)
+    assert code == 0, err
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert lines and all({"time", "level", "logger", "message"} <= set(line) for line in lines), err
     assert any(line["message"].startswith("health on http://127.0.0.1:") for line in lines)
@@ -109,24 +112,8 @@ def test_a_node_agent_serves_health_while_the_api_server_is_away(tmp_path: Path)
     chips = tmp_path / "chips.yaml"
     chips.write_text('{"chips": [{"id": 0}]}')
     port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "hetsched.cli.main", "node-agent", "--vendor", "fake", "--config", str(chips),
-         "--node", "n0", "--server", "https://127.0.0.1:1", "--token-file", str(token), "--insecure",
-         "--period", "0.5", "--metrics-address", "off", "--health-address", f"127.0.0.1:{port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        status = 0
-        while time.monotonic() < deadline and status != 200:
-            try:
-                status = get(f"http://127.0.0.1:{port}/readyz")[0]
-            except OSError:
-                time.sleep(0.2)
-        assert status == 200 and get(f"http://127.0.0.1:{port}/healthz")[0] == 200
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
-    assert process.returncode == 0, err
+    code, err = healthy_then_stopped(
+        ["node-agent", "--vendor", "fake", "--config", str(chips), "--node", "n0", "--server", "https://127.0.0.1:1",
+         "--token-file", str(token), "--insecure", "--period", "0.5", "--metrics-address", "off",
+         "--health-address", f"127.0.0.1:{port}"], port)
+    assert code == 0, err
