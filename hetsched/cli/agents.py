@@ -17,7 +17,7 @@ import json
 import socket
 import time
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -32,8 +32,6 @@ from hetsched.cli.logs import LogFormat, LogLevel, configure
 from hetsched.cli.output import say, stderr_console
 from hetsched.cli.serve import HealthAddress, serve_health, serve_metrics
 from hetsched.cli.shutdown import Shutdown
-from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock, from_api
-from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import NODE_ANNOTATION
 from hetsched.metrics.agents import DevicePluginMetrics, NodeAgentMetrics
 from hetsched.metrics.serve import PORTS
@@ -43,8 +41,14 @@ errors = stderr_console()
 Vendor = Literal["ascend", "cambricon", "nvidia", "fake"]
 
 
+if TYPE_CHECKING:  # imported where they run: `hetsched --help` never loads the Kubernetes client
+    from hetsched.cluster.kubernetes import KubeClient
+
+
 def _connect(kubeconfig: str | None, server: str | None, token_file: Path | None,
              ca_file: Path | None, insecure: bool = False) -> KubeClient:
+    from hetsched.cluster.kubernetes import KubeClient
+
     return KubeClient.connect(kubeconfig, server, str(token_file) if token_file else None,
                               str(ca_file) if ca_file else None, insecure)
 
@@ -74,6 +78,7 @@ def device_plugin(
     """Serve one vendor's chips to kubelet (Device Plugin API v1beta1) until SIGTERM."""
     need("agents", "the device plugin")
     from hetsched.agents.deviceplugin.server import DevicePlugin
+    from hetsched.cluster.kubernetes import KubeCluster, from_api
 
     configure(log_level, log_format)
     try:
@@ -144,6 +149,9 @@ def node_agent(
     log_level: LogLevel = "info", log_format: LogFormat = "text", health_address: HealthAddress = "off",
 ) -> None:
     """Check the chips every PERIOD and publish health, the AcceleratorHealthy condition, the taint and labels."""
+    from hetsched.cluster.kubernetes import KubeCluster, WallClock
+    from hetsched.cluster.memory import MemoryCluster
+
     configure(log_level, log_format)
     if supernode_label and not label_key_ok(supernode_label):
         say(errors, "error", f"--supernode-label: {supernode_label[:80]!r} is not a label key (prefix/name, "

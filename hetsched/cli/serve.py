@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 import yaml
@@ -37,9 +37,10 @@ from hetsched.cli.health import Health, HealthServer
 from hetsched.cli.logs import LogFormat, LogLevel, configure
 from hetsched.cli.shutdown import Shutdown
 from hetsched.cluster.backoff import Backoff
-from hetsched.cluster.kubernetes import KubeClient, KubeCluster, WallClock
-from hetsched.cluster.leader import LeaderElector
 from hetsched.metrics.serve import PORTS, MetricsServer, leader_gauge
+
+if TYPE_CHECKING:  # imported where they run: `hetsched --help` and the replay commands never load the client
+    from hetsched.cluster.kubernetes import KubeClient, KubeCluster
 
 log = logging.getLogger("hetsched")
 S = TypeVar("S")
@@ -125,6 +126,8 @@ def serve_metrics(registry: CollectorRegistry, address: str) -> MetricsServer | 
 
 def _client(kubeconfig: str | None, server: str | None, token_file: Path | None, ca_file: Path | None,
             insecure: bool = False) -> KubeClient:
+    from hetsched.cluster.kubernetes import KubeClient
+
     try:
         return KubeClient.connect(kubeconfig, server, str(token_file) if token_file else None,
                                   str(ca_file) if ca_file else None, insecure)
@@ -162,6 +165,8 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
     kube-scheduler does. On SIGTERM: writes stop at once (a bind batch under way sends nothing more), the
     Lease is given up, then the cluster stops (its watches cut) within the shutdown's deadline, and the
     process ends (``cli.shutdown``)."""
+    from hetsched.cluster.leader import LeaderElector
+
     shutdown = Shutdown()
     leading = leader_gauge(registry) if registry is not None else None
     # unique per process start, as client-go's hostname_uuid: a replica restarted in place (same pod name)
@@ -278,6 +283,7 @@ def scheduler(
     log_level: LogLevel = "info", log_format: LogFormat = "text",
 ) -> None:
     """Run the batch scheduler against a Kubernetes API server (one active replica per Lease)."""
+    from hetsched.cluster.kubernetes import KubeCluster, WallClock
     from hetsched.metrics.scheduler import SchedulerMetrics
     from hetsched.scheduler.cache import KINDS, SCOPES
     from hetsched.scheduler.defaults import default_conf, load_conf
@@ -345,6 +351,7 @@ def controller(
 ) -> None:
     """Run the Job, PodGroup, fault, CronJob, JobFlow and Queue controllers, and HyperNode discovery, against a
     Kubernetes API server."""
+    from hetsched.cluster.kubernetes import KubeCluster, WallClock
     from hetsched.controllers.cronjob import CronJobController
     from hetsched.controllers.fault import FaultController
     from hetsched.controllers.hypernode_discovery import HyperNodeDiscovery, parse_labels
