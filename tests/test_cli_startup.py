@@ -21,7 +21,8 @@ try:
     app(sys.argv[1:], standalone_mode=False)
 except SystemExit:
     pass
-print(json.dumps(sorted(m for m in sys.modules if m == "kubernetes" or m.startswith(("kubernetes.", "hetsched.cluster.kube")))))
+watched = ("kubernetes.", "hetsched.cluster.kube")
+print(json.dumps(sorted(m for m in sys.modules if m == "kubernetes" or m.startswith(watched))))
 """
 
 
