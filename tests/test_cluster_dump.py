@@ -168,6 +168,24 @@ def test_a_dump_in_kubectls_order_replays_running_jobs_as_running(tmp_path: Path
         assert jobs["llm-sft"]["phase"] == "Completed"
 
 
+def test_a_dump_holding_the_default_and_root_queues_replays_with_its_own(tmp_path: Path) -> None:
+    """Every hetsched cluster has the ``default`` and ``root`` Queues its controller made, so a dump of
+    ``queues`` lists them: the replay takes them as the cluster's own (their weights and state), not as a
+    second ``default`` — which crashed ``simulate --cluster`` with a Conflict (found by running
+    docs/simulator.md's commands against a real API server, tests/test_docs_commands.py)."""
+    queues = ("apiVersion: v1\nkind: List\nitems:\n"
+              "- {apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: default, resourceVersion: "
+              "\"12\", creationTimestamp: \"2026-12-05T13:00:00Z\"}, spec: {weight: 3}, status: {state: Open}}\n"
+              "- {apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: root}, spec: {weight: 1}}\n")
+    start = load_cluster([write(tmp_path, "nodes.yaml", NODES), write(tmp_path, "queues.yaml", queues)])
+    tomorrow = load_text(TOMORROW.replace("queue: research", "queue: default"))
+    simulation = Simulation(start.nodes, [*start.state, *tomorrow])
+    results = simulation.run()
+    assert {job["phase"] for job in results.jobs} == {"Completed"}
+    weights = {q.metadata.name: q.spec.weight for q in simulation.cluster.list("Queue")}
+    assert weights == {"default": 3, "root": 1}
+
+
 def test_simulate_takes_the_dumps_on_the_command_line(tmp_path: Path) -> None:
     nodes, running, tomorrow = (str(write(tmp_path, name, text)) for name, text in
                                 (("n.yaml", NODES), ("r.yaml", RUNNING), ("t.yaml", TOMORROW)))

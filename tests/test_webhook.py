@@ -229,6 +229,24 @@ def test_a_hypernode_is_validated_like_every_volcano_object() -> None:
             response["status"]["message"]
 
 
+def test_a_policy_v1beta1_disruption_budget_is_validated_as_policy_v1() -> None:
+    """Servers before 1.21 serve PodDisruptionBudgets only as ``policy/v1beta1``, and the install for them
+    registers the webhook for that version: such a budget is read as policy/v1 (the same fields), not
+    refused as an unknown kind — which refused every budget on those clusters. Found by
+    tests/test_docs_commands.py re-applying the documented install on a 1.20 API server."""
+    from hetsched.cluster.webhook import review as answer
+
+    budget = {"apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+              "metadata": {"name": "trainers", "namespace": "team-a"},
+              "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "train"}}}}
+    kind = {"group": "policy", "version": "v1beta1", "kind": "PodDisruptionBudget"}
+    assert answer(review(budget, kind=kind), "/validate")["response"]["allowed"] is True
+    bad = {**budget, "spec": {"maxUnavailable": 1, "minAvailable": 1}}
+    response = answer(review(bad, kind=kind), "/validate")["response"]
+    assert response["allowed"] is False and "cannot both be set" in response["status"]["message"]
+    assert "PodDisruptionBudget/trainers" in response["status"]["message"]
+
+
 def test_queue_deletions_are_refused_as_volcano_refuses_them() -> None:
     """``default`` and ``root`` are never deleted, an Open or Closing queue is not (its jobs would wait
     forever); a Closed queue, or a deletion of another kind, goes through."""

@@ -85,9 +85,12 @@ def list_items(document: Any) -> list[tuple[str, Any]]:
 
 
 OLDER_VERSIONS = {("scheduling.k8s.io/v1beta1", "PriorityClass"): "scheduling.k8s.io/v1",
-                  ("scheduling.k8s.io/v1alpha1", "PriorityClass"): "scheduling.k8s.io/v1"}
+                  ("scheduling.k8s.io/v1alpha1", "PriorityClass"): "scheduling.k8s.io/v1",
+                  ("policy/v1beta1", "PodDisruptionBudget"): "policy/v1"}
 """Earlier API versions of kinds whose fields did not change (Volcano's examples still write
-``scheduling.k8s.io/v1beta1`` PriorityClasses): read as the current version."""
+``scheduling.k8s.io/v1beta1`` PriorityClasses; servers before 1.21 serve PodDisruptionBudgets only as
+``policy/v1beta1``, and the webhook sees them so): read as the current version, as the Kubernetes adapter
+reads them."""
 
 
 def parse_document(doc: Any, source: str, index: int) -> AnyObject | list[Problem]:

@@ -133,10 +133,15 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 @contextmanager
 def real_apiserver(directory: Path, users: dict[str, str] | None = None, *,
-                   nodes: bool = False) -> Iterator[ApiServer]:
+                   nodes: bool = False, privileged: bool = False,
+                   egress_socket: Path | None = None) -> Iterator[ApiServer]:
     """etcd + kube-apiserver on free loopback ports; ``users``: token → user name (no groups). ``nodes``: for
     a cluster with kubelets (tests/realnodes.py) — pods get ServiceAccount tokens (kube-controller-manager
-    makes them, with ``sa.key``) and may be privileged (the node agents)."""
+    makes them, with ``sa.key``) and may be privileged (the node agents). ``privileged`` alone: privileged
+    pod templates are accepted (an install's node-agent DaemonSets), without ServiceAccount tokens.
+    ``egress_socket``: every connection the API server makes into the cluster (a webhook's Service, an
+    aggregated API) goes as an HTTP CONNECT through this Unix socket (its egress selector, as with
+    Konnectivity) — never straight to a Service's cluster IP, which nothing on this machine serves."""
     etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
     tokens = [f"{ADMIN_TOKEN},admin,admin,system:masters"]
     tokens += [f"{token},{user},{user}" for token, user in (users or {}).items()]
@@ -156,7 +161,15 @@ def real_apiserver(directory: Path, users: dict[str, str] | None = None, *,
         f"--service-account-signing-key-file={directory / 'sa.key'}",
         f"--token-auth-file={directory / 'tokens.csv'}", "--authorization-mode=RBAC",
         "--service-cluster-ip-range=10.0.0.0/24", f"--cert-dir={directory / 'certs'}",
-        *(["--allow-privileged=true"] if nodes else ["--disable-admission-plugins=ServiceAccount"])]
+        *(["--allow-privileged=true"] if nodes or privileged else []),
+        *([] if nodes else ["--disable-admission-plugins=ServiceAccount"])]
+    if egress_socket is not None:
+        egress = directory / "egress.yaml"
+        egress.write_text(
+            "apiVersion: apiserver.k8s.io/v1beta1\nkind: EgressSelectorConfiguration\negressSelections:\n"
+            "- name: cluster\n  connection:\n    proxyProtocol: HTTPConnect\n"
+            f"    transport:\n      uds:\n        udsName: {egress_socket}\n")
+        command.append(f"--egress-selector-config-file={egress}")
     url = f"https://127.0.0.1:{api_port}"
     running = [subprocess.Popen(command, stdout=logs[1], stderr=logs[1])]
 

@@ -194,6 +194,15 @@ class Simulation:
                 assert isinstance(current, Job)
                 self.cluster.update(apply_update(current, obj))
                 return
+        if isinstance(obj, Queue):
+            try:
+                current = self.cluster.get("Queue", object_key(obj))
+            except NotFound:
+                pass
+            else:  # default or root, made by the queue controller before a dump's own arrived: the dump's wins
+                self.cluster.update(obj.model_copy(update={"metadata": obj.metadata.model_copy(
+                    update={"resourceVersion": current.metadata.resourceVersion, "uid": current.metadata.uid})}))
+                return
         self.cluster.create(obj)
 
     def _fault(self, fault: Fault) -> None:
