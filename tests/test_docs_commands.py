@@ -18,7 +18,9 @@ listing it; one that matches none of the rules below fails this test until it is
   hetsched's own command line, exactly as typed (every option and value checked, every file it reads
   present);
 - **measure**: a measurement taking minutes (the benchmarks; figures in docs/performance.md): its options
-  are checked (hetsched's parser, or the script's ``--help``), it is run by hand;
+  are checked (hetsched's parser, or the script's ``--help``); with ``HETSCHED_RUN_MEASUREMENTS=1`` it is
+  run verbatim too, as the by-hand check before figures are quoted (``HETSCHED_RUN_MEASUREMENTS=1 pytest
+  tests/test_docs_commands.py``: about an hour on 2 cores);
 - **itself**: ``./scripts/test`` is this test suite.
 
 And every repository path a command names (``examples/…``, ``deploy/…``, ``bench/….py``) exists.
@@ -135,10 +137,14 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
-def _run(command: DocCommand, checkout: Path) -> None:
+RUN_MEASUREMENTS = os.environ.get("HETSCHED_RUN_MEASUREMENTS") == "1"
+"""Run the measurements verbatim as well (by hand: they take minutes each)."""
+
+
+def _run(command: DocCommand, checkout: Path, timeout: float = 600) -> None:
     env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}", "COLUMNS": "200"}
     done = subprocess.run(["bash", "-c", command.text], cwd=checkout, env=env, capture_output=True, text=True,
-                          timeout=600, check=False, stdin=subprocess.DEVNULL)
+                          timeout=timeout, check=False, stdin=subprocess.DEVNULL)
     wanted = EXIT.get(command.text.split(" #")[0].strip(), 0)
     assert done.returncode == wanted, f"{command.where}: {command.text}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     assert "Traceback" not in done.stderr, done.stderr
@@ -183,7 +189,7 @@ def _measure(command: DocCommand, checkout: Path) -> None:
             assert word.split("=")[0] in shown.stdout, f"{command.where}: {script} has no {word}"
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(7200 if RUN_MEASUREMENTS else 900)
 @pytest.mark.parametrize("command", COMMANDS, ids=[c.where for c in COMMANDS])
 def test_the_documented_command_works_as_written(command: DocCommand, checkout: Path) -> None:
     kind = how(command)
@@ -193,6 +199,11 @@ def test_the_documented_command_works_as_written(command: DocCommand, checkout: 
         _parse(command)
     elif kind == "measure":
         _measure(command, checkout)
+        if RUN_MEASUREMENTS:
+            needs_trace = re.search(r"--pods all|--policy all|^hetsched (replay-openb|sweep)\b", command.text)
+            if needs_trace and not DEFAULT_TRACE_DIR.exists():
+                pytest.skip(f"the openb trace is not at {DEFAULT_TRACE_DIR} (docs/replay.md: getting the trace)")
+            _run(command, checkout, timeout=6000)
     elif kind == "trace":
         if not DEFAULT_TRACE_DIR.exists():
             pytest.skip(f"the openb trace is not at {DEFAULT_TRACE_DIR} (docs/replay.md: getting the trace)")
