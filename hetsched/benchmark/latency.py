@@ -43,6 +43,7 @@ import numpy as np
 from hetsched.api.objects import AnyObject, Pod, PodGroup, Queue
 from hetsched.benchmark.workload import ACCELERATORS, QUEUES, gang, synthetic_cluster
 from hetsched.cluster.memory import MemoryCluster
+from hetsched.metrics.gc_pauses import CollectionSchedule, PauseMeter
 from hetsched.scheduler.defaults import default_conf
 from hetsched.scheduler.engine.runner import Scheduler
 
@@ -141,6 +142,11 @@ class LatencyRun:
         self.arrivals_left = 0
         self.nodes = synthetic_cluster(nodes, topology=True)
         self.running_target, self.rate, self.seconds = running, rate, seconds
+        self.collections = CollectionSchedule()
+        """As the ``hetsched scheduler`` process collects (``cli.serve._run``): between cycles, old objects
+        frozen."""
+        self.pauses = PauseMeter()
+        self.frozen_after_fill = 0
 
     def _push(self, at: float, kind: str, job: Job) -> None:
         self.seq += 1
@@ -173,8 +179,8 @@ class LatencyRun:
         for job in initial:
             self._push(job.duration, "finish", job)
         # like a long-running scheduler after its initial sync: what is there now is out of the collector's way
-        gc.collect()
-        gc.freeze()
+        self.collections.settle()
+        self.frozen_after_fill = gc.get_freeze_count()
         at = 0.0
         while True:
             at += self.rng.expovariate(self.rate / mean_size())
@@ -205,7 +211,15 @@ class LatencyRun:
         self.waiting.pop(job.key, None)
 
     def run(self) -> None:
-        """Until the last arrival is bound, or ``GRACE_SECONDS`` after the last one arrived."""
+        """Until the last arrival is bound, or ``GRACE_SECONDS`` after the last one arrived; every collector
+        pause is measured (``gc_pauses``)."""
+        self.pauses.install()
+        try:
+            self._run()
+        finally:
+            self.pauses.uninstall()
+
+    def _run(self) -> None:
         clock = self.clock
         end = self.seconds + GRACE_SECONDS
         while clock.time < end:
@@ -228,6 +242,12 @@ class LatencyRun:
                     refused = self.waiting.get(key)
                     if refused is not None:
                         refused.refused = True
+                del result
+                began = time.perf_counter()  # the process's collections between cycles take real time too
+                self.collections.between_cycles()
+                spent = time.perf_counter() - began
+                clock.time += spent
+                self.busy += spent
             elif self.arrivals_left and self.events:
                 clock.time = max(clock.time, self.events[0].time)
             else:
@@ -261,6 +281,9 @@ class LatencyRun:
             "cycle_ms": stats(self.cycles),
             "snapshot_ms": stats(self.snapshots),
             "busy_share": round(self.busy / self.clock.time, 3) if self.clock.time else None,
+            "gc_pauses": self.pauses.figures(),
+            "gc_settlings": self.collections.settlings,
+            "frozen_objects": {"after_fill": self.frozen_after_fill, "at_end": gc.get_freeze_count()},
         }
 
 

@@ -37,6 +37,7 @@ from hetsched.cli.health import Health, HealthServer
 from hetsched.cli.logs import LogFormat, LogLevel, configure
 from hetsched.cli.shutdown import Shutdown
 from hetsched.cluster.backoff import Backoff
+from hetsched.metrics.gc_pauses import CollectionSchedule, PauseMeter
 from hetsched.metrics.serve import PORTS, MetricsServer, leader_gauge
 
 if TYPE_CHECKING:  # imported where they run: `hetsched --help` and the replay commands never load the client
@@ -180,6 +181,9 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
     cluster: KubeCluster | None = None
     state: S | None = None
     backoff = Backoff()
+    # collections between rounds, old objects frozen: no long pause inside a cycle (metrics.gc_pauses)
+    collections = CollectionSchedule()
+    pauses = PauseMeter(registry).install()
     if elector is not None:
         elector.start()
     try:
@@ -192,6 +196,7 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
                         log.error("%s lost the lease (last seen holder %r) or could not renew it within %.1f s; "
                                   "exiting", me, elector.last_holder, elector.renew_deadline)
                         raise typer.Exit(1)
+                    collections.between_cycles()
                     shutdown.wait(STANDBY_POLL)  # a standby: the elector's thread takes the Lease when it can
                     continue
                 if state is None:
@@ -210,6 +215,7 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
                     if leading is not None:
                         leading.set(1)
                 step(state)
+                collections.between_cycles()
                 backoff.reset()
                 shutdown.wait(period)
             except typer.Exit:
@@ -233,6 +239,7 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
             log.warning("%s: some informers were still inside a request when it stopped", name)
         log.info("%s stopped (Lease given up in %.3f s, informers stopped in %.3f s)", me, released - stopping,
                  time.perf_counter() - released)
+        pauses.uninstall()
     shutdown.exit(0)
 
 

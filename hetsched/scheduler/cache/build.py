@@ -12,6 +12,7 @@ by labels; operators give every pod an index label, and 1,000 workers stay one g
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -126,7 +127,7 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
             request = record.request
             cann = dict(scoring).get(CANN_ANNOTATION, "")
             job.groups.append(TaskGroup(
-                job=job, task=task, spec=record.pod.spec,
+                job_ref=weakref.ref(job), task=task, spec=record.pod.spec,
                 placement_key=(placement_key, models, mlu_link, numa_policy, cann), numa_policy=numa_policy,
                 request=request, columns=np.flatnonzero(request), priority=priority, pending=keys,
                 models=tuple(m.strip() for m in models.split("|") if m.strip()), mlu_link=mlu_link,

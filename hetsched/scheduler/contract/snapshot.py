@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -152,7 +153,10 @@ class QueueInfo:
 
 @dataclass
 class TaskGroup:
-    job: JobInfo
+    job_ref: weakref.ReferenceType[JobInfo] = field(repr=False)
+    """Its job, weakly: a job lists its groups, and a strong reference back would make every waiting job a
+    reference cycle that only the cyclic collector frees — one per waiting job per cycle, and its pauses
+    (docs/performance.md). The snapshot holds the job for as long as its groups are used."""
     task: str
     spec: PodSpec
     placement_key: object
@@ -183,6 +187,12 @@ class TaskGroup:
 
     def __post_init__(self) -> None:
         self.size = self.size or len(self.pending)
+
+    @property
+    def job(self) -> JobInfo:
+        job = self.job_ref()
+        assert job is not None, f"task group {self.task} outlived its job's snapshot"
+        return job
 
     @property
     def best_effort(self) -> bool:
