@@ -5,8 +5,9 @@ one process per size so each peak RSS is its own, and print a Markdown table wit
     .venv/bin/python bench/latency_sweep.py --sizes 10000 --against REV
 
 ``--against REV``: the same steady state on the scheduler at git revision REV (checked out into a temporary
-worktree), in this one run; the benchmark's own two modules (``benchmark/latency.py``, ``workload.py``)
-are this tree's, so only the scheduler differs. Prints this / REV for the latencies and the cycle time.
+worktree), in this one run; the benchmark's own modules (``benchmark/latency.py``, ``workload.py``, and
+``metrics/gc_pauses.py``, whose collection schedule the benchmark runs as the scheduler process does) are
+this tree's, so only the scheduler differs. Prints this / REV for the latencies and the cycle time.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from engine_sweep import worktree
 
-BENCH_MODULES = ("hetsched/benchmark/latency.py", "hetsched/benchmark/workload.py")
+BENCH_MODULES = ("hetsched/benchmark/latency.py", "hetsched/benchmark/workload.py", "hetsched/metrics/gc_pauses.py")
 
 
 def bench(nodes: int, per_node: int, rate: float, seconds: float, env: dict[str, str],
@@ -33,7 +34,9 @@ def bench(nodes: int, per_node: int, rate: float, seconds: float, env: dict[str,
             "from hetsched.benchmark.latency import run_latency_benchmark as run; "
             "a = sys.argv; print(json.dumps(run(int(a[1]), int(a[2]), float(a[3]), seconds=float(a[4]))))")
     done = subprocess.run([sys.executable, "-c", code, str(nodes), str(nodes * per_node), str(rate), str(seconds)],
-                          check=True, env=run_env, capture_output=True, text=True, cwd=root)
+                          check=False, env=run_env, capture_output=True, text=True, cwd=root)
+    if done.returncode != 0:
+        raise SystemExit(f"the run at {nodes} nodes{f' of {root}' if root else ''} failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
@@ -63,6 +66,7 @@ def main() -> int:
     if args.against:
         with worktree(args.against) as baseline:
             for module in BENCH_MODULES:
+                (baseline / module).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(module, baseline / module)
             for row in list(rows):
                 old = bench(row["nodes"], args.running_per_node, args.arrival_rate, args.seconds, env, baseline)

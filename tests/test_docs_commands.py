@@ -47,7 +47,7 @@ from hetsched.cli.options import DEFAULT_TRACE_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-LINKED = ("examples", "deploy", "docs", "scripts", "hetsched", ".venv", "pyproject.toml",
+LINKED = (".git", "examples", "deploy", "docs", "scripts", "hetsched", ".venv", "pyproject.toml",
           "requirements.lock", "requirements-dev.lock")
 COPIED = ("bench",)
 """Copied, not linked: commands write into them (``--json bench/out/…``), and that stays out of the repository."""
