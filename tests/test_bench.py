@@ -57,11 +57,14 @@ def test_bench_latency_writes_the_figures_and_refuses_bad_input(tmp_path: Path) 
     assert latency["count"] + figures["jobs_that_waited_for_capacity"] + figures["jobs_waiting_at_end"] == (
         figures["jobs_measured"])
     assert 0 < figures["busy_share"] <= 1 and figures["peak_rss_mb"] > 0
+    assert figures["collector"] == "scheduled" and figures["gc_settlings"] >= 1  # as the scheduler process does
+    assert figures["gc_pauses"]["count"] == sum(g["count"] for g in figures["gc_pauses"]["by_generation"])
     if Path("/proc/self/clear_refs").exists():  # Linux: the steady state's own peak, apart from the fill's
         assert 0 < figures["rss_after_fill_mb"] <= figures["steady_peak_rss_mb"] <= figures["peak_rss_mb"]
     for flags, named in ((["--nodes", "5"], "--nodes"), (["--arrival-rate", "0"], "--arrival-rate"),
                          (["--seconds", "nan"], "--seconds"), (["--seconds", "inf"], "--seconds"),
-                         (["--running", "99999999"], "--running")):
+                         (["--running", "99999999"], "--running"), (["--collector", "sometimes"], "--collector"),
+                         (["--apiserver", "--collector", "off"], "--collector")):
         bad = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "latency", *flags],
                              capture_output=True, text=True, check=False)
         assert bad.returncode == 2 and named in bad.stderr and "Traceback" not in bad.stderr

@@ -1,6 +1,6 @@
 """The collector's pauses (hetsched.metrics.gc_pauses): the scheduler's steady state makes no cyclic garbage
-— which is what makes freezing old objects safe — collections happen between cycles once enough was
-allocated, and every pause is measured."""
+— which is what makes freezing old objects safe — collections happen between cycles once the young
+generations are big enough, and every pause is measured."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from hetsched.benchmark.latency import LatencyRun
-from hetsched.metrics.gc_pauses import CollectionSchedule, PauseMeter
+from hetsched.metrics.gc_pauses import MAX_SKIP, CollectionSchedule, PauseMeter
 
 
 @pytest.fixture
@@ -45,16 +45,60 @@ def test_the_schedulers_steady_state_makes_no_cyclic_garbage(thawed: None) -> No
     assert ours == []
 
 
+def cycles_until_settled(schedule: CollectionSchedule) -> int | None:
+    """How many calls between cycles it takes the schedule to settle (None: more than it may skip)."""
+    for calls in range(1, MAX_SKIP + 2):
+        if schedule.between_cycles():
+            return calls
+    return None
+
+
 def test_collections_happen_between_cycles_once_enough_was_allocated(thawed: None) -> None:
     schedule = CollectionSchedule(young_limit=20_000)
     assert schedule.between_cycles() and schedule.settlings == 1  # the first call settles: a full collection
     frozen = gc.get_freeze_count()
-    assert not schedule.between_cycles()  # nothing allocated since
+    assert cycles_until_settled(schedule) is None  # nothing allocated since
     kept = [[i] for i in range(50_000)]  # lists: always tracked by the collector (a dict of atoms is not)
-    assert schedule.between_cycles() and schedule.settlings == 2
+    assert cycles_until_settled(schedule) is not None and schedule.settlings == 2
     assert gc.get_freeze_count() >= frozen + len(kept)  # the survivors are old now: never rescanned
     del kept
     assert gc.get_freeze_count() < frozen + 50_000  # frozen objects are still freed by reference counting
+
+
+def test_young_objects_are_counted_even_when_old_ones_die_as_fast(thawed: None) -> None:
+    """The scheduler's steady state: every new pod's objects are balanced by a finished pod's old, frozen ones
+    being freed. The collector's own count is net of those frees and stays near zero, so a schedule that
+    trusted it let the young generations grow for 30 s, then paused 259 ms; counting them settles in time."""
+    schedule = CollectionSchedule(young_limit=20_000)
+    old = [[i] for i in range(60_000)]
+    schedule.settle()  # old is frozen now
+    new = []
+    for i in range(30_000):
+        new.append([i])
+        old.pop()  # an old object freed for each new one
+    young, middle, _ = gc.get_count()
+    assert young + middle * gc.get_threshold()[0] < 20_000  # what the collector counts: little
+    assert cycles_until_settled(schedule) is not None and schedule.settlings == 2
+    assert cycles_until_settled(schedule) is None  # the survivors are old now
+    del new, old
+
+
+def test_counting_less_often_never_lets_steady_growth_pass_the_limit(thawed: None) -> None:
+    """Counting costs time, so the schedule counts less often when objects grow slowly — but never so
+    seldom that steady growth overshoots the limit by more than one call's worth."""
+    from hetsched.metrics.gc_pauses import unfrozen_objects
+
+    schedule = CollectionSchedule(young_limit=20_000)
+    schedule.settle()
+    kept: list[list[int]] = []
+    peak = 0
+    for _ in range(300):
+        kept.extend([i] for i in range(300))  # a cycle's lasting objects
+        peak = max(peak, unfrozen_objects())
+        schedule.between_cycles()
+    assert schedule.settlings >= 1 + 300 * 300 // 21_000  # about every 20,000 objects
+    assert peak <= 20_000 + 2 * 300
+    del kept
 
 
 def test_every_pause_is_measured_and_exported() -> None:

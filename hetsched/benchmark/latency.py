@@ -124,7 +124,11 @@ def stats(values: list[float]) -> dict[str, float | int | None]:
 class LatencyRun:
     """One steady-state run (see the module docstring)."""
 
-    def __init__(self, nodes: int, running: int, rate: float, seconds: float, seed: int) -> None:
+    def __init__(self, nodes: int, running: int, rate: float, seconds: float, seed: int,
+                 collector: str = "scheduled") -> None:
+        if collector not in COLLECTORS:
+            raise ValueError(f"bench latency: --collector must be one of {', '.join(COLLECTORS)}, not {collector!r}")
+        self.collector = collector
         self.rng = random.Random(seed)
         self.mean_duration = running / rate
         self.clock = VirtualClock()
@@ -144,7 +148,8 @@ class LatencyRun:
         self.running_target, self.rate, self.seconds = running, rate, seconds
         self.collections = CollectionSchedule()
         """As the ``hetsched scheduler`` process collects (``cli.serve._run``): between cycles, old objects
-        frozen."""
+        frozen (``collector`` "scheduled"; "automatic" settles only after the fill, "off" disables the
+        collector during the run: the comparisons)."""
         self.pauses = PauseMeter()
         self.frozen_after_fill = 0
 
@@ -178,9 +183,6 @@ class LatencyRun:
                 break
         for job in initial:
             self._push(job.duration, "finish", job)
-        # like a long-running scheduler after its initial sync: what is there now is out of the collector's way
-        self.collections.settle()
-        self.frozen_after_fill = gc.get_freeze_count()
         at = 0.0
         while True:
             at += self.rng.expovariate(self.rate / mean_size())
@@ -190,6 +192,10 @@ class LatencyRun:
             job.arrival = at
             self._push(at, "arrive", job)
             self.arrivals_left += 1
+        # like a long-running scheduler after its initial sync: what is there now (the arrivals' manifests too,
+        # which a real scheduler would not hold) is out of the collector's way
+        self.collections.settle()
+        self.frozen_after_fill = gc.get_freeze_count()
         return bound
 
     def _create(self, job: Job) -> None:
@@ -214,9 +220,14 @@ class LatencyRun:
         """Until the last arrival is bound, or ``GRACE_SECONDS`` after the last one arrived; every collector
         pause is measured (``gc_pauses``)."""
         self.pauses.install()
+        was_enabled = gc.isenabled()
+        if self.collector == "off":
+            gc.disable()
         try:
             self._run()
         finally:
+            if was_enabled:
+                gc.enable()
             self.pauses.uninstall()
 
     def _run(self) -> None:
@@ -244,7 +255,8 @@ class LatencyRun:
                         refused.refused = True
                 del result
                 began = time.perf_counter()  # the process's collections between cycles take real time too
-                self.collections.between_cycles()
+                if self.collector == "scheduled":
+                    self.collections.between_cycles()
                 spent = time.perf_counter() - began
                 clock.time += spent
                 self.busy += spent
@@ -281,10 +293,17 @@ class LatencyRun:
             "cycle_ms": stats(self.cycles),
             "snapshot_ms": stats(self.snapshots),
             "busy_share": round(self.busy / self.clock.time, 3) if self.clock.time else None,
+            "collector": self.collector,
             "gc_pauses": self.pauses.figures(),
             "gc_settlings": self.collections.settlings,
             "frozen_objects": {"after_fill": self.frozen_after_fill, "at_end": gc.get_freeze_count()},
         }
+
+
+COLLECTORS = ("scheduled", "automatic", "off")
+"""How a run's cyclic collections happen: as the scheduler process does them (between cycles, old objects
+frozen: ``metrics.gc_pauses``), CPython's automatic ones only (after one settling after the fill: how this
+benchmark and the process ran before), or none (the floor: what the scheduler's own work costs)."""
 
 
 def mean_size() -> float:
@@ -306,10 +325,10 @@ def check_sizes(nodes: int, running: int, rate: float, seconds: float) -> None:
 
 
 def run_latency_benchmark(nodes: int, running: int, rate: float, *, seconds: float = 10.0,
-                          seed: int = 1) -> dict[str, Any]:
+                          seed: int = 1, collector: str = "scheduled") -> dict[str, Any]:
     check_sizes(nodes, running, rate, seconds)
     started = time.perf_counter()
-    run = LatencyRun(nodes, running, rate, seconds, seed)
+    run = LatencyRun(nodes, running, rate, seconds, seed, collector)
     bound = run.fill()
     filled = time.perf_counter()
     fill_peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

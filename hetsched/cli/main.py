@@ -409,6 +409,9 @@ def bench_latency(
     apiserver: Annotated[bool, typer.Option(
         help="through a real kube-apiserver and the hetsched scheduler process (scripts/provision-kube.sh)")]
     = False,
+    collector: Annotated[str, typer.Option(
+        help="scheduled (as the scheduler process: between cycles, old objects frozen), automatic (CPython's "
+             "own collections only) or off; embedded runs only")] = "scheduled",
     json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,
 ) -> None:
     """Time from a job's arrival to its gang's bind in a busy steady state: the scheduler's own work on the
@@ -424,13 +427,16 @@ def bench_latency(
             from hetsched.benchmark.latency_live import run_live_latency_benchmark
 
             check_sizes(size, kept, rate, seconds)
+            if collector != "scheduled":
+                raise ValueError("bench latency: --collector applies to embedded runs only (the scheduler process "
+                                 "always schedules its collections)")
             try:
                 figures = run_live_latency_benchmark(size, kept, rate, seconds=seconds, seed=seed)
             except RuntimeError as exc:  # no binaries here, or the scheduler process never bound anything
                 say(errors, "error", f"{exc}")
                 raise typer.Exit(1) from None
         else:
-            figures = run_latency_benchmark(size, kept, rate, seconds=seconds, seed=seed)
+            figures = run_latency_benchmark(size, kept, rate, seconds=seconds, seed=seed, collector=collector)
     _print_figures(figures, json_out)
 
 
