@@ -94,10 +94,19 @@ class BindRequest(NamedTuple):
 
 
 class Failure(NamedTuple):
-    """A bind or an eviction that did not happen: the pod's key and why."""
+    """A write that did not happen — a bind, an eviction, a status update: the object's key (``pod``: the
+    pod's, or the PodGroup's for its status) and why."""
 
     pod: str
     error: str
+
+
+class PodGroupStatusUpdate(NamedTuple):
+    """A PodGroup's new phase and/or conditions (None leaves a field as it is)."""
+
+    key: str
+    phase: str | None = None
+    conditions: Sequence[Condition] | None = None
 
 
 class Binder(Protocol):
@@ -123,6 +132,14 @@ class Evictor(Protocol):
 class StatusUpdater(Protocol):
     def update_podgroup_status(self, key: str, phase: str | None, conditions: Sequence[Condition] | None) -> None:
         """Set a PodGroup's phase and/or conditions (the status subresource); None leaves a field as is."""
+        ...
+
+    def update_podgroup_statuses(self, updates: Sequence[PodGroupStatusUpdate]) -> list[Failure]:
+        """Each update as :meth:`update_podgroup_status` writes it — one after the other on the embedded
+        cluster, concurrently within the QPS budget against an API server (a cycle that enqueues 5,000 jobs
+        must not wait for 5,000 writes in a row before its binds) — and say which PodGroups were not written
+        (gone, or changing under us: ``Conflict``/``NotFound``; the next cycle writes them again). Any
+        other error is raised."""
         ...
 
     def nominate(self, pod_key: str, node: str) -> None:

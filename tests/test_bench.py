@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.benchmark.apiserver import missing
+from hetsched.benchmark.apiserver import KUBE_SCHEDULER, missing
 
 
 def test_bench_engine_writes_the_figures(tmp_path: Path) -> None:
@@ -113,3 +113,29 @@ def test_bench_latency_through_a_real_apiserver(tmp_path: Path) -> None:
     assert figures["jobs_arrived"] > 0 and figures["jobs_not_bound"] == 0
     latency = figures["latency_ms"]
     assert latency["count"] == figures["jobs_arrived"] and 0 <= latency["p50"] <= latency["p99"] <= latency["max"]
+
+
+def test_bench_live_refuses_sizes_it_cannot_measure() -> None:
+    for flags, named in ((["--pods", "1"], "--pods"), (["--nodes", "0"], "--nodes"), (["--qps", "nan"], "--qps"),
+                         (["--workers", "100000"], "--workers")):
+        bad = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "live", *flags],
+                             capture_output=True, text=True, check=False, timeout=120)
+        assert bad.returncode == 2 and named in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.skipif(bool(missing()) or not KUBE_SCHEDULER.exists(),
+                    reason=missing() or f"kube-scheduler not built at {KUBE_SCHEDULER}")
+def test_bench_live_compares_the_three_binders_with_start_up_and_memory(tmp_path: Path) -> None:
+    """hetsched, kube-scheduler and the raw binder each bind every pod of their namespace on a real API
+    server; the two schedulers' start-up (to their first bind) and memory are reported beside the rates."""
+    out = tmp_path / "live.json"
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "live", "--nodes", "20", "--pods",
+                          "200", "--json", str(out)], capture_output=True, text=True, check=False, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert figures["hetsched_pods_per_second"] > 0 and figures["kube_scheduler_pods_per_second"] > 0
+    assert figures["raw_binds_per_second"] > 0
+    for binder in ("hetsched", "kube_scheduler"):
+        assert figures["first_bind_seconds"][binder] > 0
+        if Path("/proc/self/status").exists():
+            assert 0 < figures["rss_at_first_bind_mb"][binder] <= figures["peak_rss_mb"][binder]

@@ -83,6 +83,17 @@ def test_conversion_round_trip_keeps_times_and_omits_unset_fields() -> None:
     assert "parent" not in body["spec"] and body["spec"]["weight"] == 1
 
 
+def test_managed_fields_are_trimmed_as_kube_schedulers_informers_trim_them() -> None:
+    """Nothing reads them and they are most of a small pod's bytes: the cache never holds them (a PUT
+    without them keeps the server's, checked against a real API server in test_kubernetes)."""
+    raw = queue("a", "7")
+    raw["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Update", "apiVersion": "v1",
+                                         "time": "2026-12-01T10:00:00Z", "fieldsV1": {"f:spec": {"f:weight": {}}}}]
+    obj = from_api("Queue", raw)
+    assert "managedFields" not in obj.metadata.model_dump() and obj.metadata.creationTimestamp == 1796205600.0
+    assert "managedFields" in raw["metadata"]  # the caller's data is not changed
+
+
 class IdleResponse:
     """A watch response on which nothing happens: reading blocks until its socket is shut down."""
 

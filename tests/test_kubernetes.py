@@ -28,7 +28,7 @@ from hetsched.controllers.jobflow import JobFlowController
 from hetsched.controllers.podgroup import PodGroupController
 from hetsched.controllers.queue import QueueController
 from hetsched.devices.inventory import pod_allocation
-from hetsched.ports import Conflict, Invalid, NotFound
+from hetsched.ports import Conflict, Invalid, NotFound, PodGroupStatusUpdate
 from hetsched.scheduler.cache import KINDS
 from hetsched.scheduler.defaults import default_conf
 from hetsched.scheduler.engine.runner import Scheduler
@@ -92,6 +92,36 @@ def test_optimistic_concurrency_is_a_conflict_not_an_overwrite(api: ApiServer) -
     with pytest.raises(Conflict):  # the same old version again: refused
         cluster.update(queue.model_copy(update={"spec": queue.spec.model_copy(update={"weight": 4})}))
     assert isinstance(first, Queue) and first.spec.weight == 3
+
+
+def test_podgroup_statuses_are_written_together_and_a_gone_one_is_a_failure(api: ApiServer) -> None:
+    """A cycle that enqueues many jobs writes their phases from the bind workers; a PodGroup deleted
+    meanwhile is reported, the others are written; the server keeps its managedFields though the cache
+    trims them."""
+    cluster = cluster_for(api)
+    cluster.start(["PodGroup"])
+    try:
+        assert cluster.wait_synced(30)
+        names = [f"statuses-{i}" for i in range(40)]
+        for name in names:
+            cluster.create(PodGroup.model_validate({"metadata": {"name": name, "namespace": "default"},
+                                                    "spec": {"minMember": 1}}))
+        cluster.client.request("DELETE", "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups/statuses-7")
+        deadline = time.monotonic() + 30
+        while len([k for k in cluster._cache["PodGroup"] if "/statuses-" in k]) != 39 and time.monotonic() < deadline:
+            cluster.pump()
+            time.sleep(0.05)
+        failures = cluster.update_podgroup_statuses([PodGroupStatusUpdate(f"default/{n}", "Inqueue") for n in names])
+        assert [f.pod for f in failures] == ["default/statuses-7"]
+        for name in names:
+            if name == "statuses-7":
+                continue
+            path = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups/{name}"
+            raw = cluster.client.request("GET", path)
+            assert raw["status"]["phase"] == "Inqueue", name
+            assert raw["metadata"]["managedFields"], name  # the PUT without them kept the server's
+    finally:
+        cluster.stop()
 
 
 def test_hypernodes_round_trip_through_the_crd(api: ApiServer) -> None:

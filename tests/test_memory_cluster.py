@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from hetsched.api.objects import Node, Pod
+from hetsched.api.objects import Condition, Node, Pod, PodGroup
 from hetsched.cluster.memory import MemoryCluster, merge_patch
-from hetsched.ports import Conflict, Invalid, NotFound, WatchEvent
+from hetsched.ports import Conflict, Invalid, NotFound, PodGroupStatusUpdate, WatchEvent
 from hetsched.sim.kernel import SimClock
 from tests.builders import node, pod, priority_class
 
@@ -111,3 +111,19 @@ def test_priority_admission_resolves_the_class() -> None:
     with pytest.raises(Invalid) as info:
         cluster.create(missing)
     assert "no PriorityClass with name nope" in str(info.value)
+
+
+def test_podgroup_statuses_written_together_report_the_gone_ones() -> None:
+    cluster = MemoryCluster(SimClock(0.0))
+    for name in ("a", "b"):
+        cluster.create(PodGroup.model_validate({"metadata": {"name": name, "namespace": "default"},
+                                                "spec": {"minMember": 1}}))
+    ready = [Condition(type="Scheduled", status="True", reason="tasks in gang are ready")]
+    failures = cluster.update_podgroup_statuses([PodGroupStatusUpdate("default/a", "Inqueue"),
+                                                 PodGroupStatusUpdate("default/gone", "Inqueue"),
+                                                 PodGroupStatusUpdate("default/b", None, ready)])
+    assert [f.pod for f in failures] == ["default/gone"]
+    a, b = cluster.get("PodGroup", "default/a"), cluster.get("PodGroup", "default/b")
+    assert isinstance(a, PodGroup) and isinstance(b, PodGroup)
+    assert a.status.phase == "Inqueue" and not a.status.conditions
+    assert b.status.phase == "Pending" and [c.type for c in b.status.conditions] == ["Scheduled"]

@@ -333,10 +333,10 @@ def run_latency_benchmark(nodes: int, running: int, rate: float, *, seconds: flo
     filled = time.perf_counter()
     fill_peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     steady = _reset_peak_rss()
-    after_fill_kb = _status_kb("VmRSS")  # after the reset: the new peak can only be at or above it
+    after_fill_kb = status_kb("VmRSS")  # after the reset: the new peak can only be at or above it
     run.run()
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    steady_kb = _status_kb("VmHWM")  # the same counters as VmRSS, so the two compare
+    steady_kb = status_kb("VmHWM")  # the same counters as VmRSS, so the two compare
     figures: dict[str, Any] = {
         "mode": "embedded", "nodes": nodes, "running_target": running, "running_at_start": bound, "arrival_rate": rate,
         "seconds": seconds, "seed": seed, **run.figures(), "fill_seconds": round(filled - started, 2),
@@ -348,10 +348,11 @@ def run_latency_benchmark(nodes: int, running: int, rate: float, *, seconds: flo
     return figures
 
 
-def _status_kb(field_name: str) -> int | None:
-    """A ``/proc/self/status`` figure in kB (Linux), or None where there is none."""
+def status_kb(field_name: str, pid: int | str = "self") -> int | None:
+    """A ``/proc/PID/status`` figure in kB (Linux: ``VmRSS``, ``VmHWM`` — the peak), or None where there is
+    none (another system, or the process is gone). ``bench live`` reads its binders' with it."""
     try:
-        with open("/proc/self/status", encoding="ascii") as handle:
+        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
             for line in handle:
                 if line.startswith(f"{field_name}:"):
                     return int(line.split()[1])

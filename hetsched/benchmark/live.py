@@ -11,24 +11,33 @@ benchmarks do); for each binder its own namespace with ``pods`` pending pods (10
 before the binder starts; a watch records the moment each pod is first seen bound; throughput is
 (pods − 1) / (last bind − first bind), so start-up and informer sync are not counted. Each binder is its
 own process (the raw binder too), so the watching process never competes with it for the interpreter.
+Each binder's pods are deleted before the next one's are created, so every binder lists the same cluster.
 hetsched's pods come in PodGroups of 10 (minMember 1: not gangs, as kube-scheduler knows none).
+
+Start-up and memory are reported apart for the two schedulers: seconds from the process's start to its first
+bind (interpreter start, the paginated LISTs of every node and pod, informer sync, the first cycle), its
+RSS at that first bind (mostly what its informers hold) and its peak RSS over the run (Linux's
+``/proc/PID/status``; absent elsewhere).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from hetsched.benchmark.apiserver import KUBE_SCHEDULER, ApiServer, missing, real_apiserver, stop_process
+from hetsched.benchmark.latency import status_kb
 from hetsched.cluster.kubernetes import KubeClient, KubeCluster
 from hetsched.ports import BindRequest
 
@@ -119,6 +128,21 @@ def setup_cluster(client: KubeClient, nodes: int) -> None:
                                                            "metadata": {"name": namespace}})
 
 
+def clear(client: KubeClient, namespace: str, pods: int) -> None:
+    """Delete the pods of a binder's namespace at once (no kubelet would confirm a graceful deletion) and
+    wait until they are gone, so that each binder lists the same cluster: the nodes and its own pods."""
+    timeout = max(300.0, pods / 50)
+    deadline = time.monotonic() + timeout
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    while client.request("GET", path, query={"limit": 1})["items"]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{namespace}: pods still there {timeout:g}s after deleting them")
+        # the server gives up on a large collection after its request timeout, having deleted part: again
+        with contextlib.suppress(Exception):  # a 500 or a read timeout: the loop looks again
+            client.request("DELETE", path, timeout=120.0,
+                           body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+
+
 def _raw(api: ApiServer, client: KubeClient, nodes: int, pods: int, qps: float, burst: int, workers: int,
          directory: Path) -> float:
     """The ceiling: a separate process binds every pod to a precomputed node from ``workers`` threads."""
@@ -132,7 +156,7 @@ def _raw(api: ApiServer, client: KubeClient, nodes: int, pods: int, qps: float, 
                           check=False)
     if done.returncode != 0:
         raise RuntimeError(f"raw binder: {done.stderr.strip()[-500:]}")
-    return watch.rate(60)
+    return watch.rate(max(60.0, pods / 100))
 
 
 def raw_bind(url: str, token: str, ca: str, nodes: int, pods: int, qps: float, burst: int, workers: int) -> None:
@@ -143,7 +167,8 @@ def raw_bind(url: str, token: str, ca: str, nodes: int, pods: int, qps: float, b
         raise SystemExit(f"{len(failures)} binds failed, first: {failures[0].pod}: {failures[0].error}")
 
 
-def _kube_scheduler(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: int, directory: Path) -> float:
+def _kube_scheduler(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: int,
+                    directory: Path) -> Binder:
     parallel(list(range(pods)), lambda i: client.request("POST", "/api/v1/namespaces/kube/pods",
                                                           body=_pod(f"p{i:06d}", "kube", "default-scheduler")))
     kubeconfig = directory / "kubeconfig"
@@ -153,18 +178,19 @@ def _kube_scheduler(api: ApiServer, client: KubeClient, pods: int, qps: float, b
         "users": [{"name": "admin", "user": {"token": api.token}}],
         "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "admin"}}]}))
     watch = BindWatch(client, "kube", pods)
+    launched = time.monotonic()
     with (directory / "kube-scheduler.log").open("w") as log:
         process = subprocess.Popen([str(KUBE_SCHEDULER), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
                                     f"--kube-api-qps={qps:g}", f"--kube-api-burst={burst}", "--port=0",
                                     "--secure-port=0"], stdout=log, stderr=log)
     try:
-        return watch.rate(600)
+        return _observe(process, watch, launched)
     finally:
         stop_process(process)
 
 
 def _hetsched(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: int, workers: int,
-              directory: Path) -> float:
+              directory: Path) -> Binder:
     groups = (pods + 9) // 10
 
     def submit(group: int) -> None:
@@ -177,11 +203,47 @@ def _hetsched(api: ApiServer, client: KubeClient, pods: int, qps: float, burst: 
 
     parallel(list(range(groups)), submit)
     watch = BindWatch(client, "het", pods)
+    launched = time.monotonic()
     process = start_scheduler(api, directory, qps, burst, workers)
     try:
-        return watch.rate(600)
+        return _observe(process, watch, launched)
     finally:
         stop_process(process)
+
+
+@dataclass(frozen=True)
+class Binder:
+    """What one scheduler process did: its throughput, how long from its start to its first bind, its RSS
+    then and at its peak (MB; None where ``/proc`` is absent)."""
+
+    rate: float
+    first_bind_seconds: float
+    rss_at_first_bind_mb: float | None
+    peak_rss_mb: float | None
+
+
+def _mb(kb: int | None) -> float | None:
+    return round(kb / 1024, 1) if kb is not None else None
+
+
+def _observe(process: subprocess.Popen[bytes], watch: BindWatch, launched: float) -> Binder:
+    """Wait for ``watch``'s pods, reading ``process``'s memory at its first bind and before it stops."""
+    deadline = launched + bind_timeout(watch.expected)
+    while not watch.bound and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.02)
+    if process.poll() is not None:  # it should serve until stopped: a crash is not a slow binder
+        raise RuntimeError(f"{watch.namespace}: the scheduler process exited ({process.returncode}) after "
+                           f"{len(watch.bound)} of {watch.expected} binds; see its log")
+    at_first = status_kb("VmRSS", process.pid)
+    rate = watch.rate(max(deadline - time.monotonic(), 0.0))
+    return Binder(rate, round(min(watch.bound.values()) - launched, 2), _mb(at_first),
+                  _mb(status_kb("VmHWM", process.pid)))
+
+
+def bind_timeout(pods: int) -> float:
+    """How long a binder may take for ``pods`` pods: 600 s, or 20 pods/s where that is longer (kube-scheduler
+    at 5,000 nodes is slow; a binder that never finishes still ends the run)."""
+    return max(600.0, pods / 20)
 
 
 def start_scheduler(api: ApiServer, directory: Path, qps: float, burst: int,
@@ -207,6 +269,20 @@ def check_provisioned(command: str, kube_scheduler: bool = False) -> None:
         raise RuntimeError(f"{command} needs the CRDs at {CRDS} (run it from a source checkout)")
 
 
+MAX_NODES, MAX_PODS = 50_000, 500_000
+
+
+def check_live_sizes(nodes: int, pods: int, qps: float, burst: int, workers: int) -> None:
+    """A ValueError naming the option when a size is out of range (a throughput needs two binds; more than
+    this would hold the API server's memory hostage)."""
+    for option, value, low, high in (("--nodes", nodes, 1, MAX_NODES), ("--pods", pods, 2, MAX_PODS),
+                                     ("--burst", burst, 1, 100_000), ("--workers", workers, 1, 256)):
+        if not low <= value <= high:
+            raise ValueError(f"bench live: {option} must be between {low:,} and {high:,}, not {value}")
+    if not (qps > 0 and math.isfinite(qps)):
+        raise ValueError(f"bench live: --qps must be a positive number, not {qps}")
+
+
 def run_live_benchmark(nodes: int, pods: int, *, qps: float = 1000.0, burst: int = 1000,
                        workers: int = 16) -> dict[str, Any]:
     check_provisioned("bench live", kube_scheduler=True)
@@ -217,14 +293,20 @@ def run_live_benchmark(nodes: int, pods: int, *, qps: float = 1000.0, burst: int
             started = time.monotonic()
             setup_cluster(client, nodes)
             raw = _raw(api, client, nodes, pods, qps, burst, workers, directory)
+            clear(client, "raw", pods)
             kube = _kube_scheduler(api, client, pods, qps, burst, directory)
+            clear(client, "kube", pods)
             het = _hetsched(api, client, pods, qps, burst, workers, directory)
             with contextlib.suppress(Exception):
                 client.api.close()  # type: ignore[no-untyped-call]
     return {"nodes": nodes, "pods": pods, "qps": qps, "burst": burst, "bindWorkers": workers,
-            "hetsched_pods_per_second": round(het, 1), "kube_scheduler_pods_per_second": round(kube, 1),
-            "raw_binds_per_second": round(raw, 1), "hetsched_vs_kube_scheduler": round(het / kube, 3),
-            "hetsched_vs_raw_binder": round(het / raw, 3), "seconds": round(time.monotonic() - started, 1)}
+            "hetsched_pods_per_second": round(het.rate, 1), "kube_scheduler_pods_per_second": round(kube.rate, 1),
+            "raw_binds_per_second": round(raw, 1), "hetsched_vs_kube_scheduler": round(het.rate / kube.rate, 3),
+            "hetsched_vs_raw_binder": round(het.rate / raw, 3),
+            "first_bind_seconds": {"hetsched": het.first_bind_seconds, "kube_scheduler": kube.first_bind_seconds},
+            "rss_at_first_bind_mb": {"hetsched": het.rss_at_first_bind_mb, "kube_scheduler": kube.rss_at_first_bind_mb},
+            "peak_rss_mb": {"hetsched": het.peak_rss_mb, "kube_scheduler": kube.peak_rss_mb},
+            "seconds": round(time.monotonic() - started, 1)}
 
 
 if __name__ == "__main__":  # the raw binder's process: URL TOKEN_FILE CA NODES PODS QPS BURST WORKERS

@@ -466,8 +466,10 @@ def bench_live(
 ) -> None:
     """On a real kube-apiserver (provisioned from the cached build): hetsched vs kube-scheduler v1.20.2 vs a
     raw binder, pods bound per second."""
-    from hetsched.benchmark.live import run_live_benchmark
+    from hetsched.benchmark.live import check_live_sizes, run_live_benchmark
 
+    with user_errors():
+        check_live_sizes(nodes, pods, qps, burst, workers)
     try:
         figures = run_live_benchmark(nodes, pods, qps=qps, burst=burst, workers=workers)
     except RuntimeError as exc:

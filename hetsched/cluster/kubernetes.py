@@ -56,7 +56,17 @@ from hetsched.api.times import convert_times, to_epoch
 from hetsched.cluster.backoff import Backoff
 from hetsched.cluster.events import EventSink
 from hetsched.devices.inventory import POD_ANNOTATION, PREDICATE_TIME
-from hetsched.ports import BindRequest, Conflict, Failure, Invalid, NotFound, TooManyRequests, WatchEvent, WatchHandler
+from hetsched.ports import (
+    BindRequest,
+    Conflict,
+    Failure,
+    Invalid,
+    NotFound,
+    PodGroupStatusUpdate,
+    TooManyRequests,
+    WatchEvent,
+    WatchHandler,
+)
 
 log = logging.getLogger("hetsched.kubernetes")
 _MODELS = {kind: model for (_, kind), model in KINDS.items()}
@@ -131,8 +141,15 @@ def to_rfc3339(value: Any) -> Any:
 
 
 def from_api(kind: str, data: Mapping[str, Any]) -> AnyObject:
-    """An API server object (JSON) as hetsched's model (timestamps as seconds); Invalid names the field."""
-    converted = convert_times(dict(data), to_epoch)
+    """An API server object (JSON) as hetsched's model (timestamps as seconds); Invalid names the field.
+
+    ``metadata.managedFields`` is left out, as kube-scheduler's informers trim it: nothing here reads it, a
+    PUT without it keeps the server's, and it is most of a small pod's bytes — and of the time to read it."""
+    data = dict(data)
+    metadata = data.get("metadata")
+    if isinstance(metadata, dict) and "managedFields" in metadata:
+        data["metadata"] = {k: v for k, v in metadata.items() if k != "managedFields"}
+    converted = convert_times(data, to_epoch)
     converted["kind"] = kind
     converted["apiVersion"] = RESOURCES[kind].api_version if kind != "PodDisruptionBudget" else "policy/v1"
     try:
@@ -777,6 +794,27 @@ class KubeCluster:
                     "GET", RESOURCES["PodGroup"].path(*key.split("/", 1))))
                 self._cache["PodGroup"][key] = fresh
         raise Conflict(f"PodGroup {key}: status kept changing; the next cycle writes it again")
+
+    def update_podgroup_statuses(self, updates: Sequence[PodGroupStatusUpdate]) -> builtins.list[Failure]:
+        """From ``bind_workers`` threads within the QPS budget; a PodGroup gone or changing under us is a
+        failure (the next cycle writes it again), any other error is raised once all have ended."""
+        failures: builtins.list[Failure] = []
+        lock = threading.Lock()
+
+        def write(update: PodGroupStatusUpdate) -> None:
+            self._bucket.take(self.cancel)
+            try:
+                self.update_podgroup_status(update.key, update.phase, update.conditions)
+            except (Conflict, NotFound) as exc:
+                with lock:
+                    failures.append(Failure(update.key, str(exc)))
+
+        if len(updates) == 1:  # the common case: no pool
+            write(updates[0])
+        elif updates:
+            with futures.ThreadPoolExecutor(max_workers=self.bind_workers) as pool:
+                list(pool.map(write, updates))
+        return failures
 
     def nominate(self, pod_key: str, node: str) -> None:
         namespace, _, name = pod_key.rpartition("/")

@@ -46,6 +46,7 @@ from hetsched.ports import (
     Failure,
     Invalid,
     NotFound,
+    PodGroupStatusUpdate,
     TooManyRequests,
     WatchEvent,
     WatchHandler,
@@ -313,6 +314,15 @@ class MemoryCluster:
         if conditions is not None:
             update["conditions"] = list(conditions)
         self.update(group.model_copy(update={"status": group.status.model_copy(update=update)}))
+
+    def update_podgroup_statuses(self, updates: Sequence[PodGroupStatusUpdate]) -> builtins.list[Failure]:
+        failures: builtins.list[Failure] = []
+        for update in updates:
+            try:
+                self.update_podgroup_status(update.key, update.phase, update.conditions)
+            except (Conflict, NotFound) as exc:
+                failures.append(Failure(update.key, str(exc)))
+        return failures
 
     def nominate(self, pod_key: str, node: str) -> None:
         pod = self.get("Pod", pod_key)

@@ -56,6 +56,7 @@ from hetsched.ports import (
     Failure,
     NotFound,
     ObjectStore,
+    PodGroupStatusUpdate,
     StatusUpdater,
     Stopwatch,
     TooManyRequests,
@@ -269,9 +270,6 @@ class Scheduler:
             podgroup = self.cache.podgroup(key)
             if podgroup is not None:
                 self.status.record_event(podgroup, "SchedulingError", f"set aside: {message}", "Warning")
-        for key, update in decisions.podgroups.items():
-            if update.phase is not None:
-                self._update_podgroup(key, update.phase, None)
         if decisions.evictions and self.evictor is None:
             raise RuntimeError("the configuration has eviction actions but the scheduler has no evictor port")
         stalled: set[str] = set()
@@ -294,9 +292,11 @@ class Scheduler:
         for nomination in decisions.nominations:
             with contextlib.suppress(Conflict, NotFound):
                 self.status.nominate(nomination.pod, nomination.node)
-        for key, update in decisions.podgroups.items():
-            if update.conditions is not None:
-                self._update_podgroup(key, None, update.conditions)
+        # as Volcano's session close: the PodGroups' phases and conditions once the binds are on their way, one
+        # write per PodGroup (a cycle that enqueues 5,000 jobs would otherwise delay its first bind by them)
+        self.status.update_podgroup_statuses([PodGroupStatusUpdate(key, update.phase, update.conditions)
+                                              for key, update in decisions.podgroups.items()
+                                              if update.phase is not None or update.conditions is not None])
         self._tell(decisions)
         self.cache.parked.park(snapshot, decisions.unschedulable, decisions.shortfalls, now)
         self._report_mismatches()
@@ -359,7 +359,4 @@ class Scheduler:
                 self.status.record_event(node, "AllocatableMismatch", message, "Warning")
         self._reported = current
 
-    def _update_podgroup(self, key: str, phase: str | None, conditions: list | None) -> None:  # type: ignore[type-arg]
-        # the PodGroup may have changed or vanished meanwhile; the next cycle decides again from fresh state
-        with contextlib.suppress(Conflict, NotFound):
-            self.status.update_podgroup_status(key, phase, conditions)
+
