@@ -137,7 +137,7 @@ class StatusUpdater(Protocol):
     def update_podgroup_statuses(self, updates: Sequence[PodGroupStatusUpdate]) -> list[Failure]:
         """Each update as :meth:`update_podgroup_status` writes it — one after the other on the embedded
         cluster, concurrently within the QPS budget against an API server (a cycle that enqueues 5,000 jobs
-        must not wait for 5,000 writes in a row before its binds) — and say which PodGroups were not written
+        would otherwise spend seconds on writes in a row) — and say which PodGroups were not written
         (gone, or changing under us: ``Conflict``/``NotFound``; the next cycle writes them again). Any
         other error is raised."""
         ...

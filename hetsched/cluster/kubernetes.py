@@ -144,7 +144,8 @@ def from_api(kind: str, data: Mapping[str, Any]) -> AnyObject:
     """An API server object (JSON) as hetsched's model (timestamps as seconds); Invalid names the field.
 
     ``metadata.managedFields`` is left out, as kube-scheduler's informers trim it: nothing here reads it, a
-    PUT without it keeps the server's, and it is most of a small pod's bytes — and of the time to read it."""
+    PUT without it keeps the server's, and it is a large part of a small pod's bytes and of the time to read
+    it."""
     data = dict(data)
     metadata = data.get("metadata")
     if isinstance(metadata, dict) and "managedFields" in metadata:
