@@ -139,3 +139,21 @@ def test_bench_live_compares_the_three_binders_with_start_up_and_memory(tmp_path
         assert figures["first_bind_seconds"][binder] > 0
         if Path("/proc/self/status").exists():
             assert 0 < figures["rss_at_first_bind_mb"][binder] <= figures["peak_rss_mb"][binder]
+
+
+def test_bench_memory_breaks_a_pods_bytes_down_by_part(tmp_path: Path) -> None:
+    """Store, cache and informer each hold something per pod; the scheduler process's figure is informer +
+    cache. The bound catches a regression of several KB per pod (today about 5, 1.2 and 11 KB)."""
+    out = tmp_path / "memory.json"
+    run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "memory", "--nodes", "100", "--pods",
+                          "1000", "--json", str(out)], capture_output=True, text=True, check=False, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    parts = figures["bytes_per_pod"]
+    assert figures["pods_bound"] > 900
+    assert all(0 < parts[name] < 16_000 for name in ("store", "cache", "informer")), parts
+    assert figures["scheduler_process_bytes_per_pod"] == parts["informer"] + parts["cache"]
+    assert figures["embedded_bytes_per_pod"] == parts["store"] + parts["cache"]
+    bad = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "memory", "--pods", "0"],
+                         capture_output=True, text=True, check=False, timeout=120)
+    assert bad.returncode == 2 and "--pods" in bad.stderr and "Traceback" not in bad.stderr

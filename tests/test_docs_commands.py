@@ -91,7 +91,7 @@ RULES: list[tuple[str, str]] = [  # (pattern on the command, how it is tested); 
     (r"^hetsched simulate --cluster nodes\.yaml", "cluster"),  # your cluster's dumps
     (r"--dask tcp://", "parse"),
     (r"^hetsched (doctor|pending|job|queue)\b(?!.*--cluster)", "cluster"),
-    (r"bench (engine|latency)\b|bench/\w+\.py|--pods all|--policy all", "measure"),
+    (r"bench (engine|latency|memory)\b|bench/\w+\.py|--pods all|--policy all", "measure"),
     (r"^hetsched (replay-openb|sweep)\b", "trace"),
     (r"^(\./scripts/demo|hetsched) ", "run"),
 ]

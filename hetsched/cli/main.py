@@ -440,6 +440,22 @@ def bench_latency(
     _print_figures(figures, json_out)
 
 
+@bench_app.command("memory")
+def bench_memory(
+    nodes: Annotated[int, typer.Option(help="nodes in the synthetic cluster")] = 10_000,
+    pods: Annotated[int, typer.Option(help="running pods (the latency benchmark's jobs, all bound)")] = 100_000,
+    seed: Annotated[int, typer.Option()] = 1,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,
+) -> None:
+    """Bytes per running pod: the embedded store, the scheduler's cache, and the informer of the scheduler
+    process (the same pods as the API server returns them)."""
+    from hetsched.benchmark.memory import run_memory_benchmark
+
+    with user_errors():
+        figures = run_memory_benchmark(nodes, pods, seed)
+    _print_figures(figures, json_out)
+
+
 @bench_app.command("metrics")
 def bench_metrics(
     nodes: Annotated[int, typer.Option(help="nodes in the synthetic cluster")] = 10_000,
