@@ -747,21 +747,28 @@ class KubeCluster:
         for pod, node, handoff in binds:  # a BindRequest, or any (pod, node, annotations) triple
             chain = node if handoff and POD_ANNOTATION in handoff else f"{node}\0{pod}"  # no chips: no order
             by_node.setdefault(chain, []).append((pod, handoff))
-        failures: builtins.list[Failure] = []
-        lock = threading.Lock()
 
-        def bind_node(chain: str, pods: builtins.list[tuple[str, Mapping[str, str] | None]]) -> None:
+        def bind_node(item: tuple[str, builtins.list[tuple[str, Mapping[str, str] | None]]]) -> builtins.list[Failure]:
+            chain, pods = item
             node = chain.split("\0", 1)[0]
+            failed: builtins.list[Failure] = []
             for pod, handoff in pods:
                 try:
                     self.bind(pod, node, handoff)
                 except Exception as exc:  # this pod stays unbound; the node's next pods still go
-                    with lock:
-                        failures.append(Failure(pod, str(exc)))
+                    failed.append(Failure(pod, str(exc)))
+            return failed
 
+        return self._from_workers(bind_node, list(by_node.items()))
+
+    def _from_workers(self, work: Callable[[Any], builtins.list[Failure]],
+                      items: Sequence[Any]) -> builtins.list[Failure]:
+        """``work`` on each item from ``bind_workers`` threads (on this one for a single item); the failures
+        it returned, together. An exception it raised is raised here once all have ended."""
+        if len(items) <= 1:
+            return [failure for item in items for failure in work(item)]
         with futures.ThreadPoolExecutor(max_workers=self.bind_workers) as pool:
-            list(pool.map(lambda item: bind_node(*item), by_node.items()))
-        return failures
+            return [failure for failed in pool.map(work, items) for failure in failed]
 
     def evict(self, pod_key: str, reason: str) -> None:
         namespace, _, name = pod_key.rpartition("/")
@@ -799,23 +806,16 @@ class KubeCluster:
     def update_podgroup_statuses(self, updates: Sequence[PodGroupStatusUpdate]) -> builtins.list[Failure]:
         """From ``bind_workers`` threads within the QPS budget; a PodGroup gone or changing under us is a
         failure (the next cycle writes it again), any other error is raised once all have ended."""
-        failures: builtins.list[Failure] = []
-        lock = threading.Lock()
 
-        def write(update: PodGroupStatusUpdate) -> None:
+        def write(update: PodGroupStatusUpdate) -> builtins.list[Failure]:
             self._bucket.take(self.cancel)
             try:
                 self.update_podgroup_status(update.key, update.phase, update.conditions)
             except (Conflict, NotFound) as exc:
-                with lock:
-                    failures.append(Failure(update.key, str(exc)))
+                return [Failure(update.key, str(exc))]
+            return []
 
-        if len(updates) == 1:  # the common case: no pool
-            write(updates[0])
-        elif updates:
-            with futures.ThreadPoolExecutor(max_workers=self.bind_workers) as pool:
-                list(pool.map(write, updates))
-        return failures
+        return self._from_workers(write, updates)
 
     def nominate(self, pod_key: str, node: str) -> None:
         namespace, _, name = pod_key.rpartition("/")
@@ -825,10 +825,9 @@ class KubeCluster:
     def set_pod_conditions(self, updates: Sequence[tuple[str, Condition]]) -> builtins.list[Failure]:
         """A strategic-merge patch of each pod's status — its conditions merge by ``type``, so the kubelet's
         own stay as they are — from ``bind_workers`` threads within the QPS budget."""
-        failures: builtins.list[Failure] = []
-        lock = threading.Lock()
 
-        def patch(pod_key: str, condition: Condition) -> None:
+        def patch(update: tuple[str, Condition]) -> builtins.list[Failure]:
+            pod_key, condition = update
             namespace, _, name = pod_key.rpartition("/")
             stamped = {"type": condition.type, "status": condition.status, "reason": condition.reason,
                        "message": condition.message, "lastProbeTime": None,
@@ -839,13 +838,10 @@ class KubeCluster:
                             body={"status": {"conditions": [stamped]}},
                             content_type="application/strategic-merge-patch+json")
             except Exception as exc:  # gone, or fenced: the next cycle that finds it pending writes it again
-                with lock:
-                    failures.append(Failure(pod_key, str(exc)))
+                return [Failure(pod_key, str(exc))]
+            return []
 
-        if updates:
-            with futures.ThreadPoolExecutor(max_workers=self.bind_workers) as pool:
-                list(pool.map(lambda item: patch(*item), updates))
-        return failures
+        return self._from_workers(patch, updates)
 
     def record_event(self, obj: AnyObject, reason: str, message: str, type_: str = "Normal") -> None:
         self._post_event(obj.kind, obj.metadata.model_dump(), reason, message, type_)
