@@ -972,8 +972,15 @@ def test_doctor_checks_on_a_real_apiserver(api: ApiServer, tmp_path: Path) -> No
             time.sleep(1)
         assert components == {"component/scheduler": "ok", "component/controller": "ok", "component/webhook": "ok"}
         # both processes serve /metrics: the leader says so, and the scheduler sees doc-fake's broken chip
-        scraped = {name: scrape_process_metrics(tmp_path / f"{name}-doc-{name[0]}.log")
-                   for name in ("scheduler", "controller")}
+        # (its Lease is taken before its first cycle ends: scraped again until that cycle is counted)
+        deadline = time.monotonic() + 60
+        while True:
+            scraped = {name: scrape_process_metrics(tmp_path / f"{name}-doc-{name[0]}.log")
+                       for name in ("scheduler", "controller")}
+            if scraped["scheduler"].get(("hetsched_scheduling_cycles_total", ()), 0) > 0 \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert scraped["scheduler"][("hetsched_leader", ())] == 1
         assert scraped["controller"][("hetsched_leader", ())] == 1
         assert scraped["scheduler"][("hetsched_scheduling_cycles_total", ())] > 0

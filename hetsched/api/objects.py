@@ -109,7 +109,9 @@ MAX_REPLICAS = 100_000
 
 
 class _Model(BaseModel):
-    # every number finite (no inf or NaN from '.inf' or 1e400), as JSON and the API server allow
+    # Frozen, and never changed in place either: a change is model_copy(update=...), never a write into a
+    # model's dict or list. The informers hold equal parts once, shared between objects (cluster.interning).
+    # Every number finite (no inf or NaN from '.inf' or 1e400), as JSON and the API server allow.
     model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True, allow_inf_nan=False)
 
 

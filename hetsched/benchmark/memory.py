@@ -9,15 +9,19 @@ once, shared ones — types, functions, modules — not at all), three parts:
 - **cache**: what the scheduler's cache holds beyond them (per-pod records, per-PodGroup counts, indexes);
 - **informer**: the same pods as the ``hetsched scheduler`` process holds them against a real API server —
   each stored pod written out as the API returns it (with the fields its defaulting adds: tolerations,
-  termination and DNS settings, QoS class) and read back through the Kubernetes adapter's ``from_api``.
+  termination and DNS settings, QoS class), encoded and decoded as JSON (every string its own, as read from
+  the wire), and read back as the informer does: ``from_api``, then its ``Interner`` (equal parts held once;
+  the interner's table is counted here too).
 
 The scheduler process holds informer + cache; the embedded scheduler store + cache. Figures are bytes per
-bound pod, with the nodes' share left out (they are the same whatever the pods).
+bound pod, with the nodes' share left out (they are the same whatever the pods), and what reading a pod
+costs (microseconds: the same pods read and kept with the interner, then without it).
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import sys
 import time
 import types
@@ -26,6 +30,7 @@ from typing import Any
 
 from hetsched.api.objects import Pod
 from hetsched.benchmark.latency import MAX_NODES, MAX_PODS, LatencyRun, status_kb
+from hetsched.cluster.interning import Interner
 from hetsched.cluster.kubernetes import RESOURCES, from_api, to_api
 
 _SHARED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType,
@@ -62,7 +67,7 @@ def deep_size(roots: Iterable[Any], seen: set[int]) -> int:
 
 
 def as_served(pod: Pod) -> dict[str, Any]:
-    """``pod`` as the API server returns it: its JSON with the server's defaults."""
+    """``pod`` as the API server returns it: its JSON with the server's defaults, decoded afresh."""
     data = to_api(pod, RESOURCES["Pod"])
     spec = data["spec"]
     for key, value in SERVER_DEFAULTS["spec"].items():
@@ -74,7 +79,23 @@ def as_served(pod: Pod) -> dict[str, Any]:
         for key, value in SERVER_DEFAULTS["container"].items():
             container.setdefault(key, value)
     data.setdefault("status", {}).update(SERVER_DEFAULTS["status"])
-    return data
+    decoded: dict[str, Any] = json.loads(json.dumps(data))
+    return decoded
+
+
+def _read(stored: list[tuple[str, Pod]], interner: Interner | None) -> tuple[dict[str, Any], float]:
+    """The informer's map of ``stored`` as served and read back (with ``interner`` when given), and the
+    seconds the reading took (the serving, in batches of 1,000, not counted)."""
+    informer: dict[str, Any] = {}
+    seconds = 0.0
+    for start in range(0, len(stored), 1000):
+        batch = [(key, as_served(pod)) for key, pod in stored[start:start + 1000]]
+        begun = time.perf_counter()
+        for key, raw in batch:
+            obj = from_api("Pod", raw)
+            informer[key] = obj if interner is None else interner.share(obj)
+        seconds += time.perf_counter() - begun
+    return informer, seconds
 
 
 def check_memory_sizes(nodes: int, pods: int) -> None:
@@ -98,16 +119,22 @@ def run_memory_benchmark(nodes: int, pods: int, seed: int = 1) -> dict[str, Any]
     deep_size([store["Node"], run.nodes], seen)  # the nodes' share: left out of every figure below
     store_bytes = deep_size([store["Pod"], store["PodGroup"]], seen)
     cache_bytes = deep_size([run.scheduler.cache], seen)
-    informer: dict[str, Any] = {key: from_api("Pod", as_served(pod)) for key, pod in store["Pod"].items()
-                                if isinstance(pod, Pod)}
-    informer |= {f"podgroup:{key}": from_api("PodGroup", to_api(group, RESOURCES["PodGroup"]))
-                 for key, group in store["PodGroup"].items()}
-    informer_bytes = deep_size([informer], set())
+    interner = Interner()
+    stored = [(key, pod) for key, pod in store["Pod"].items() if isinstance(pod, Pod)]
+    informer, interned_seconds = _read(stored, interner)
+    informer |= {f"podgroup:{key}": interner.share(from_api("PodGroup", json.loads(json.dumps(
+        to_api(group, RESOURCES["PodGroup"]))))) for key, group in store["PodGroup"].items()}
+    informer_bytes = deep_size([informer, interner], set())
     rss_kb = status_kb("VmRSS")
+    del informer, interner
+    gc.collect()
+    _, plain_seconds = _read(stored, None)  # the same pods read and kept without the interner, for its cost
     per_pod = {name: round(value / bound) for name, value in
                (("store", store_bytes), ("cache", cache_bytes), ("informer", informer_bytes))}
     return {"nodes": nodes, "pods_bound": bound, "bytes_per_pod": per_pod,
             "scheduler_process_bytes_per_pod": per_pod["informer"] + per_pod["cache"],
             "embedded_bytes_per_pod": per_pod["store"] + per_pod["cache"],
+            "read_us_per_pod": {"plain": round(plain_seconds / len(stored) * 1e6, 1),
+                                "interned": round(interned_seconds / len(stored) * 1e6, 1)},
             "rss_mb": round(rss_kb / 1024, 1) if rss_kb is not None else None,
             "seconds": round(time.perf_counter() - started, 1)}

@@ -55,6 +55,7 @@ from hetsched.api.objects import KINDS, AnyObject, Condition, object_key
 from hetsched.api.times import convert_times, to_epoch
 from hetsched.cluster.backoff import Backoff
 from hetsched.cluster.events import EventSink
+from hetsched.cluster.interning import Interner
 from hetsched.devices.inventory import POD_ANNOTATION, PREDICATE_TIME
 from hetsched.ports import (
     BindRequest,
@@ -429,6 +430,9 @@ class KubeCluster:
         self.bind_workers = bind_workers
         self._bucket = _TokenBucket(qps, burst)
         self._cache: dict[str, dict[str, AnyObject]] = {}
+        self._interner = Interner()
+        """Equal parts of the cached objects held once (a pod's containers, tolerations, defaults): used only on
+        :meth:`pump`'s thread, as the cache is."""
         self._synced: dict[str, threading.Event] = {}
         self._resources: dict[str, Resource] = {}
         """Kinds this server serves at another version than :data:`RESOURCES` says (found by listing)."""
@@ -555,7 +559,7 @@ class KubeCluster:
                 delivered += self._resync(kind, (raw or {}).get("items", []))
                 continue
             try:
-                obj = from_api(kind, raw or {})
+                obj = self._interner.share(from_api(kind, raw or {}))
             except Invalid as exc:  # the webhook refuses such objects; one that got in is reported, not fatal
                 self._report_invalid(kind, raw or {}, exc)
                 continue
@@ -578,7 +582,7 @@ class KubeCluster:
         fresh: dict[str, AnyObject] = {}
         for raw in items:
             try:
-                obj = from_api(kind, raw)
+                obj = self._interner.share(from_api(kind, raw))
             except Invalid as exc:
                 self._report_invalid(kind, raw, exc)
                 continue
