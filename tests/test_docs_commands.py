@@ -91,8 +91,8 @@ RULES: list[tuple[str, str]] = [  # (pattern on the command, how it is tested); 
     (r"^hetsched simulate --cluster nodes\.yaml", "cluster"),  # your cluster's dumps
     (r"--dask tcp://", "parse"),
     (r"^hetsched (doctor|pending|job|queue)\b(?!.*--cluster)", "cluster"),
-    (r"bench (engine|latency|memory)\b|bench/\w+\.py|--pods all|--policy all", "measure"),
-    (r"^hetsched (replay-openb|sweep)\b", "trace"),
+    (r"bench (engine|latency|memory|fgd)\b|bench/\w+\.py|--pods all|--policy all", "measure"),
+    (r"^hetsched (replay-openb|sweep|families)\b", "trace"),
     (r"^(\./scripts/demo|hetsched) ", "run"),
 ]
 EXIT = {"hetsched validate examples/mistakes/bert.yaml": 2,

@@ -12,12 +12,14 @@ from hetsched.api.objects import AnyObject
 from hetsched.replay.engine import TypicalPods
 from hetsched.replay.openb import TracePod
 from hetsched.scheduler.contract.framework import Arguments
+from hetsched.scheduler.contract.typical import COMMON
 from hetsched.scheduler.engine.conf import DEFAULT_CONF_YAML
-from hetsched.scheduler.plugins.fgd import FGD, Shape
+from hetsched.scheduler.plugins.fgd import FGD, Shape, typical
 from tests.builders import accel_node, gang, harness
 from tests.test_sharing import GPU, MILLI, chips_of
 
 FGD_CONF = DEFAULT_CONF_YAML + "  - name: fgd\n"
+BLEND_CONF = DEFAULT_CONF_YAML + "  - name: fgd\n    arguments:\n      fgd.common: 0.5\n"
 
 
 def scenario(conf: str | None) -> dict[str, tuple[str, list[int]]]:
@@ -64,16 +66,52 @@ def test_the_replay_and_the_plugin_measure_the_same_fragmentation(
         shapes: list[tuple[int, int, int, int]], nodes: list[tuple[list[int], int]]) -> None:
     pods = [TracePod(f"p{i}-{k}", cpu, 0, 1 if milli < 1000 else chips, milli)
             for i, (milli, chips, cpu, count) in enumerate(shapes) for k in range(count)]
-    typical = TypicalPods.from_pods(pods, popularity=100.0)
-    plugin = FGD(Arguments("fgd"))
     counts: dict[Shape, int] = {}
     for pod in pods:
         shape = Shape(GPU, pod.gpu_milli, pod.num_gpu, pod.cpu_milli)
         counts[shape] = counts.get(shape, 0) + 1
-    plugin.typical = {GPU: [(shape, n / len(pods)) for shape, n in counts.items()]}
     free = np.array([gpus for gpus, _ in nodes], dtype=np.int64)
     cpu = np.array([c for _, c in nodes], dtype=np.int64)
-    vectorised = plugin._fragmentation(GPU, free, cpu)
-    for row, (gpus, cpu_free) in enumerate(nodes):
-        scalar = typical.fragmentation(cpu_free, "", tuple(gpus))
-        assert vectorised[row] == pytest.approx(scalar, rel=1e-9, abs=1e-6), (row, gpus, cpu_free)
+    # the full distribution, the published cut, and the blend of the two the plugin uses
+    for typical_pods, common in ((TypicalPods.from_pods(pods, popularity=100.0), 0.0),
+                                 (TypicalPods.from_pods(pods), 1.0),
+                                 (TypicalPods.from_pods(pods, common=COMMON), COMMON)):
+        plugin = FGD(Arguments("fgd"))
+        plugin.typical = typical(counts, common)
+        vectorised = plugin._fragmentation(GPU, free, cpu)
+        for row, (gpus, cpu_free) in enumerate(nodes):
+            scalar = typical_pods.fragmentation(cpu_free, "", tuple(gpus))
+            assert vectorised[row] == pytest.approx(scalar, rel=1e-9, abs=1e-6), (common, row, gpus, cpu_free)
+
+
+def test_the_blend_counts_the_common_shapes_more_and_still_sums_to_one() -> None:
+    counts = {Shape(GPU, 500, 1, 1000): 90, Shape(GPU, 1000, 1, 2000): 8, Shape(GPU, 1000, 8, 8000): 2}
+    shares = dict(typical(counts, COMMON)[GPU])
+    assert sum(shares.values()) == pytest.approx(1.0)
+    rare = Shape(GPU, 1000, 8, 8000)  # outside the 95 % cut: half its frequency
+    assert shares[rare] == pytest.approx(0.5 * 2 / 100)
+    common = Shape(GPU, 500, 1, 1000)  # inside: half its share within the cut, half its frequency
+    assert shares[common] == pytest.approx(0.5 * 90 / 98 + 0.5 * 90 / 100)
+    assert dict(typical(counts, 0.0)[GPU])[rare] == pytest.approx(2 / 100)  # the full distribution
+    assert rare not in dict(typical(counts, 1.0)[GPU])  # the published cut drops it
+
+
+@pytest.mark.parametrize(("cpu", "rare_share"), [("1", 0.5 / 40), ("16", 1 / 40)])
+def test_with_fgd_common_the_plugin_blends_while_chips_run_out_first_and_counts_every_shape_once_cpu_does(
+        cpu: str, rare_share: float) -> None:
+    """``fgd.common: 0.5`` (the replay's fgd-adaptive). 39 one-GPU pods and one rare half-GPU pod queued on an
+    8-GPU, 64-CPU node. Asking 1 CPU each, the queue
+    would run out of GPUs first: the rare shape, outside the 95 % cut, counts half its frequency (the blend).
+    Asking 16 CPUs each it would run out of CPU first (CPU asked 2.0): every shape at its frequency, as the
+    replay's fgd-adaptive does."""
+    from hetsched.scheduler.engine.session import Session
+
+    objects: list[AnyObject] = [accel_node("n", GPU, "generic", 8, share=MILLI, cpu="64"),
+                                *gang("common", 39, limits={GPU: 1}, cpu=cpu), *gang("rare", 1, limits={MILLI: 500},
+                                                                                     cpu=cpu)]
+    h = harness(objects, BLEND_CONF)
+    session = Session(h.scheduler.cache.snapshot(), h.scheduler.conf)
+    plugin = next(p for p in session.plugins if isinstance(p, FGD))
+    shares = {shape.milli: share for shape, share in plugin.typical[GPU]}
+    assert shares[500] == pytest.approx(rare_share)
+    assert sum(shares.values()) == pytest.approx(1.0)

@@ -99,7 +99,8 @@ def test_clustering_affinity_is_share_or_gpu_count() -> None:
 def test_sharing_pods_fill_gpus_without_exceeding_1000() -> None:
     nodes = [TraceNode("n0", 64_000, 100_000, 2, "T4"), TraceNode("n1", 64_000, 100_000, 0, "")]
     pods = [TracePod(f"s{i}", 1000, 10, 1, 300) for i in range(6)] + [TracePod("whole", 1000, 10, 1, 1000)]
-    for policy in ("fgd", "bestfit", "random", "gpupacking", "dotprod", "gpuclustering", "fgd-cpufit", "fgd-full"):
+    for policy in ("fgd", "bestfit", "random", "gpupacking", "dotprod", "gpuclustering", "fgd-cpufit", "fgd-full",
+                   "fgd-blend", "fgd-adaptive"):
         result = replay(nodes, pods, policy, seed=3, ratio=1.0)
         assert result.allocated_pct[-1] <= 100.0
         free = result.cluster.gpu_free[0, :2]
@@ -220,3 +221,25 @@ def test_fgd_scores_each_node_state_once_and_chooses_as_node_by_node_scoring_doe
             gpus = tuple(int(g) for g in cluster.gpu_free[row, : int(cluster.gpu_count[row])])
             assert cluster.states[int(cluster.state_id[row])] == (int(cluster.cpu_free[row]), cluster.models[row], gpus)
     assert placed > 100
+
+
+def test_fgd_adaptive_blends_while_gpus_run_out_first_and_takes_every_shape_once_cpu_does() -> None:
+    """40 one-GPU pods and a rare eight-GPU one on an 8-GPU, 64-CPU node: asking 4 CPUs each, GPUs run out
+    first (CPU asked 0.43) and the rule is the blend; asking 16, CPU runs out first (1.71) and it is the full
+    distribution — the two differ, since the rare shape is outside the 95 % cut."""
+    import random
+
+    from hetsched.replay.engine import AdaptiveFGD, cpu_asked
+    from hetsched.scheduler.contract.typical import COMMON
+
+    nodes = [TraceNode("n", 64_000, 400_000, 8, "T4")]
+    for cpu, asked, blended in ((4000, 0.427, True), (16_000, 1.708, False)):
+        pods = [TracePod(f"p{i}", cpu, 10, 1, 1000) for i in range(40)] + [TracePod("big", cpu, 10, 8, 1000)]
+        cluster = Cluster.from_nodes(nodes)
+        assert cpu_asked(pods, cluster) == pytest.approx(asked, abs=0.001)
+        policy = AdaptiveFGD(pods)
+        policy(cluster, pods[0], cluster.feasible(pods[0]), random.Random(0))
+        assert policy.chosen is not None
+        blend, full = TypicalPods.from_pods(pods, common=COMMON), TypicalPods.from_pods(pods, popularity=100.0)
+        assert blend != full
+        assert policy.chosen.typical == (blend if blended else full)

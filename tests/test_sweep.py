@@ -36,10 +36,10 @@ def test_a_sweep_writes_one_table_and_a_plot_the_same_on_processes_and_on_dask(t
     assert len(rows) == 2 * 3 * 3 and {r["pods"] for r in rows} == {"other", "tiny"}
     assert all(0 <= float(r["unallocated_gpu_pct_at_100"]) <= 100 for r in rows)
     summary = json.loads(outputs["local"][1])["summary"]
-    best = next(s for s in summary if s["pods"] == "tiny" and s["policy"] == "fgd-full")  # best is fgd-full
+    best = next(s for s in summary if s["pods"] == "tiny" and s["policy"] == "fgd-adaptive")  # best
     assert best["seeds"] == 3 and best["wins_vs_fgd"] + best["losses_vs_fgd"] <= 3
     assert 0 < best["sign_p_vs_fgd"] <= 1
-    pooled = next(s for s in summary if s["pods"] == "all" and s["policy"] == "fgd-full")  # both lists, paired
+    pooled = next(s for s in summary if s["pods"] == "all" and s["policy"] == "fgd-adaptive")  # both lists, paired
     assert pooled["seeds"] == 6 and 0 < pooled["signed_rank_p_vs_fgd"] <= 1
     assert (tmp_path / "bars.png").stat().st_size > 5_000
 

@@ -50,6 +50,7 @@ app.add_typer(job_app, name="job")
 app.add_typer(queue_app, name="queue")
 app.command("install")(install.install)
 app.command("sweep")(sweep.sweep)
+app.command("families")(sweep.families)
 console = stdout_console()
 errors = stderr_console()
 
@@ -440,6 +441,32 @@ def bench_latency(
     _print_figures(figures, json_out)
 
 
+@bench_app.command("fgd")
+def bench_fgd(
+    pods: Annotated[str, typer.Option(help="pod list: csv/openb_pod_list_<NAME>.csv")] = "default",
+    trace_dir: Annotated[Path, typer.Option(help="the alibaba-gpu-v2023 folder")] = DEFAULT_TRACE_DIR,
+    nodes: Annotated[int, typer.Option(help="GPU nodes drawn from the trace's node list per seed")] = 100,
+    seeds: Annotated[str, typer.Option(help="seeds, e.g. 1-6")] = "1-6",
+    batch: Annotated[int, typer.Option(help="pods arriving per scheduling cycle")] = 50,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,
+) -> None:
+    """The fgd plugin in the simulator on an openb pod list: unallocated GPU % at 100 % arrived without fgd,
+    and with its typical pods at the published cut, the full distribution, and its default rule."""
+    from hetsched.replay.fgd_plugin import run_fgd_benchmark
+    from hetsched.replay.openb import TraceError, load_nodes, load_pods
+    from hetsched.replay.sweep import NODE_LIST, pod_lists
+
+    folder = trace_dir / "csv"
+    try:
+        (name,) = pod_lists(trace_dir, pods.split(",")[0])  # a pod list that exists, by its name only
+        report = run_fgd_benchmark(load_nodes(folder / NODE_LIST), load_pods(folder / f"openb_pod_list_{name}.csv"),
+                                   nodes, parse_seeds(seeds), batch)
+    except (TraceError, ValueError) as exc:
+        say(errors, "error", f"{exc}")
+        raise typer.Exit(2) from None
+    _print_figures(report, json_out)
+
+
 @bench_app.command("memory")
 def bench_memory(
     nodes: Annotated[int, typer.Option(help="nodes in the synthetic cluster")] = 10_000,
@@ -524,8 +551,8 @@ def replay_openb(
     pods: Annotated[str, typer.Option(help="pod list: csv/openb_pod_list_<NAME>.csv")] = "default",
     trace_dir: Annotated[Path, typer.Option(help="the alibaba-gpu-v2023 folder")] = DEFAULT_TRACE_DIR,
     policy: Annotated[str, typer.Option(help="fgd, bestfit, dotprod, gpupacking, gpuclustering, random, "
-                                             "fgd-full, fgd-cpufit, best (hetsched's recommended: fgd-full), all, "
-                                             "or a comma list")
+                                             "fgd-full, fgd-cpufit, fgd-blend, fgd-adaptive, best (hetsched's "
+                                             "recommended: fgd-adaptive), all, or a comma list")
                       ] = "all",
     seeds: Annotated[str, typer.Option(help="shuffle seeds, e.g. 42-51")] = "42-51",
     json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,

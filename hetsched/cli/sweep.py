@@ -1,4 +1,5 @@
-"""``hetsched sweep``: placement policies × openb pod lists × seeds, one replay per cell, one table and plot.
+"""``hetsched sweep``: placement policies × openb pod lists × seeds, one replay per cell, one table and plot;
+``hetsched families``: the held-out pod lists it judges a rule on (``replay.families``).
 
 Who calls it: users comparing policies before touching production (docs/replay.md). The grid and the table
 are ``replay.sweep``'s; this module picks the executor — a local process pool (``--jobs``), or a Dask
@@ -108,3 +109,25 @@ def sweep(
                       f"{entry[f'sign_p_vs_{first}']:.3g}" + (f"; {rank:.3g}" if rank is not None else ""))
         table.add_row(entry["pods"], entry["policy"], f"{entry['mean']:.2f} ± {entry['std']:.2f}", *paired)
     console.print(table)
+
+
+def families(
+    out: Annotated[Path, typer.Option(help="folder to write the families into (as a trace: OUT/csv/…)")],
+    trace_dir: Annotated[Path, typer.Option(help="the alibaba-gpu-v2023 folder (its 8 shared pod lists)")]
+    = DEFAULT_TRACE_DIR,
+    family: Annotated[str, typer.Option(help="mix-uniform, mix-random, share, nodes, cpu: a comma list, or all")]
+    = "all",
+    members: Annotated[int, typer.Option(help="members per family")] = 4,
+    seed: Annotated[int, typer.Option(help="the members' random streams")] = 1,
+) -> None:
+    """Write held-out workload families made from the trace's shared pod lists (mixtures, perturbed shares,
+    node subsets, CPU-heavier lists); replay them with ``hetsched sweep --trace-dir OUT --pods all``."""
+    from hetsched.replay.families import FAMILIES, generate
+
+    wanted = list(FAMILIES) if family.strip() == "all" else [f.strip() for f in family.split(",") if f.strip()]
+    try:
+        names = generate(trace_dir, out, members, seed, wanted)
+    except (TraceError, ValueError, OSError) as exc:
+        say(errors, "error", f"{exc}")
+        raise typer.Exit(2) from None
+    console.print(f"wrote {len(names)} pod lists to {out / 'csv'}: {', '.join(names)}")

@@ -16,7 +16,7 @@ from typing import Any
 from hetsched.replay.engine import POLICIES, replay
 from hetsched.replay.openb import TraceError, load_nodes, load_pods
 
-BEST = "fgd-full"
+BEST = "fgd-adaptive"
 """hetsched's recommended policy for the replay (``--policy best``)."""
 PUBLISHED_DEFAULT = {"fgd": 4.77, "bestfit": 7.14, "gpupacking": 8.22, "gpuclustering": 8.35, "dotprod": 9.38,
                      "random": 13.70}

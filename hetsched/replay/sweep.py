@@ -65,10 +65,17 @@ def cells(lists: list[str], policies: list[str], seeds: list[int]) -> list[Cell]
     return grid
 
 
+def node_list(folder: Path, pods: str) -> Path:
+    """The nodes a pod list is replayed on: its own ``openb_node_list_<pods>.csv`` where there is one (a
+    held-out family's node subset, ``replay.families``), else the trace's GPU nodes."""
+    own = folder / f"openb_node_list_{pods}.csv"
+    return own if own.exists() else folder / NODE_LIST
+
+
 def run_cell(trace_dir: str, cell: Cell) -> Row:
     """One replay (in a worker process, local or on a Dask worker)."""
     folder = Path(trace_dir) / "csv"
-    result = replay(load_nodes(folder / NODE_LIST), load_pods(folder / f"openb_pod_list_{cell.pods}.csv"),
+    result = replay(load_nodes(node_list(folder, cell.pods)), load_pods(folder / f"openb_pod_list_{cell.pods}.csv"),
                     cell.policy, cell.seed)
     return Row(cell.pods, cell.policy, cell.seed, result.unallocated_at(100.0), result.failed)
 
@@ -77,34 +84,49 @@ def run_sweep(trace_dir: Path, grid: list[Cell], executor: Executor) -> list[Row
     folder = trace_dir / "csv"
     load_nodes(folder / NODE_LIST)  # fail fast, with line numbers, before anything is sent out
     for name in sorted({c.pods for c in grid}):
+        load_nodes(node_list(folder, name))
         load_pods(folder / f"openb_pod_list_{name}.csv")
     return list(executor.map(run_cell, [str(trace_dir)] * len(grid), grid))
+
+
+MEMBER = re.compile(r"(.+)-\d+")
+"""A pod list named ``<family>-<n>`` is member n of a family (``replay.families``)."""
 
 
 def summary(rows: list[Row]) -> list[dict[str, Any]]:
     """Per pod list and policy: mean, standard deviation and count of the unallocated GPU %, and against
     the first policy of the sweep (same pod list, same seed: a paired comparison) the seeds it wins and
-    loses, the mean paired difference and the sign test's p (``replay.paired``). Then, when the sweep has
-    more than one pod list, one row per policy with ``pods`` "all": every pair pooled, with Wilcoxon's
-    signed-rank p as well — the figure that says whether an advantage holds across workloads."""
+    loses, the mean paired difference and the sign test's p (``replay.paired``). Then one row per policy for
+    each family of pod lists (``<family>-<n>``, two members or more: ``pods`` "<family>-*") and, when the
+    sweep has more than one pod list, for ``pods`` "all": every pair pooled, with Wilcoxon's signed-rank p as
+    well — the figures that say whether an advantage holds across workloads."""
     by_key: dict[tuple[str, str], dict[int, float]] = {}
     for row in rows:
         by_key.setdefault((row.pods, row.policy), {})[row.seed] = row.unallocated_gpu_pct_at_100
     first = rows[0].policy if rows else ""
     result = []
-    pooled: dict[str, tuple[list[float], list[float]]] = {}
     for (pods, policy), values in by_key.items():
         base = by_key.get((pods, first), {})
         diffs = [values[s] - base[s] for s in values if s in base]
-        every, paired = pooled.setdefault(policy, ([], []))
-        every.extend(values.values())
-        paired.extend(diffs)
         result.append({"pods": pods, "policy": policy, **_figures(list(values.values()), diffs, first)})
+    families: dict[str, set[str]] = {}
+    for pods, _ in by_key:
+        if (member := MEMBER.fullmatch(pods)) is not None:
+            families.setdefault(member.group(1), set()).add(pods)
+    groups = [(f"{family}-*", names) for family, names in families.items() if len(names) > 1]
     if len({pods for pods, _ in by_key}) > 1:
-        for policy, (every, paired) in pooled.items():
+        groups.append(("all", {pods for pods, _ in by_key}))
+    for label, names in groups:
+        for policy in dict.fromkeys(policy for _, policy in by_key):
+            every: list[float] = []
+            paired: list[float] = []
+            for pods in sorted(names):
+                values, base = by_key.get((pods, policy), {}), by_key.get((pods, first), {})
+                every.extend(values.values())
+                paired.extend(values[s] - base[s] for s in values if s in base)
             figures = _figures(every, paired, first)
             figures[f"signed_rank_p_vs_{first}"] = signed_rank_test(paired)
-            result.append({"pods": "all", "policy": policy, **figures})
+            result.append({"pods": label, "policy": policy, **figures})
     return result
 
 

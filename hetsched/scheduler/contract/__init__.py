@@ -9,8 +9,9 @@ plugin, the cache or the engine (import-linter's scheduler-rooms contract).
 
 The modules behind it: ``framework`` (points, ``Plugin``, ``check_plugin``, ``PluginRegistry``), ``view``,
 ``status``, ``reasons``, ``snapshot``, ``decisions``, ``arrays``, and the shared rules plugins and the
-engine apply alike (``nodematch``, ``podtopology``, ``numa_fit``; and the read-only accounting ``chips``
-and ``network_fragmentation``). Versioning: a change that removes or changes a name in ``__all__`` or a
+engine apply alike (``nodematch``, ``podtopology``, ``numa_fit``; ``typical``, the shares of FGD's typical
+pods, which the openb replay uses too; and the read-only accounting ``chips`` and
+``network_fragmentation``). Versioning: a change that removes or changes a name in ``__all__`` or a
 member of ``SessionView`` bumps :data:`CONTRACT_VERSION`; additions do not.
 """
 

@@ -13,7 +13,13 @@ published). The default weight, 10, lets a fragmentation change of a quarter chi
 ``devicetopology``'s device-level binpack, whose scores for fractional pods span about 100 points.
 
 Typical pods: the shapes waiting in this session — every pending pod of every job that asks for chips of
-the same resource, by count — so capacity is kept usable for the work that is queued. A CPU-only pod is
+the same resource, by count — so capacity is kept usable for the work that is queued. By default every
+queued shape counts at its frequency (the full distribution). ``fgd.common`` blends in the published cut
+(the most frequent shapes covering 95 %, ``contract.typical``) while the queue would run out of chips
+before CPU — ``fgd.common: 0.5`` is the openb replay's ``fgd-adaptive``, its best rule. It is not the
+default because in the simulator (``hetsched bench fgd``, docs/replay.md) the blend of a queue's shapes did
+better than the full distribution on one pod list and worse on two: a queue is a small sample of the
+workload, and cutting it drops shapes that are really there. A CPU-only pod is
 scored by the CPU it takes from nodes with free chips (it fragments them when GPU pods then lack CPU).
 
 Chips: the plugin scores exactly the chips ``devicetopology`` will take (the tightest fitting chip for a
@@ -25,6 +31,7 @@ Arguments::
     - name: fgd
       arguments:
         fgd.weight: 10
+        fgd.common: 0     # the published cut's weight against the full distribution (1: published FGD)
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from hetsched.devices.inventory import SHARE_RESOURCES
 from hetsched.scheduler.contract.arrays import FloatArray, IntArray
 from hetsched.scheduler.contract.framework import Arguments, NodeScore, Plugin
 from hetsched.scheduler.contract.snapshot import TaskGroup, tightest_chip
+from hetsched.scheduler.contract.typical import typical_shares
 
 if TYPE_CHECKING:
     from hetsched.scheduler.contract.view import SessionView
@@ -56,13 +64,45 @@ class Shape:
     cpu: int
 
 
+def typical(counts: dict[Shape, int], common: float) -> dict[str, list[tuple[Shape, float]]]:
+    """Per device resource, the queued shapes with their shares (``contract.typical``: the published cut at
+    95 % blended with the full distribution), in a fixed order; ties in count ranked as the replay ranks them
+    (CPU, milli, chips)."""
+    result: dict[str, list[tuple[Shape, float]]] = {}
+    for resource in sorted({shape.resource for shape in counts}):
+        mine = {shape: n for shape, n in counts.items() if shape.resource == resource}
+        shares = typical_shares(mine, common=common, rank=lambda shape: (shape.cpu, shape.milli, shape.chips))
+        result[resource] = sorted(shares.items(), key=lambda kv: (kv[0].milli, kv[0].cpu, kv[0].chips))
+    return result
+
+
+def cpu_asked(session: SessionView, resource: str, counts: dict[Shape, int], cpu_only: int) -> float:
+    """The CPU the queue asks for when its ``resource`` demand equals the nodes' chips of it, over those
+    nodes' CPU (``replay.engine.cpu_asked`` for a session): above 1 it runs out of CPU first. The CPU-only
+    pods queued count too: they take CPU on the same nodes."""
+    milli = sum(n * shape.milli * shape.chips for shape, n in counts.items())
+    cpu = cpu_only + sum(n * shape.cpu for shape, n in counts.items())
+    chips = session.snapshot.devices[resource].chips
+    rows = np.flatnonzero(chips > 0)
+    capacity = int(np.unpackbits(chips[rows].astype(np.uint64).view(np.uint8)).sum()) * FULL
+    node_cpu = int(session.nodes.alloc[session.snapshot.resources.columns["cpu"]][rows].sum())
+    if not milli or not node_cpu:
+        return 0.0
+    return cpu * capacity / milli / node_cpu
+
+
 class FGD(Plugin, NodeScore):
     NAME = NAME
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
-        arguments.check_known({"fgd.weight"})
+        arguments.check_known({"fgd.weight", "fgd.common"})
         self.weight = arguments.number("fgd.weight", 10)
+        self.common = arguments.number("fgd.common", 0.0)
+        """Weight of the published 95 % cut against the full distribution of the queued shapes (0–1): 0, every
+        queued shape at its frequency, unless configured (see the module docstring)."""
+        if self.common > 1:
+            raise ValueError(f"plugin {NAME}: argument fgd.common must be between 0 and 1, got {self.common:g}")
         self.typical: dict[str, list[tuple[Shape, float]]] = {}
         """Device resource → typical shapes with their shares (summing to 1)."""
 
@@ -82,17 +122,22 @@ class FGD(Plugin, NodeScore):
 
     def on_session_open(self, session: SessionView) -> None:
         counts: dict[Shape, int] = {}
+        cpu_only = 0
         for job in session.snapshot.active.values():  # settled jobs have no pending pods
             for group in job.groups:
-                shape, _ = self._shape(session, group)
-                if shape is not None and 1 <= shape.milli <= FULL and shape.chips >= 1:
-                    counts[shape] = counts.get(shape, 0) + max(group.size, len(group.pending))
-        totals: dict[str, int] = {}
-        for shape, count in counts.items():
-            totals[shape.resource] = totals.get(shape.resource, 0) + count
+                shape, cpu = self._shape(session, group)
+                pods = max(group.size, len(group.pending))
+                if shape is None:
+                    cpu_only += cpu * pods
+                elif 1 <= shape.milli <= FULL and shape.chips >= 1:
+                    counts[shape] = counts.get(shape, 0) + pods
         self.typical = {}
-        for shape, count in sorted(counts.items(), key=lambda kv: (kv[0].resource, kv[0].milli, kv[0].cpu)):
-            self.typical.setdefault(shape.resource, []).append((shape, count / totals[shape.resource]))
+        for resource in sorted({shape.resource for shape in counts}):
+            mine = {shape: n for shape, n in counts.items() if shape.resource == resource}
+            # the blend while the queue would run out of chips first; the full distribution once it would run
+            # out of CPU first (replay.engine.AdaptiveFGD: the CPU-heavy shapes the cut leaves out decide then)
+            common = self.common if cpu_asked(session, resource, mine, cpu_only) < 1.0 else 0.0
+            self.typical |= typical(mine, common)
 
     def _fragmentation(self, resource: str, free: IntArray, cpu: IntArray) -> FloatArray:
         """Per row of ``free`` (rows × chip slots, milli free per chip) with ``cpu`` milli CPU left: the
