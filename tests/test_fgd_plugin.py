@@ -115,3 +115,10 @@ def test_with_fgd_common_the_plugin_blends_while_chips_run_out_first_and_counts_
     shares = {shape.milli: share for shape, share in plugin.typical[GPU]}
     assert shares[500] == pytest.approx(rare_share)
     assert sum(shares.values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("value", "named"), [(2, "between 0 and 1"), (-0.5, "≥ 0"), ("half", "must be a number")])
+def test_a_bad_fgd_common_is_refused_naming_it(value: object, named: str) -> None:
+    with pytest.raises(ValueError, match=r"fgd\.common") as refused:
+        FGD(Arguments("fgd", {"fgd.common": value}))
+    assert named in str(refused.value)

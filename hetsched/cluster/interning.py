@@ -142,10 +142,11 @@ class Interner:
         """Drop what only the table holds, parents before children (newest first: a child is entered before
         its parent), so a parent dropped frees its children in the same sweep."""
         table = self._table
+        value = None
         for key in reversed(list(table)):
             value = table[key]
             # held by: the table, ``value``, getrefcount's argument — and an atom's key
             if sys.getrefcount(value) <= (4 if isinstance(value, _ATOMS) else 3):
                 del table[key]
-        del value
+        del value  # the last one looked at, so that it too can go
         self._swept_at = max(1024, len(table))

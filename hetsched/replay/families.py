@@ -108,7 +108,7 @@ def generate(trace_dir: Path, out: Path, members: int, seed: int,
         raise ValueError(f"--members must be between 1 and {MAX_MEMBERS}, not {members}")
     unknown = [f for f in families if f not in FAMILIES]
     if unknown or not families:
-        raise ValueError(f"--family: unknown {', '.join(repr(f[:40]) for f in unknown) or 'none given'}; "
+        raise ValueError(f"--family: unknown {', '.join(repr(f[:40]) for f in unknown[:5]) or 'none given'}; "
                          f"known: {', '.join(FAMILIES)}")
     folder = trace_dir / "csv"
     for name in (NODE_LIST, *(f"openb_pod_list_{s}.csv" for s in SOURCES)):

@@ -136,7 +136,7 @@ class FGD(Plugin, NodeScore):
             mine = {shape: n for shape, n in counts.items() if shape.resource == resource}
             # the blend while the queue would run out of chips first; the full distribution once it would run
             # out of CPU first (replay.engine.AdaptiveFGD: the CPU-heavy shapes the cut leaves out decide then)
-            common = self.common if cpu_asked(session, resource, mine, cpu_only) < 1.0 else 0.0
+            common = self.common if self.common and cpu_asked(session, resource, mine, cpu_only) < 1.0 else 0.0
             self.typical |= typical(mine, common)
 
     def _fragmentation(self, resource: str, free: IntArray, cpu: IntArray) -> FloatArray:
