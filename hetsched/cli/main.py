@@ -453,17 +453,14 @@ def bench_fgd(
     """The fgd plugin in the simulator on an openb pod list: unallocated GPU % at 100 % arrived without fgd,
     and with its typical pods at the published cut, the full distribution, and its default rule."""
     from hetsched.replay.fgd_plugin import run_fgd_benchmark
-    from hetsched.replay.openb import TraceError, load_nodes, load_pods
+    from hetsched.replay.openb import load_nodes, load_pods
     from hetsched.replay.sweep import NODE_LIST, pod_lists
 
     folder = trace_dir / "csv"
-    try:
+    with user_errors():  # a TraceError is a ValueError
         (name,) = pod_lists(trace_dir, pods.split(",")[0])  # a pod list that exists, by its name only
         report = run_fgd_benchmark(load_nodes(folder / NODE_LIST), load_pods(folder / f"openb_pod_list_{name}.csv"),
                                    nodes, parse_seeds(seeds), batch)
-    except (TraceError, ValueError) as exc:
-        say(errors, "error", f"{exc}")
-        raise typer.Exit(2) from None
     _print_figures(report, json_out)
 
 
@@ -562,18 +559,14 @@ def replay_openb(
 ) -> None:
     """Replay Alibaba's openb GPU trace the published way (arrival only, 130 % inflation, shuffled per seed)
     and report unallocated GPUs at 100 % arrived demand per policy."""
-    from hetsched.replay.openb import TraceError
     from hetsched.replay.report import plot, resolve_policies, run_replay
 
     if plot_out is not None:
         from hetsched.cli.extras import need
 
         need("report", "replay-openb --plot")
-    try:
+    with user_errors():  # a TraceError is a ValueError
         report = run_replay(trace_dir, pods, resolve_policies(policy), parse_seeds(seeds), workers=check_jobs(jobs))
-    except (TraceError, ValueError) as exc:
-        say(errors, "error", f"{exc}")
-        raise typer.Exit(2) from None
     if json_out is not None:
         write_file(json_out, json.dumps(report, indent=2) + "\n", "report")
     if plot_out is not None:
