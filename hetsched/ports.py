@@ -37,6 +37,17 @@ class Clock(Protocol):
     def now(self) -> float: ...
 
 
+class ManualClock:
+    """A :class:`Clock` that its owner moves by setting ``time``: benchmarks and replays that advance time
+    themselves (one step per batch, or by the work done). Nothing waits on it."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.time = start
+
+    def now(self) -> float:
+        return self.time
+
+
 Stopwatch = Callable[[], float]
 """A monotonic reading in seconds for measuring how long work takes (``time.perf_counter`` when live).
 Separate from :class:`Clock`: a simulation measures real compute time while its clock is simulated."""

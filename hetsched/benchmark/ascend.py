@@ -21,22 +21,13 @@ from typing import Any
 from hetsched.api.objects import Pod, PodGroup, Queue
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.cluster.spec import parse_cluster_spec
+from hetsched.ports import ManualClock
 from hetsched.scheduler.defaults import DEFAULT_CONF_YAML, parse_conf
 from hetsched.scheduler.engine.runner import Scheduler
 
 ASCEND = "huawei.com/Ascend910"
 SIZES = ((1, 40), (2, 25), (4, 20), (8, 15))
 POLICIES = ("ascend-volcano-compat", "ascend-hccs")
-
-
-class _StepClock:
-    """One second per arrival; the benchmark needs a clock only for timestamps."""
-
-    def __init__(self) -> None:
-        self.time = 0.0
-
-    def now(self) -> float:
-        return self.time
 
 
 def _jobs(nodes: int, seed: int, distributed_small: bool = True) -> list[tuple[int, int]]:
@@ -59,7 +50,7 @@ def run_once(policy: str, nodes: int, seed: int) -> dict[str, float]:
     conf = parse_conf(DEFAULT_CONF_YAML.replace(
         "  - name: devicetopology\n",
         f"  - name: devicetopology\n    arguments: {{ascend910.policy: {policy}}}\n"))
-    clock = _StepClock()
+    clock = ManualClock()
     cluster = MemoryCluster(clock)
     spec = parse_cluster_spec({"pools": [{"name": "ascend", "count": nodes, "cpu": "192", "memory": "1536Gi",
                                           "accelerators": [{"kind": "ascend", "model": "Ascend910", "count": 8}]}]})

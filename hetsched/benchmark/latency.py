@@ -44,6 +44,7 @@ from hetsched.api.objects import AnyObject, Pod, PodGroup, Queue
 from hetsched.benchmark.workload import ACCELERATORS, QUEUES, gang, synthetic_cluster
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.metrics.gc_pauses import CollectionSchedule, PauseMeter
+from hetsched.ports import ManualClock
 from hetsched.scheduler.defaults import default_conf
 from hetsched.scheduler.engine.runner import Scheduler
 
@@ -57,16 +58,6 @@ MAX_NODES = 100_000
 MAX_PODS = 1_000_000
 GRACE_SECONDS = 5.0
 """After the last arrival, how long the run goes on for the jobs still waiting."""
-
-
-class VirtualClock:
-    """The scheduler's and the store's clock: the benchmark moves it by the work done."""
-
-    def __init__(self) -> None:
-        self.time = 0.0
-
-    def now(self) -> float:
-        return self.time
 
 
 @dataclass
@@ -131,7 +122,7 @@ class LatencyRun:
         self.collector = collector
         self.rng = random.Random(seed)
         self.mean_duration = running / rate
-        self.clock = VirtualClock()
+        self.clock = ManualClock()
         self.cluster = MemoryCluster(self.clock, max_events=1000)
         self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, default_conf(),
                                    stopwatch=time.perf_counter)

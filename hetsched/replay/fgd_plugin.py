@@ -25,6 +25,7 @@ from typing import Any
 from hetsched.api.objects import Pod, PodGroup, Queue
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.cluster.spec import parse_cluster_spec
+from hetsched.ports import ManualClock
 from hetsched.replay.engine import FULL, tune
 from hetsched.replay.openb import TraceNode, TracePod
 from hetsched.scheduler.defaults import DEFAULT_CONF_YAML, parse_conf
@@ -41,16 +42,6 @@ CONFS = {
 }
 BASE = "fgd (default: full distribution)"
 MAX_NODES = 1213
-
-
-class StepClock:
-    """The injected clock: one second per batch (nothing here waits on time)."""
-
-    def __init__(self) -> None:
-        self.time = 0.0
-
-    def now(self) -> float:
-        return self.time
 MAX_SEEDS = 20
 
 
@@ -91,7 +82,7 @@ def run_one(nodes: list[TraceNode], pods: list[TracePod], conf: str, seed: int, 
     rng = random.Random(seed)
     capacity = sum(n.gpus for n in nodes) * FULL
     stream = tune(pods, capacity, 1.3, rng)
-    clock = StepClock()
+    clock = ManualClock()
     cluster = MemoryCluster(clock)
     scheduler = Scheduler(cluster, cluster, cluster, clock, parse_conf(conf))
     cluster.create(Queue.model_validate({"metadata": {"name": "default"}, "spec": {"weight": 1}}))
