@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hetsched.scheduler.engine.actions import allocate
-from tests.builders import gang, harness, node, pod, running_on
+from tests.builders import accel_node, gang, harness, node, pod, podgroup, running_on
 
 
 @pytest.fixture
@@ -102,3 +102,101 @@ def test_a_parked_gang_is_tried_again_after_five_minutes_whatever_happened(tried
     h.clock.advance_to(2 * MAX_PARKED)
     h.cycle()
     assert tried == ["default/wait"] * 3
+
+
+ASCEND = "huawei.com/Ascend910"
+
+
+def labelled(made: Any, **labels: str) -> Any:
+    return made.model_copy(update={"metadata": made.metadata.model_copy(update={"labels": labels})})
+
+
+def test_room_freed_where_none_of_its_pods_could_go_leaves_a_parked_gang_parked(tried: list[str]) -> None:
+    """Queueing hints (issue 33): a CPU pod finishing on a CPU-only node, or a 1-chip pod finishing where 7
+    chips stay held, cannot make room for an 8-chip pod, so the parked job is not tried again and keeps its
+    condition; the 7-chip holder finishing frees the whole server and releases it."""
+    objects = [accel_node("npu-0"), node("c1", cpu="4"),
+               running_on(pod("seven", cpu="1", limits={ASCEND: 7}), "npu-0"),
+               running_on(pod("one", cpu="1", limits={ASCEND: 1}), "npu-0"),
+               running_on(pod("etl", cpu="2"), "c1"), *gang("train", 1, cpu="1", limits={ASCEND: 8})]
+    h = harness(objects)
+    h.cycle()
+    message = h.condition("train")
+    assert tried == ["default/train"] and message.startswith("NotEnoughResources")
+    h.cluster.delete("Pod", "default/etl")
+    h.cycle()
+    h.cluster.delete("Pod", "default/one")
+    h.cycle()
+    h.cycle()
+    assert tried == ["default/train"] and h.condition("train") == message  # still parked, same condition
+    h.cluster.delete("Pod", "default/seven")
+    h.cycle()
+    assert tried.count("default/train") == 2 and h.bindings().get("train-0") == "npu-0"
+
+
+def test_a_pod_whose_anti_affinity_kept_a_gang_away_releases_it_wherever_it_ran(tried: list[str]) -> None:
+    """The guard's zone-wide anti-affinity kept the gang off both nodes; the guard ran on a node too small for
+    the gang's pods, yet its leaving frees the whole zone, so the parked gang is tried and placed."""
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}]}}
+    objects = [node("small", cpu="1", labels={"zone": "a"}), node("big", cpu="8", labels={"zone": "a"}),
+               running_on(pod("guard", cpu="1", affinity=anti), "small"),
+               podgroup("wait", 2), *[labelled(pod(f"wait-{i}", "wait", cpu="2"), app="x") for i in range(2)]]
+    h = harness(objects)
+    h.cycle()
+    h.cycle()
+    assert tried == ["default/wait"] and not h.bindings().get("wait-0")
+    h.cluster.delete("Pod", "default/guard")
+    h.cycle()
+    assert tried.count("default/wait") == 2
+    assert h.bindings().get("wait-0") == h.bindings().get("wait-1") == "big"
+
+
+def _fake_job(request: list[int]) -> tuple[Any, Any]:
+    """A snapshot holding one active job with one task group asking ``request``, and its allocate status."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from hetsched.scheduler.contract.reasons import Reason, ReasonCode
+    from hetsched.scheduler.contract.status import Code, Status
+
+    group = SimpleNamespace(spec=SimpleNamespace(pod_topology=False), request=np.array(request, dtype=np.int64))
+    status = Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.NODES_UNAVAILABLE, total=1, nodes={}),), "allocate")
+    return SimpleNamespace(room=0, active={"ns/job": SimpleNamespace(groups=[group])}), status
+
+
+@pytest.mark.parametrize(("freed_node", "parks"), [([4000, 7], True), ([1000, 8], False)])
+def test_room_freed_during_the_cycle_keeps_a_job_unparked_only_if_it_could_use_it(freed_node: list[int],
+                                                                                    parks: bool) -> None:
+    """A pod that leaves while the cycle runs (after its snapshot) frees room the cycle did not see: the jobs
+    that room could serve must be tried next cycle, not parked; the others are parked as usual."""
+    import numpy as np
+
+    from hetsched.scheduler.cache.parked import ParkedJobs
+
+    parked = ParkedJobs()
+    snapshot, status = _fake_job([1000, 8])
+    snapshot.room = parked.room
+    assert parked.for_snapshot() == {}
+    parked.freed_on(np.array(freed_node, dtype=np.int64))  # the event arrives during the cycle
+    parked.park(snapshot, {"ns/job": status}, {"ns/job": 1}, now=0.0)
+    assert ("ns/job" in parked.jobs) is parks
+
+
+def test_too_many_events_during_a_cycle_park_nothing() -> None:
+    """The log of room events is bounded: past ``MAX_LOG`` events it forgets where room was freed and
+    treats them as room freed everywhere, so nothing the cycle decided on a stale snapshot is parked."""
+    import numpy as np
+
+    from hetsched.scheduler.cache.parked import MAX_LOG, ParkedJobs
+
+    parked = ParkedJobs()
+    snapshot, status = _fake_job([1000, 8])
+    snapshot.room = parked.room
+    parked.for_snapshot()
+    for _ in range(MAX_LOG + 1):
+        parked.freed_on(np.array([4000, 7], dtype=np.int64))  # each irrelevant to the job on its own
+    parked.park(snapshot, {"ns/job": status}, {"ns/job": 1}, now=0.0)
+    assert parked.jobs == {}
+    assert len(parked.log) <= MAX_LOG

@@ -202,7 +202,7 @@ class SchedulerCache:
             self._label_readers -= selects_by_labels(old.pod)
         if type_ == "DELETED":
             if old is not None and old.placed:
-                self.parked.freed()
+                self._room_freed(old)
             return
         self._label_readers += selects_by_labels(pod)
         group_name = membership.group_name(pod.metadata.annotations, pod.metadata.labels)
@@ -224,9 +224,18 @@ class SchedulerCache:
             self.parked.touched(group)
         if old is not None and old.placed and not (record.placed and record.node == old.node and record.state ==
                                                    old.state and np.array_equal(record.request, old.request)):
-            self.parked.freed()  # it held room and moved (a status update, or the store confirming a bind: not)
+            self._room_freed(old)  # it held room and moved (a status update, or the store confirming a bind: not)
         self._pods[key] = record
         self._account(key, record)
+
+    def _room_freed(self, old: PodRecord) -> None:
+        """A placed pod left its node or changed what it holds there: room was freed on that node — and, for a
+        pod with affinity, anti-affinity or spread rules, wherever its rules kept other pods away."""
+        if old.pod.spec.pod_topology:  # cached per spec: most pods have none
+            self.parked.freed()
+        else:
+            nodes, row = self.nodes, old.node  # the pod is no longer charged there
+            self.parked.freed_on(nodes.alloc[:, row] - nodes.used[:, row] + nodes.releasing[:, row])
 
     def _account(self, key: str, record: PodRecord, sign: int = 1) -> None:
         if record.placed:
