@@ -145,6 +145,9 @@ class DeviceLedger:
         """Node → why its device inventory could not be read (its chips are then untracked)."""
         self.names: dict[int, str] = {}
         """Node row → its name (a hand-off is trusted only for the node it names)."""
+        self._numa_cpu: tuple[tuple[int, int], IntArray] | None = None
+        """((node table version, rows), the per-NUMA-node CPU matrix) — rebuilt only when a node or an
+        inventory changes (``numa_count`` is set only with a node event)."""
 
     def grow(self, capacity: int) -> None:
         """The node table grew to ``capacity`` rows."""
@@ -308,10 +311,12 @@ class DeviceLedger:
                                          f"chip(s) of {int(devices.chips[row]).bit_count()}")
         return found
 
-    def arrays(self, rows: int, cpu: IntArray) -> tuple[dict[str, DeviceArrays], NumaArrays]:
+    def arrays(self, rows: int, cpu: IntArray, version: int) -> tuple[dict[str, DeviceArrays], NumaArrays]:
         """Copies for a snapshot of ``rows`` nodes whose allocatable CPU is ``cpu`` (split evenly over each
-        node's NUMA nodes)."""
+        node's NUMA nodes) at node table ``version``; the NUMA CPU matrix is shared, read-only, per version."""
         devices = {resource: state.copy(rows) for resource, state in self.devices.items()}
-        count = self.numa_count[:rows]
-        numa_cpu = np.where(np.arange(MAX_NUMA)[None, :] < count[:, None], (cpu // count)[:, None], 0)
-        return devices, NumaArrays(cpu=numa_cpu.astype(np.int64), used=self.numa_used[:rows].copy())
+        if self._numa_cpu is None or self._numa_cpu[0] != (version, rows):
+            count = self.numa_count[:rows]
+            numa_cpu = np.where(np.arange(MAX_NUMA)[None, :] < count[:, None], (cpu // count)[:, None], 0)
+            self._numa_cpu = ((version, rows), _frozen(numa_cpu.astype(np.int64)))
+        return devices, NumaArrays(cpu=self._numa_cpu[1], used=self.numa_used[:rows].copy())

@@ -47,6 +47,7 @@ class NodeTable:
 
     def pad(self, extra: int) -> None:
         """New resources were registered: add ``extra`` zero rows to the matrices."""
+        self._static = None
         self.alloc = np.pad(self.alloc, ((0, extra), (0, 0)))
         self.used = np.pad(self.used, ((0, extra), (0, 0)))
         self.releasing = np.pad(self.releasing, ((0, extra), (0, 0)))
@@ -104,24 +105,27 @@ class NodeTable:
 
     def arrays(self) -> NodeArrays:
         """The snapshot's node arrays: usage copied every call; the static facts (names, labels, taints,
-        flags) built once per node version, from copies of the table's lists — a node event afterwards
-        replaces the table's entries, never the snapshot's."""
+        flags, allocatable — read-only) built once per node version, from copies of the table's — a node
+        event afterwards replaces the table's entries, never the snapshot's. Every change to ``alloc``
+        (``upsert``, ``delete``, ``pad``) drops the static facts."""
         rows = self.rows
         if self._static is None or len(self._static.names) != rows:
             cordoned = np.array(self.cordoned, dtype=bool)
             ready = np.array(self.ready, dtype=bool)
             exists = np.array(self.exists, dtype=bool)
+            alloc = self.alloc[:, :rows].copy()
+            alloc.flags.writeable = False
             self._static = NodeArrays(
-                names=list(self.names), alloc=self.alloc[:, :rows], used=self.used[:, :rows],
+                names=list(self.names), alloc=alloc, used=self.used[:, :rows],
                 releasing=self.releasing[:, :rows], schedulable=exists & ready & ~cordoned,
                 labels=list(self.labels), taints=list(self.taints), cordoned=cordoned, ready=ready, exists=exists,
                 version=self.version, index=dict(self.index),
             )
         static = self._static
         return NodeArrays(
-            names=static.names, alloc=self.alloc[:, :rows].copy(), used=self.used[:, :rows].copy(),
+            names=static.names, alloc=static.alloc, used=self.used[:, :rows].copy(),
             releasing=self.releasing[:, :rows].copy(), schedulable=static.schedulable, labels=static.labels,
             taints=static.taints, cordoned=static.cordoned, ready=static.ready, exists=static.exists,
             version=static.version, index=static.index, _label_codes=static._label_codes,
-            _taint_masks=static._taint_masks,
+            _taint_masks=static._taint_masks, _totals=static._totals,
         )

@@ -348,7 +348,8 @@ class SchedulerCache:
                                      self._label_readers > 0, self._class_value, self._class_preempts, self.settled)
         settled = self.settled.jobs
         rows = self.nodes.rows
-        devices, numa = self.devices.arrays(rows, self.nodes.alloc[self.resources.columns["cpu"], :rows])
+        devices, numa = self.devices.arrays(rows, self.nodes.alloc[self.resources.columns["cpu"], :rows],
+                                            self.nodes.version)
         generation = self.generation
         budgets = list(self._budgets.values())
         return Snapshot(

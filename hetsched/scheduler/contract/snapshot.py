@@ -87,9 +87,20 @@ class NodeArrays:
     _taint_masks: list[dict[Taint, BoolArray]] = field(default_factory=list)
     """Holds :meth:`taint_masks` once built: once per node version, shared (like ``_label_codes``) by every
     snapshot of that version."""
+    _totals: list[IntArray] = field(default_factory=list)
+    """Holds :meth:`schedulable_total` once summed, shared the same way."""
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def schedulable_total(self) -> IntArray:
+        """Allocatable summed over schedulable nodes (read-only)."""
+        if not self._totals:
+            alloc = self.alloc[:, self.schedulable]
+            total = alloc.sum(axis=1) if alloc.shape[1] else np.zeros(self.alloc.shape[0], dtype=np.int64)
+            total.flags.writeable = False
+            self._totals.append(total)
+        return self._totals[0]
 
     def taint_masks(self) -> dict[Taint, BoolArray]:
         """Every distinct taint → the nodes carrying it, in order of first appearance (read-only arrays)."""
@@ -591,13 +602,7 @@ class Snapshot:
         self._running = [pod for pod in self.running if pod.key not in keys]
     default_queue: str = "default"
 
-    _capacity: IntArray | None = None
-
     def total_capacity(self) -> IntArray:
-        """Allocatable summed over schedulable nodes (read-only; summed once: no session changes it)."""
-        if self._capacity is None:
-            alloc = self.nodes.alloc[:, self.nodes.schedulable]
-            total = alloc.sum(axis=1) if alloc.shape[1] else np.zeros(len(self.resources), dtype=np.int64)
-            total.flags.writeable = False
-            self._capacity = total
-        return self._capacity
+        """Allocatable summed over schedulable nodes (read-only; summed once per node version: no session
+        changes it)."""
+        return self.nodes.schedulable_total()
