@@ -179,7 +179,7 @@ def test_room_freed_during_the_cycle_keeps_a_job_unparked_only_if_it_could_use_i
     snapshot, status = _fake_job([1000, 8])
     snapshot.room = parked.room
     assert parked.for_snapshot() == {}
-    parked.freed_on(np.array(freed_node, dtype=np.int64))  # the event arrives during the cycle
+    parked.freed_on(0, np.array(freed_node, dtype=np.int64), np.array([1000, 1], dtype=np.int64))  # mid-cycle
     parked.park(snapshot, {"ns/job": status}, {"ns/job": 1}, now=0.0)
     assert ("ns/job" in parked.jobs) is parks
 
@@ -196,7 +196,132 @@ def test_too_many_events_during_a_cycle_park_nothing() -> None:
     snapshot.room = parked.room
     parked.for_snapshot()
     for _ in range(MAX_LOG + 1):
-        parked.freed_on(np.array([4000, 7], dtype=np.int64))  # each irrelevant to the job on its own
+        parked.freed_on(0, np.array([4000, 7], dtype=np.int64), np.array([1000, 1], dtype=np.int64))  # irrelevant
     parked.park(snapshot, {"ns/job": status}, {"ns/job": 1}, now=0.0)
     assert parked.jobs == {}
     assert len(parked.log) <= MAX_LOG
+
+
+def test_a_gang_waits_until_freed_room_could_hold_all_the_pods_it_lacks(tried: list[str]) -> None:
+    """The gang bound (issue 33): a 2-pod gang of 8-chip pods on two full 8-chip servers. The first server
+    coming free could hold one of its pods, not two: it stays parked, its condition as it was; the second
+    releases it, and it runs on both."""
+    objects = [accel_node("npu-0"), accel_node("npu-1"),
+               *[running_on(pod(f"hog-{i}", cpu="1", limits={ASCEND: 8}), f"npu-{i}") for i in range(2)],
+               *gang("train", 2, cpu="1", limits={ASCEND: 8})]
+    h = harness(objects)
+    h.cycle()
+    message = h.condition("train")
+    assert tried == ["default/train"] and message.startswith("NotEnoughResources")
+    h.cluster.delete("Pod", "default/hog-0")
+    h.cycle()
+    h.cycle()
+    assert tried == ["default/train"] and h.condition("train") == message
+    h.cluster.delete("Pod", "default/hog-1")
+    h.cycle()
+    assert tried.count("default/train") == 2
+    assert {h.bindings().get("train-0"), h.bindings().get("train-1")} == {"npu-0", "npu-1"}
+
+
+@pytest.mark.parametrize(("pods_in_room", "short", "freed_meanwhile", "kept", "owing", "parks"), [
+    (1, 2, True, False, (1, 1), True),  # the cache's room holds one of two; its attempt was short of two,
+    #                                       one of which the room freed during the cycle could hold
+    (2, None, True, False, None, False),  # room for both by count: unbounded, and room was freed: not parked
+    (2, 2, False, False, (0, 2), True),  # room by count, but its attempt was 2 short (chips on the wrong rings)
+    (2, 2, False, True, None, True),  # the same with a reservation kept in the cycle: shortfall not trusted
+])
+def test_the_gang_bound_owes_by_count_and_by_its_attempt(
+        pods_in_room: int, short: int | None, freed_meanwhile: bool, kept: bool, owing: tuple[int, int] | None,
+        parks: bool) -> None:
+    """A 2-pod gang (1 CPU, 8 chips a pod) that found no room is parked owing pods by count (what it needs
+    less what the cache's room holds when it parks) and by its attempt (its shortfall less what room freed
+    after its snapshot holds — only when no reservation was kept in the cycle)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from hetsched.scheduler.cache.parked import ParkedJobs
+    from hetsched.scheduler.contract.reasons import Reason, ReasonCode
+    from hetsched.scheduler.contract.status import Code, Status
+
+    rooms = np.array([[1000] * pods_in_room + [0], [8] * pods_in_room + [8]], dtype=np.int64)  # resources × nodes
+    parked = ParkedJobs(rooms=lambda: rooms)
+    snapshot, status = _fake_job([1000, 8])
+    job = snapshot.active["ns/job"]
+    job.min_member, job.ready, job.min_task_member, job.subgroups = 2, 0, {}, {}
+    job.podgroup = SimpleNamespace(spec=SimpleNamespace(networkTopology=None))
+    job.groups[0].best_effort = False
+    snapshot.room = parked.room
+    parked.for_snapshot()
+    if freed_meanwhile:
+        parked.freed_on(0, np.array([1000, 8], dtype=np.int64), np.array([1000, 8], dtype=np.int64))  # mid-cycle
+    unschedulable = {"ns/job": status}
+    if kept:
+        unschedulable["ns/other"] = Status(Code.WAIT, (Reason.of(ReasonCode.PIPELINED, pods=1),), "allocate")
+    parked.park(snapshot, unschedulable, {"ns/job": short}, now=0.0)
+    owed = parked.owed.get("ns/job")
+    assert (None if owed is None else (owed.by_count, owed.by_attempt)) == owing
+    assert ("ns/job" in parked.jobs) is parks
+
+
+def test_room_freed_and_taken_again_does_not_release_a_gang() -> None:
+    """Freed room is often taken at once by other jobs. Once freeings have paid what a gang owed by count, the
+    count is checked against the cache's room when the next snapshot is taken: room taken again keeps it
+    parked, owing the difference; room still there releases it."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from hetsched.scheduler.cache.parked import ParkedJobs
+
+    rooms = np.array([[0, 0], [0, 0]], dtype=np.int64)  # (cpu, chips) × 2 nodes, both full
+    parked = ParkedJobs(rooms=lambda: rooms)
+    snapshot, status = _fake_job([1000, 8])
+    job = snapshot.active["ns/job"]
+    job.min_member, job.ready, job.min_task_member, job.subgroups = 2, 0, {}, {}
+    job.podgroup = SimpleNamespace(spec=SimpleNamespace(networkTopology=None))
+    job.groups[0].best_effort = False
+    snapshot.room = parked.room
+    parked.for_snapshot()
+    parked.park(snapshot, {"ns/job": status}, {"ns/job": None}, now=0.0)
+    assert parked.owed["ns/job"].by_count == 2
+    whole = np.array([1000, 8], dtype=np.int64)
+    for row in range(2):  # both servers come free, one after the other …
+        parked.freed_on(row, whole.copy(), whole.copy())
+    assert "ns/job" in parked.jobs and parked.check == {"ns/job"}
+    rooms[:, 0] = whole  # … and another job took the second one again before the next snapshot
+    assert "ns/job" in parked.for_snapshot()
+    assert parked.owed["ns/job"].by_count == 1 and not parked.check
+    parked.freed_on(1, whole.copy(), whole.copy())
+    rooms[:, 1] = whole
+    assert "ns/job" not in parked.for_snapshot()  # both free now: tried
+
+
+def test_a_node_pays_what_a_gang_was_short_once_however_often_room_is_freed_there() -> None:
+    """Room on one server freed again and again (small pods finishing there one after another, others taking
+    their place) holds one more 8-chip pod at most: a gang whose attempt was two pods short is not owed
+    nothing until a second server has room too."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from hetsched.scheduler.cache.parked import ParkedJobs
+
+    rooms = np.array([[64000, 64000], [8, 8]], dtype=np.int64)  # by count there is room: the attempt decides
+    parked = ParkedJobs(rooms=lambda: rooms)
+    snapshot, status = _fake_job([1000, 8])
+    job = snapshot.active["ns/job"]
+    job.min_member, job.ready, job.min_task_member, job.subgroups = 2, 0, {}, {}
+    job.podgroup = SimpleNamespace(spec=SimpleNamespace(networkTopology=None))
+    job.groups[0].best_effort = False
+    snapshot.room = parked.room
+    parked.for_snapshot()
+    parked.park(snapshot, {"ns/job": status}, {"ns/job": 2}, now=0.0)
+    assert parked.owed["ns/job"].by_attempt == 2
+    one = np.array([1000, 8], dtype=np.int64)
+    for _ in range(5):
+        parked.freed_on(0, one.copy(), np.array([1000, 1], dtype=np.int64))
+    assert parked.owed["ns/job"].by_attempt == 1 and not parked.check
+    parked.freed_on(1, one.copy(), np.array([1000, 1], dtype=np.int64))
+    assert parked.check == {"ns/job"}
+    assert "ns/job" not in parked.for_snapshot()

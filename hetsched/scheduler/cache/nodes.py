@@ -100,6 +100,12 @@ class NodeTable:
         if releasing:
             self.releasing[:, row] += sign * request
 
+    def rooms(self) -> IntArray:
+        """Resource × node: each node's room now, a terminating pod's share counted as free (the bound on
+        parked gangs, ``cache.parked``)."""
+        rows = self.rows
+        return self.alloc[:, :rows] - self.used[:, :rows] + self.releasing[:, :rows]
+
     def used_by_node(self) -> dict[str, dict[str, float]]:
         return {self.names[r]: self.resources.as_dict(self.used[:, r]) for r in range(self.rows) if self.exists[r]}
 

@@ -80,7 +80,7 @@ class SchedulerCache:
         self.settled = SettledJobs()
         """Records of settled jobs, reused by every snapshot until their group changes (``cache.settled``)."""
         self.network = NetworkState()
-        self.parked = ParkedJobs()
+        self.parked = ParkedJobs(rooms=self.nodes.rooms)
         """Jobs ``allocate`` found no room for, not tried again until room may have been freed
         (``cache.parked``)."""
         self.generation = 0
@@ -235,7 +235,9 @@ class SchedulerCache:
             self.parked.freed()
         else:
             nodes, row = self.nodes, old.node  # the pod is no longer charged there
-            self.parked.freed_on(nodes.alloc[:, row] - nodes.used[:, row] + nodes.releasing[:, row])
+            # a terminating pod's share already counted as room: its going adds nothing to that count
+            freed = old.request if old.state != "releasing" else np.zeros_like(old.request)
+            self.parked.freed_on(row, nodes.alloc[:, row] - nodes.used[:, row] + nodes.releasing[:, row], freed)
 
     def _account(self, key: str, record: PodRecord, sign: int = 1) -> None:
         if record.placed:
