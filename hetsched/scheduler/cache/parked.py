@@ -12,7 +12,9 @@ Rules (the invariant is that a parked job would fail again, the same way, if tri
   HyperNode-room failure, not a queue limit, an admission or a pipelined wait. Jobs with pod affinity,
   anti-affinity, spread or host ports are never parked (other pods' binds change where they fit). It is
   parked only when nothing that could free room for it happened since its snapshot, and the job did not
-  change. What it was parked with is its status and how many pods its gang was short, so its condition
+  change; in a cycle that kept a reservation (a pipelined or reserved gang holds room without a pod there,
+  and may drop it next cycle without any event), only when the gang bound below holds. What it was parked
+  with is its status and how many pods its gang was short, so its condition
   does not change while it is parked.
 - Every parked job is released by any event that may change what fits: a failed bind, any node, device
   ConfigMap, HyperNode, queue, PriorityClass or budget event. A job's own pods or its PodGroup's spec
@@ -196,8 +198,11 @@ class ParkedJobs:
                                                   for row, room in since)
                 if owed.by_count <= 0 and (owed.by_attempt is None or owed.by_attempt <= 0):
                     owed = None  # there may be room for it now: only the per-pod rule
-            # unbounded, it is parked unless room one of its pods could use was freed after the snapshot
-            if owed is None and (since is None or any(_holds(room, ask) for _, room in since for ask in asks)):
+            # unbounded, it is parked unless room one of its pods could use was freed after the snapshot, or
+            # a reservation kept in the cycle may have held the room it lacked (and may be gone next cycle
+            # without any event)
+            if owed is None and (kept or since is None
+                                 or any(_holds(room, ask) for _, room in since for ask in asks)):
                 continue
             self.jobs[key] = (status, shortfalls.get(key))
             self.asks[key] = asks
