@@ -1,13 +1,19 @@
 """Parked jobs (``scheduler.cache.parked``): a gang that found no room is not tried again until something
-could have made room — a pod that held room leaving, a node changing, the job itself changing — and while
-parked its condition stays as it was. Checked on the embedded store through the real scheduler loop."""
+could have made room for it — a pod that held room it could use leaving, a node changing, the job itself
+changing — and while parked its condition stays as it was. Checked on the embedded store through the real
+scheduler loop, and the bookkeeping between a cycle's snapshot and the parking on ``ParkedJobs`` itself."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
+from hetsched.scheduler.cache.parked import MAX_LOG, ParkedJobs
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode
+from hetsched.scheduler.contract.status import Code, Status
 from hetsched.scheduler.engine.actions import allocate
 from tests.builders import accel_node, gang, harness, node, pod, podgroup, running_on
 
@@ -154,13 +160,6 @@ def test_a_pod_whose_anti_affinity_kept_a_gang_away_releases_it_wherever_it_ran(
 
 def _fake_job(request: list[int]) -> tuple[Any, Any]:
     """A snapshot holding one active job with one task group asking ``request``, and its allocate status."""
-    from types import SimpleNamespace
-
-    import numpy as np
-
-    from hetsched.scheduler.contract.reasons import Reason, ReasonCode
-    from hetsched.scheduler.contract.status import Code, Status
-
     group = SimpleNamespace(spec=SimpleNamespace(pod_topology=False), request=np.array(request, dtype=np.int64))
     status = Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.NODES_UNAVAILABLE, total=1, nodes={}),), "allocate")
     return SimpleNamespace(room=0, active={"ns/job": SimpleNamespace(groups=[group])}), status
@@ -171,10 +170,6 @@ def test_room_freed_during_the_cycle_keeps_a_job_unparked_only_if_it_could_use_i
                                                                                     parks: bool) -> None:
     """A pod that leaves while the cycle runs (after its snapshot) frees room the cycle did not see: the jobs
     that room could serve must be tried next cycle, not parked; the others are parked as usual."""
-    import numpy as np
-
-    from hetsched.scheduler.cache.parked import ParkedJobs
-
     parked = ParkedJobs()
     snapshot, status = _fake_job([1000, 8])
     snapshot.room = parked.room
@@ -187,10 +182,6 @@ def test_room_freed_during_the_cycle_keeps_a_job_unparked_only_if_it_could_use_i
 def test_too_many_events_during_a_cycle_park_nothing() -> None:
     """The log of room events is bounded: past ``MAX_LOG`` events it forgets where room was freed and
     treats them as room freed everywhere, so nothing the cycle decided on a stale snapshot is parked."""
-    import numpy as np
-
-    from hetsched.scheduler.cache.parked import MAX_LOG, ParkedJobs
-
     parked = ParkedJobs()
     snapshot, status = _fake_job([1000, 8])
     snapshot.room = parked.room
@@ -239,14 +230,6 @@ def test_the_gang_bound_owes_by_count_and_by_its_attempt(
     less what the cache's room holds when it parks) and by its attempt (its shortfall less what room freed
     after its snapshot holds — only when no reservation was kept in the cycle, which may have held the room
     it lacked: then only the count parks it)."""
-    from types import SimpleNamespace
-
-    import numpy as np
-
-    from hetsched.scheduler.cache.parked import ParkedJobs
-    from hetsched.scheduler.contract.reasons import Reason, ReasonCode
-    from hetsched.scheduler.contract.status import Code, Status
-
     rooms = np.array([[1000] * pods_in_room + [0], [8] * pods_in_room + [8]], dtype=np.int64)  # resources × nodes
     parked = ParkedJobs(rooms=lambda: rooms)
     snapshot, status = _fake_job([1000, 8])
@@ -271,12 +254,6 @@ def test_room_freed_and_taken_again_does_not_release_a_gang() -> None:
     """Freed room is often taken at once by other jobs. Once freeings have paid what a gang owed by count, the
     count is checked against the cache's room when the next snapshot is taken: room taken again keeps it
     parked, owing the difference; room still there releases it."""
-    from types import SimpleNamespace
-
-    import numpy as np
-
-    from hetsched.scheduler.cache.parked import ParkedJobs
-
     rooms = np.array([[0, 0], [0, 0]], dtype=np.int64)  # (cpu, chips) × 2 nodes, both full
     parked = ParkedJobs(rooms=lambda: rooms)
     snapshot, status = _fake_job([1000, 8])
@@ -304,12 +281,6 @@ def test_a_node_pays_what_a_gang_was_short_once_however_often_room_is_freed_ther
     """Room on one server freed again and again (small pods finishing there one after another, others taking
     their place) holds one more 8-chip pod at most: a gang whose attempt was two pods short is not owed
     nothing until a second server has room too."""
-    from types import SimpleNamespace
-
-    import numpy as np
-
-    from hetsched.scheduler.cache.parked import ParkedJobs
-
     rooms = np.array([[64000, 64000], [8, 8]], dtype=np.int64)  # by count there is room: the attempt decides
     parked = ParkedJobs(rooms=lambda: rooms)
     snapshot, status = _fake_job([1000, 8])
