@@ -14,8 +14,8 @@ Rules (the invariant is that a parked job would fail again, the same way, if tri
   parked only when nothing that could free room for it happened since its snapshot, and the job did not
   change; in a cycle that kept a reservation (a pipelined or reserved gang holds room without a pod there,
   and may drop it next cycle without any event), only when the gang bound below holds. What it was parked
-  with is its status and how many pods its gang was short, so its condition
-  does not change while it is parked.
+  with is its status and how many pods its gang was short, so its condition does not change while it is
+  parked.
 - Every parked job is released by any event that may change what fits: a failed bind, any node, device
   ConfigMap, HyperNode, queue, PriorityClass or budget event. A job's own pods or its PodGroup's spec
   changing release that job. A PodGroup status written by the scheduler releases nothing.
