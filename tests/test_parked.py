@@ -158,11 +158,17 @@ def test_a_pod_whose_anti_affinity_kept_a_gang_away_releases_it_wherever_it_ran(
     assert h.bindings().get("wait-0") == h.bindings().get("wait-1") == "big"
 
 
-def _fake_job(request: list[int]) -> tuple[Any, Any]:
-    """A snapshot holding one active job with one task group asking ``request``, and its allocate status."""
-    group = SimpleNamespace(spec=SimpleNamespace(pod_topology=False), request=np.array(request, dtype=np.int64))
+def _cycle_on(parked: ParkedJobs) -> tuple[Any, Status]:
+    """A snapshot taken now holding one active 2-pod gang of one task group (1 CPU, 8 chips a pod), and the
+    allocate status its cycle found it with (no room)."""
+    group = SimpleNamespace(spec=SimpleNamespace(pod_topology=False), request=np.array([1000, 8], dtype=np.int64),
+                            best_effort=False)
+    job = SimpleNamespace(groups=[group], min_member=2, ready=0, min_task_member={}, subgroups={},
+                          podgroup=SimpleNamespace(spec=SimpleNamespace(networkTopology=None)))
     status = Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.NODES_UNAVAILABLE, total=1, nodes={}),), "allocate")
-    return SimpleNamespace(room=0, active={"ns/job": SimpleNamespace(groups=[group])}), status
+    snapshot = SimpleNamespace(room=parked.room, active={"ns/job": job})
+    parked.for_snapshot()
+    return snapshot, status
 
 
 @pytest.mark.parametrize(("freed_node", "parks"), [([4000, 7], True), ([1000, 8], False)])
@@ -171,9 +177,7 @@ def test_room_freed_during_the_cycle_keeps_a_job_unparked_only_if_it_could_use_i
     """A pod that leaves while the cycle runs (after its snapshot) frees room the cycle did not see: the jobs
     that room could serve must be tried next cycle, not parked; the others are parked as usual."""
     parked = ParkedJobs()
-    snapshot, status = _fake_job([1000, 8])
-    snapshot.room = parked.room
-    assert parked.for_snapshot() == {}
+    snapshot, status = _cycle_on(parked)
     parked.freed_on(0, np.array(freed_node, dtype=np.int64), np.array([1000, 1], dtype=np.int64))  # mid-cycle
     parked.park(snapshot, {"ns/job": status}, {"ns/job": 1}, now=0.0)
     assert ("ns/job" in parked.jobs) is parks
@@ -183,9 +187,7 @@ def test_too_many_events_during_a_cycle_park_nothing() -> None:
     """The log of room events is bounded: past ``MAX_LOG`` events it forgets where room was freed and
     treats them as room freed everywhere, so nothing the cycle decided on a stale snapshot is parked."""
     parked = ParkedJobs()
-    snapshot, status = _fake_job([1000, 8])
-    snapshot.room = parked.room
-    parked.for_snapshot()
+    snapshot, status = _cycle_on(parked)
     for _ in range(MAX_LOG + 1):
         parked.freed_on(0, np.array([4000, 7], dtype=np.int64), np.array([1000, 1], dtype=np.int64))  # irrelevant
     parked.park(snapshot, {"ns/job": status}, {"ns/job": 1}, now=0.0)
@@ -232,13 +234,7 @@ def test_the_gang_bound_owes_by_count_and_by_its_attempt(
     it lacked: then only the count parks it)."""
     rooms = np.array([[1000] * pods_in_room + [0], [8] * pods_in_room + [8]], dtype=np.int64)  # resources × nodes
     parked = ParkedJobs(rooms=lambda: rooms)
-    snapshot, status = _fake_job([1000, 8])
-    job = snapshot.active["ns/job"]
-    job.min_member, job.ready, job.min_task_member, job.subgroups = 2, 0, {}, {}
-    job.podgroup = SimpleNamespace(spec=SimpleNamespace(networkTopology=None))
-    job.groups[0].best_effort = False
-    snapshot.room = parked.room
-    parked.for_snapshot()
+    snapshot, status = _cycle_on(parked)
     if freed_meanwhile:
         parked.freed_on(0, np.array([1000, 8], dtype=np.int64), np.array([1000, 8], dtype=np.int64))  # mid-cycle
     unschedulable = {"ns/job": status}
@@ -256,13 +252,7 @@ def test_room_freed_and_taken_again_does_not_release_a_gang() -> None:
     parked, owing the difference; room still there releases it."""
     rooms = np.array([[0, 0], [0, 0]], dtype=np.int64)  # (cpu, chips) × 2 nodes, both full
     parked = ParkedJobs(rooms=lambda: rooms)
-    snapshot, status = _fake_job([1000, 8])
-    job = snapshot.active["ns/job"]
-    job.min_member, job.ready, job.min_task_member, job.subgroups = 2, 0, {}, {}
-    job.podgroup = SimpleNamespace(spec=SimpleNamespace(networkTopology=None))
-    job.groups[0].best_effort = False
-    snapshot.room = parked.room
-    parked.for_snapshot()
+    snapshot, status = _cycle_on(parked)
     parked.park(snapshot, {"ns/job": status}, {"ns/job": None}, now=0.0)
     assert parked.owed["ns/job"].by_count == 2
     whole = np.array([1000, 8], dtype=np.int64)
@@ -283,13 +273,7 @@ def test_a_node_pays_what_a_gang_was_short_once_however_often_room_is_freed_ther
     nothing until a second server has room too."""
     rooms = np.array([[64000, 64000], [8, 8]], dtype=np.int64)  # by count there is room: the attempt decides
     parked = ParkedJobs(rooms=lambda: rooms)
-    snapshot, status = _fake_job([1000, 8])
-    job = snapshot.active["ns/job"]
-    job.min_member, job.ready, job.min_task_member, job.subgroups = 2, 0, {}, {}
-    job.podgroup = SimpleNamespace(spec=SimpleNamespace(networkTopology=None))
-    job.groups[0].best_effort = False
-    snapshot.room = parked.room
-    parked.for_snapshot()
+    snapshot, status = _cycle_on(parked)
     parked.park(snapshot, {"ns/job": status}, {"ns/job": 2}, now=0.0)
     assert parked.owed["ns/job"].by_attempt == 2
     one = np.array([1000, 8], dtype=np.int64)

@@ -106,6 +106,10 @@ class NodeTable:
         rows = self.rows
         return self.alloc[:, :rows] - self.used[:, :rows] + self.releasing[:, :rows]
 
+    def room_on(self, row: int) -> IntArray:
+        """Node ``row``'s column of :meth:`rooms` (a vector of its own)."""
+        return self.alloc[:, row] - self.used[:, row] + self.releasing[:, row]
+
     def used_by_node(self) -> dict[str, dict[str, float]]:
         return {self.names[r]: self.resources.as_dict(self.used[:, r]) for r in range(self.rows) if self.exists[r]}
 

@@ -202,7 +202,7 @@ class ParkedJobs:
             # a reservation kept in the cycle may have held the room it lacked (and may be gone next cycle
             # without any event)
             if owed is None and (kept or since is None
-                                 or any(_holds(room, ask) for _, room in since for ask in asks)):
+                                 or any(_pods(room[:, None], ask) for _, room in since for ask in asks)):
                 continue
             self.jobs[key] = (status, shortfalls.get(key))
             self.asks[key] = asks
@@ -327,10 +327,3 @@ def _each(rooms: IntArray, asks: IntArray) -> IntArray:
     asked = asks > 0
     per: IntArray = np.where(asked, rooms[:width] // np.maximum(asks, 1), _MANY).min(axis=0)
     return np.maximum(per, 0, out=per)
-
-
-def _holds(room: IntArray, ask: IntArray) -> bool:
-    """Could a node with ``room`` free hold one pod asking ``ask``?"""
-    if len(ask) > len(room):
-        return True
-    return bool((ask <= room[:len(ask)]).all())

@@ -234,10 +234,9 @@ class SchedulerCache:
         if old.pod.spec.pod_topology:  # cached per spec: most pods have none
             self.parked.freed()
         else:
-            nodes, row = self.nodes, old.node  # the pod is no longer charged there
-            # a terminating pod's share already counted as room: its going adds nothing to that count
+            # the pod is no longer charged there; a terminating pod's share already counted as room
             freed = old.request if old.state != "releasing" else np.zeros_like(old.request)
-            self.parked.freed_on(row, nodes.alloc[:, row] - nodes.used[:, row] + nodes.releasing[:, row], freed)
+            self.parked.freed_on(old.node, self.nodes.room_on(old.node), freed)
 
     def _account(self, key: str, record: PodRecord, sign: int = 1) -> None:
         if record.placed:
