@@ -218,7 +218,7 @@ def test_what_rbac_cannot_narrow_is_registered_with_the_webhook() -> None:
     assert restrict["failurePolicy"] == "Ignore" and restrict["clientConfig"]["service"]["path"] == "/restrict"
     covered = {(tuple(r["resources"]), tuple(r["operations"])) for r in restrict["rules"]}
     assert covered == {(("nodes", "nodes/status"), ("UPDATE",)), (("configmaps",), ("CREATE", "UPDATE", "DELETE")),
-                       (("secrets",), ("CREATE", "DELETE"))}
+                       (("secrets", "services"), ("CREATE", "DELETE")), (("networkpolicies",), ("CREATE", "DELETE"))}
     args = found[("Deployment", "hetsched-webhook")]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--registration=hetsched-validate,hetsched-mutate,hetsched-pods,hetsched-restrict" in args
     agent = found[("ClusterRole", "hetsched-node-agent")]["rules"]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from hetsched.api.manifest import load_text
-from hetsched.api.objects import AnyObject, Job, Pod
+from hetsched.api.objects import AnyObject, ConfigMap, Job, Pod
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.controllers.job import JobController
 from hetsched.sim.kernel import SimClock
@@ -205,8 +205,12 @@ def test_depends_on_waits_for_the_named_task_and_svc_hands_out_host_lists() -> N
     assert names == ["mpi-master-0"]  # workers wait for the master
     master = cluster.get("Pod", "default/mpi-master-0")
     assert isinstance(master, Pod)
-    env = {e["name"]: e["value"] for e in master.spec.containers[0].model_extra["env"]}  # type: ignore[index]
-    assert env["VC_WORKER_HOSTS"] == "mpi-worker-0.mpi,mpi-worker-1.mpi" and env["VC_MASTER_NUM"] == "1"
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in master.spec.containers[0].model_extra["env"]}  # type: ignore[index]
+    assert env["VC_WORKER_HOSTS"] == {"configMapKeyRef": {"name": "mpi-svc", "key": "VC_WORKER_HOSTS"}}
+    hosts = cluster.get("ConfigMap", "default/mpi-svc")
+    assert isinstance(hosts, ConfigMap)
+    assert hosts.data["VC_WORKER_HOSTS"] == "mpi-worker-0.mpi,mpi-worker-1.mpi" and hosts.data["VC_MASTER_NUM"] == "1"
+    assert hosts.data["worker.host"] == "mpi-worker-0.mpi\nmpi-worker-1.mpi"
     assert master.spec.model_extra["hostname"] == "mpi-master-0"  # type: ignore[index]
     assert master.spec.model_extra["subdomain"] == "mpi"  # type: ignore[index]
     cluster.update(master.model_copy(update={"status": master.status.model_copy(update={"phase": "Running"})}))
@@ -245,13 +249,13 @@ def test_the_ssh_plugin_hands_every_pod_the_same_key_pair_and_host_list() -> Non
     private = serialization.load_ssh_private_key(files["id_rsa"], password=None)
     public = private.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     assert files["authorized_keys"].strip() == files["id_rsa.pub"].strip() == public
-    assert b"Host mpi-worker-1\n  HostName mpi-worker-1.mpi" in files["config"]
+    assert b"Host mpi-worker-1\n  HostName mpi-worker-1.mpi\n  Port 22\n" in files["config"]
     master = cluster.get("Pod", "default/mpi-master-0")
     assert isinstance(master, Pod)
     extra = master.spec.model_extra or {}
-    assert extra["volumes"] == [{"name": "mpi-ssh", "secret": {"secretName": "mpi-ssh", "defaultMode": 0o600}}]
+    assert {"name": "mpi-ssh", "secret": {"secretName": "mpi-ssh", "defaultMode": 0o600}} in extra["volumes"]
     mounts = master.spec.containers[0].model_extra["volumeMounts"]  # type: ignore[index]
-    assert mounts == [{"name": "mpi-ssh", "mountPath": "/home/mpi/.ssh", "readOnly": True}]
+    assert {"name": "mpi-ssh", "mountPath": "/home/mpi/.ssh", "readOnly": True} in mounts
     # a restart keeps the key: the other ranks must still trust the new pod
     cluster.evict("default/mpi-master-0", "test")
     controller.process()
@@ -260,7 +264,7 @@ def test_the_ssh_plugin_hands_every_pod_the_same_key_pair_and_host_list() -> Non
     bad = DEPENDS.replace("plugins: {svc: [], ssh: []}", 'plugins: {ssh: ["--no-root"]}')
     from hetsched.api.manifest import ManifestError
 
-    with pytest.raises(ManifestError, match=r"plugins.ssh: unknown or malformed argument '--no-root'"):
+    with pytest.raises(ManifestError, match=r"plugins.ssh: unknown argument '--no-root' \(the plugin's flags: "):
         load_text(bad)
 
 
@@ -296,12 +300,13 @@ def test_ttl_after_finished_deletes_the_job_in_the_simulator() -> None:
     assert results.jobs[0]["phase"] == "Completed"
     assert simulation.cluster.count("Job") == 0 and simulation.cluster.count("Pod") == 0
     assert simulation.cluster.count("Secret") == 0  # the ssh plugin's key pair went with the Job
+    assert simulation.cluster.count("ConfigMap") == simulation.cluster.count("Service") == 0  # and svc's objects
     assert results.summary["simulatedSeconds"] >= 100
 
 
 @pytest.mark.parametrize(("change", "message"), [
     ("dependsOn: {name: [master]}", "task worker: dependsOn names unknown task(s) chief"),
-    ("plugins: {svc: [], ssh: []}", "spec.plugins"),
+    ("plugins: {svc: [], ssh: []}", "plugins.horovod: unknown job plugin (Volcano's: env, svc, ssh, mpi"),
 ])
 def test_depends_on_and_plugins_are_checked_by_name(change: str, message: str) -> None:
     from hetsched.api.manifest import ManifestError

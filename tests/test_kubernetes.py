@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hetsched.api.manifest import load_files
+from hetsched.api.manifest import load_files, load_text
 from hetsched.api.objects import CronJob, HyperNode, Job, JobFlow, JobTemplate, Node, Pod, PodGroup, Queue
 from hetsched.benchmark.apiserver import ApiServer, _free_port, missing, real_apiserver
 from hetsched.cluster.kubernetes import ApiError, KubeClient, KubeCluster, WallClock, from_api
@@ -262,6 +262,76 @@ def test_cronjob_and_jobflow_controllers_on_a_real_apiserver(api: ApiServer) -> 
     for kind, name in (("CronJob", "every-5"), ("JobFlow", "pipeline"), ("JobTemplate", "prep"),
                        ("JobTemplate", "train")):
         cluster.delete(kind, f"default/{name}")
+    cluster.stop()
+
+
+def test_job_plugins_make_their_objects_on_a_real_apiserver_and_take_them_away(api: ApiServer) -> None:
+    """Issue 31, Volcano's job plugins live: an ``mpi`` Job (which turns on ``svc`` and ``ssh``) gets its
+    headless Service, host-list ConfigMap, NetworkPolicy and key Secret in the API server (their kinds round-
+    trip), its pods the env and mounts; once finished (``ttlSecondsAfterFinished: 0``) the controller
+    deletes them with the Job — a Secret and ConfigMap without reading them first."""
+    cluster = cluster_for(api)
+    (job,) = load_text("""
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: mpi-live, namespace: default}
+spec:
+  minAvailable: 2
+  ttlSecondsAfterFinished: 0
+  plugins: {mpi: ["--port=2222"]}
+  tasks:
+  - {name: master, replicas: 1, template: {spec: {containers: [{name: m, image: busybox}]}}}
+  - {name: worker, replicas: 1, template: {spec: {containers: [{name: w, image: busybox}]}}}
+""")
+    cluster.create(job)
+    jobs = JobController(cluster, WallClock(), events=cluster)
+    cluster.start(["Job", "Pod", "PodGroup", "Command"])
+    assert cluster.wait_synced(30)
+
+    def settle_until(what: str, done: Any) -> None:
+        deadline = time.monotonic() + 30
+        while not done():
+            assert time.monotonic() < deadline, what
+            cluster.pump()
+            jobs.process()
+            time.sleep(0.05)
+
+    settle_until("the PodGroup", lambda: any(g.metadata.name == "mpi-live" for g in cluster.list("PodGroup")))
+    cluster.update_podgroup_status("default/mpi-live", "Inqueue", None)
+    settle_until("the job's 2 pods", lambda: len([p for p in cluster.list("Pod") if p.metadata.name.startswith(
+        "mpi-live-")]) == 2)
+    raw = cluster.client
+    service = raw.request("GET", "/api/v1/namespaces/default/services/mpi-live")
+    assert service["spec"]["clusterIP"] == "None" and service["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    hosts = raw.request("GET", "/api/v1/namespaces/default/configmaps/mpi-live-svc")["data"]
+    assert hosts["VC_WORKER_HOSTS"] == "mpi-live-worker-0.mpi-live"
+    assert hosts["master.host"] == "mpi-live-master-0.mpi-live"
+    raw.request("GET", "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies/mpi-live")
+    assert set(raw.request("GET", "/api/v1/namespaces/default/secrets/mpi-live-ssh")["data"]) == {
+        "id_rsa", "id_rsa.pub", "authorized_keys", "config"}
+    master = raw.request("GET", "/api/v1/namespaces/default/pods/mpi-live-master-0")
+    container = master["spec"]["containers"][0]
+    assert {"name": "MPI_HOST", "value": "mpi-live-worker-0.mpi-live"} in container["env"]
+    assert {"name": "mpijob-port", "containerPort": 2222, "protocol": "TCP"} in container["ports"]
+    assert master["spec"]["hostname"] == "mpi-live-master-0" and master["spec"]["subdomain"] == "mpi-live"
+    stored = cluster.get("Job", "default/mpi-live")
+    assert isinstance(stored, Job) and stored.spec.plugins == {"mpi": ["--port=2222"]}  # no webhook here
+    assert stored.status.controlledResources == {"plugin-ssh": "ssh", "plugin-svc": "svc"}
+    for pod in [p for p in cluster.list("Pod") if p.metadata.name.startswith("mpi-live-")]:
+        cluster.update(pod.model_copy(update={"status": pod.status.model_copy(update={"phase": "Succeeded"})}))
+
+    def gone(path: str) -> bool:
+        try:
+            raw.request("GET", path)
+        except NotFound:
+            return True
+        return False
+
+    paths = ("/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/mpi-live",
+             "/api/v1/namespaces/default/services/mpi-live", "/api/v1/namespaces/default/configmaps/mpi-live-svc",
+             "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies/mpi-live",
+             "/api/v1/namespaces/default/secrets/mpi-live-ssh")
+    settle_until("the Job and its plugins' objects deleted", lambda: all(gone(p) for p in paths))
     cluster.stop()
 
 
@@ -1342,9 +1412,9 @@ def test_least_privilege_each_denial_is_a_real_403(api: ApiServer, tmp_path: Pat
     """The chart's RBAC and its /restrict registration (rendered by ``hetsched install``), our webhook behind
     it, and real ServiceAccount tokens (the node agent's bound to its pod on node agent-a): the node agent
     writes its own Node and ConfigMap, and is refused every other Node, every other ConfigMap, reading
-    kube-system and deleting nodes; the controller is refused a Secret no Volcano Job owns (creating and
-    deleting); the scheduler is refused ConfigMaps outside kube-system. A real node agent syncs with exactly
-    these rights."""
+    kube-system and deleting nodes; the controller is refused a Secret, Service, NetworkPolicy or ConfigMap no
+    Volcano Job owns (creating and deleting); the scheduler is refused ConfigMaps outside kube-system. A real
+    node agent syncs with exactly these rights."""
     import base64
     import json
 
@@ -1425,6 +1495,23 @@ def test_least_privilege_each_denial_is_a_real_403(api: ApiServer, tmp_path: Pat
         refused(controller, "GET", "/api/v1/namespaces/default/secrets/owned-ssh")  # never reads a Secret
         refused(controller, "GET", "/api/v1/namespaces/default/secrets/planted-ssh")
         controller.request("DELETE", "/api/v1/namespaces/default/secrets/owned-ssh")
+        # the job plugins' Services, NetworkPolicies and ConfigMaps: only a Job's, and ConfigMaps never read
+        job_owner = owned["metadata"]["ownerReferences"]
+        for path, body in (
+                ("/api/v1/namespaces/default/services", {"apiVersion": "v1", "kind": "Service", "spec": {
+                    "clusterIP": "None", "selector": {"volcano.sh/job-name": "owner"}}}),
+                ("/apis/networking.k8s.io/v1/namespaces/default/networkpolicies", {
+                    "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "spec": {"podSelector": {}}}),
+                ("/api/v1/namespaces/default/configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                                            "data": {"VC_W_NUM": "1"}})):
+            kind = body["kind"]
+            assert f"only {kind}s owned by a Volcano Job" in refused(
+                controller, "POST", path, {**body, "metadata": {"name": "planted"}})
+            controller.request("POST", path, body={**body, "metadata": {"name": "owner", "ownerReferences": job_owner}})
+            if kind != "ConfigMap":
+                controller.request("GET", f"{path}/owner")  # whose it is, before deleting it with its Job
+            controller.request("DELETE", f"{path}/owner")
+        refused(controller, "GET", "/api/v1/namespaces/default/configmaps")
         # each component renews only its own Lease: the controller cannot read or take the scheduler's
         leases = "/apis/coordination.k8s.io/v1/namespaces/hetsched/leases"
         with contextlib.suppress(Conflict):  # an earlier test's scheduler may have made it

@@ -285,6 +285,21 @@ def saw(cluster: RealCluster, pod: dict[str, Any]) -> tuple[list[int], str]:
     return wait_for(f"{meta['name']} printed its devices", printed, 30)  # type: ignore[no-any-return]
 
 
+def printed_lines(cluster: RealCluster, pod: dict[str, Any], *prefixes: str) -> dict[str, str]:
+    """The first line the pod's (latest) container printed starting with each prefix, once all are there."""
+    node = cluster.nodes[pod["spec"]["nodeName"]]
+    meta = pod["metadata"]
+    folder = node.path("/var/log/pods") / f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
+
+    def found() -> dict[str, str] | None:
+        logs = sorted(folder.glob("*/*.log"), key=lambda p: int(p.stem))
+        lines = [line.split(" ", 3)[-1] for line in logs[-1].read_text().splitlines()] if logs else []
+        first = {p: next((line for line in lines if line.startswith(p)), None) for p in prefixes}
+        return None if None in first.values() else {p: str(line) for p, line in first.items()}
+
+    return wait_for(f"{meta['name']} printed {', '.join(prefixes)}", found, 30)  # type: ignore[no-any-return]
+
+
 def handed_off(pod: dict[str, Any], resource: str) -> list[int]:
     return sorted(pod_allocation(pod["metadata"].get("annotations") or {}).get(resource, []))
 
@@ -462,6 +477,43 @@ def test_a_failed_worker_restarts_the_real_job_which_then_completes(installed: R
              explain=lambda: f"{state()} {installed.logs('hetsched', 'controller')}")
     assert state() == ("Completed", 1)
     delete_job(client, "flaky")
+
+
+def test_a_pytorch_job_reads_its_rendezvous_and_host_lists_through_the_real_kubelet(installed: RealCluster) -> None:
+    """Volcano's ``pytorch`` plugin and the ``svc`` plugin it turns on, on the installation: the controller,
+    under its own ServiceAccount and through /restrict, makes the Job's headless Service, host-list ConfigMap
+    and NetworkPolicy (owned by the Job, so they go with it); the real kubelet resolves the variables read
+    from that ConfigMap and mounts it at /etc/volcano; each container prints its rank."""
+    client, ascend = installed.client, "huawei.com/Ascend910"
+    show = ("trap 'exit 0' TERM; echo \"rdzv: $MASTER_ADDR $MASTER_PORT $WORLD_SIZE $RANK\"; "
+            "echo \"hosts: $VC_WORKER_HOSTS $VC_MASTER_NUM $(cat /etc/volcano/worker.host)\"; sleep 3600 & wait")
+    tasks = [task(name, 1, ascend, 1, {"huawei.com/Ascend910": "true"}, show) for name in ("master", "worker")]
+    submit(client, job("torch", tasks, minAvailable=2, plugins={"pytorch": []}))
+    try:
+        wait_for("the pytorch job's 2 pods Running", lambda: len(job_pods(client, "torch")) == 2 and running(
+            job_pods(client, "torch")), 180, explain=lambda: installed.logs("hetsched", "controller"))
+        for pod in job_pods(client, "torch"):
+            rank = "0" if pod["metadata"]["name"] == "torch-master-0" else "1"
+            lines = printed_lines(installed, pod, "rdzv:", "hosts:")
+            assert lines["rdzv:"] == f"rdzv: torch-master-0.torch 23456 2 {rank}", lines
+            assert lines["hosts:"] == "hosts: torch-worker-0.torch 1 torch-worker-0.torch", lines
+        service = client.request("GET", "/api/v1/namespaces/default/services/torch")
+        assert service["spec"]["clusterIP"] == "None"
+        assert service["spec"]["selector"] == {"volcano.sh/job-name": "torch", "volcano.sh/job-namespace": "default"}
+        policy = client.request("GET", "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies/torch")
+        assert [ref["kind"] for ref in policy["metadata"]["ownerReferences"]] == ["Job"]
+    finally:  # the chips go back for the tests after this one, whatever happened
+        delete_job(client, "torch")
+
+    def gone(path: str) -> bool:
+        try:
+            client.request("GET", path)
+        except NotFound:
+            return True
+        return False
+
+    wait_for("the Job's Service and ConfigMap gone with it", lambda: gone(
+        "/api/v1/namespaces/default/services/torch") and gone("/api/v1/namespaces/default/configmaps/torch-svc"), 60)
 
 
 def allocatable(client: KubeClient, node: str, resource: str) -> int:

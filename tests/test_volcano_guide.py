@@ -112,7 +112,10 @@ def test_volcanos_example_workloads_run_in_the_simulator() -> None:
     objects = load_text("---\n".join(texts))
     results = Simulation([node(f"n{i}", cpu="8") for i in range(2)], objects, until=3600).run()
     jobs = {j["name"]: j for j in results.jobs}
-    assert {"demo-job", "mpi-with-dependency", "elastic"} <= set(jobs)
+    assert {"demo-job", "mpi-with-dependency", "elastic", "pytorch-job", "tensorflow-benchmark", "lm-mpi-job",
+            "ray-cluster-job"} <= set(jobs)
+    assert all(jobs[name]["phase"] == "Completed" for name in ("pytorch-job", "tensorflow-benchmark", "lm-mpi-job",
+                                                               "ray-cluster-job"))
     assert any(name.startswith("every-five-") for name in jobs)
     assert all(jobs[f"pipeline-{n}"]["start"] is not None for n in "abc")
     assert jobs["pipeline-b"]["start"] >= jobs["pipeline-a"]["end"]

@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from hetsched import cron
-from hetsched.api import fault_labels
+from hetsched.api import fault_labels, job_plugins
 from hetsched.api.annotations import go_duration
 from hetsched.api.quantity import QuantityError, format_quantity, parse_quantity
 from hetsched.api.regex import MAX_PATTERN, compile_pattern
@@ -745,8 +745,9 @@ class JobSpec(_Strict):
     maxRetry: Count32 = 3
     tasks: list[TaskSpec] = Field(min_length=1)
     policies: list[LifecyclePolicy] = Field(default_factory=list)
-    plugins: dict[Literal["env", "svc", "ssh", "mpi", "pytorch", "tensorflow"], list[str]] = Field(
-        default_factory=dict)
+    plugins: dict[str, Annotated[list[str], Field(max_length=64)]] = Field(default_factory=dict,
+                                                                           max_length=len(job_plugins.PLUGINS))
+    """Volcano's job plugins by name, each with its arguments (``api.job_plugins``)."""
     ttlSecondsAfterFinished: Count32 | None = None
     minSuccess: int | None = Field(default=None, ge=1, le=INT32_MAX)
     volumes: list[dict[str, Any]] = Field(default_factory=list)
@@ -767,11 +768,7 @@ class JobSpec(_Strict):
         if self.minSuccess is not None and self.minSuccess > total:
             raise ValueError(f"minSuccess ({self.minSuccess}) is greater than the total replicas ({total})")
         check_policies(self.policies)
-        for argument in self.plugins.get("ssh", []):
-            name, _, value = argument.partition("=")
-            if name != "--ssh-key-file-path" or not value.startswith("/"):
-                raise ValueError(f"plugins.ssh: unknown or malformed argument {argument!r} "
-                                 f"(supported: --ssh-key-file-path=/absolute/path)")
+        job_plugins.check(self.plugins, names)
         for task in self.tasks:
             if task.dependsOn is None:
                 continue
@@ -1106,6 +1103,38 @@ class ConfigMap(_Model):
     data: StringMap = Field(default_factory=dict)
 
 
+class ServicePort(_Model):
+    name: str = ""
+    port: int = Field(ge=1, le=65535)
+    targetPort: int | str | None = None
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+
+
+class ServiceSpec(_Model):
+    clusterIP: str = ""
+    selector: StringMap = Field(default_factory=dict)
+    ports: list[ServicePort] = Field(default_factory=list)
+    publishNotReadyAddresses: bool = False
+
+
+class Service(_Model):
+    """A Service: the job controller makes a job's headless one (``svc`` plugin) and its Ray head's."""
+
+    apiVersion: Literal["v1"] = "v1"
+    kind: Literal["Service"] = "Service"
+    metadata: ObjectMeta
+    spec: ServiceSpec = Field(default_factory=ServiceSpec)
+
+
+class NetworkPolicy(_Model):
+    """A NetworkPolicy: the ``svc`` plugin's lets a job's pods reach each other (held as given)."""
+
+    apiVersion: Literal["networking.k8s.io/v1"] = "networking.k8s.io/v1"
+    kind: Literal["NetworkPolicy"] = "NetworkPolicy"
+    metadata: ObjectMeta
+    spec: dict[str, Any] = Field(default_factory=dict)
+
+
 # -------------------------------------------------------------------------- CronJob, JobFlow, JobTemplate
 
 
@@ -1265,7 +1294,7 @@ class JobFlow(_Model):
 
 
 AnyObject = (Pod | Node | PriorityClass | Job | PodGroup | Queue | Command | PodDisruptionBudget | Secret | ConfigMap
-             | HyperNode | CronJob | JobFlow | JobTemplate)
+             | Service | NetworkPolicy | HyperNode | CronJob | JobFlow | JobTemplate)
 
 KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("v1", "Pod"): Pod,
@@ -1278,6 +1307,8 @@ KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("policy/v1", "PodDisruptionBudget"): PodDisruptionBudget,
     ("v1", "Secret"): Secret,
     ("v1", "ConfigMap"): ConfigMap,
+    ("v1", "Service"): Service,
+    ("networking.k8s.io/v1", "NetworkPolicy"): NetworkPolicy,
     ("topology.volcano.sh/v1alpha1", "HyperNode"): HyperNode,
     ("batch.volcano.sh/v1alpha1", "CronJob"): CronJob,
     ("flow.volcano.sh/v1alpha1", "JobFlow"): JobFlow,

@@ -101,6 +101,8 @@ RESOURCES: dict[str, Resource] = {
     "Node": Resource("", "v1", "nodes", False),
     "Secret": Resource("", "v1", "secrets", True),
     "ConfigMap": Resource("", "v1", "configmaps", True),
+    "Service": Resource("", "v1", "services", True),
+    "NetworkPolicy": Resource("networking.k8s.io", "v1", "networkpolicies", True),
     "PriorityClass": Resource("scheduling.k8s.io", "v1", "priorityclasses", False),
     "PodDisruptionBudget": Resource("policy", "v1", "poddisruptionbudgets", True),
     "Job": Resource("batch.volcano.sh", "v1alpha1", "jobs", True),
@@ -719,10 +721,17 @@ class KubeCluster:
         return from_api(kind, data)
 
     def delete(self, kind: str, key: str) -> AnyObject:
+        """DELETE; the object as it was (from the informer) or as the answer gives it. A kind not watched is
+        not read first: the controller may delete the job plugins' Secrets and ConfigMaps, never read them."""
         namespace, _, name = key.rpartition("/")
-        current = self.get(kind, key)
-        self._write("DELETE", self._resource(kind).path(namespace or None, name))
-        return current
+        synced = self._synced.get(kind)
+        current = self.get(kind, key) if synced is not None and synced.is_set() else None
+        data = self._write("DELETE", self._resource(kind).path(namespace or None, name))
+        if current is not None:
+            return current
+        if data.get("kind") == kind:
+            return from_api(kind, data)
+        return self.get(kind, key)  # a Status answer (rare): what is left, or NotFound
 
     # ------------------------------------------------------------------------------ Binder, Evictor
 

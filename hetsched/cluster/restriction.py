@@ -1,9 +1,11 @@
 """What RBAC cannot say, said at admission (the webhook's ``/restrict`` path): the node agent — one
 ServiceAccount for a DaemonSet on every accelerator node — may write only its *own* Node and its own node's
-Ascend device-info ConfigMap; the controller may create and delete only Secrets owned by a Volcano Job.
+Ascend device-info ConfigMap; the controller may write Secrets, ConfigMaps, Services and NetworkPolicies
+only when they are owned by a Volcano Job (what the job plugins make: ``controllers.jobplugins``).
 
 Who calls it: ``cluster.webhook`` for reviews on ``/restrict`` (registered as ``hetsched-restrict`` by the
-install manifests, for Node and ConfigMap writes and Secret creates and deletes); the tests.
+install manifests, for Node and ConfigMap writes and Secret, Service and NetworkPolicy creates and deletes);
+the tests.
 
 How the node agent's node is known (Kubernetes' NodeRestriction pattern, for a ServiceAccount rather than a
 kubelet): its token is a projected ServiceAccount token bound to its pod, so the API server puts the pod's
@@ -28,6 +30,9 @@ CONTROLLER = "hetsched-controller"
 POD_NAME = "authentication.kubernetes.io/pod-name"
 POD_UID = "authentication.kubernetes.io/pod-uid"
 OWNER_GROUP = "batch.volcano.sh/"
+JOB_OWNED = {"secrets": "Secret", "configmaps": "ConfigMap", "services": "Service",
+             "networkpolicies": "NetworkPolicy"}
+"""What the controller writes only for a Volcano Job (the job plugins' objects), by resource."""
 CACHE = 10_000
 """Pods remembered (name, uid → node): an agent's pod never moves, so each is looked up once."""
 
@@ -106,12 +111,13 @@ class Restriction:
 
     def _controller(self, request: Mapping[str, Any]) -> str:
         plural = _map(request.get("resource")).get("resource")
-        if plural != "secrets":
+        kind = JOB_OWNED.get(str(plural))
+        if kind is None:
             return ""
         operation = request.get("operation")
         obj = request.get("oldObject") if operation == "DELETE" else request.get("object")
         if _owned_by_a_job(obj):
             return ""
         meta = _map(_map(obj).get("metadata"))
-        return (f"{CONTROLLER} may {str(operation).lower()} only Secrets owned by a Volcano Job, not Secret "
+        return (f"{CONTROLLER} may {str(operation).lower()} only {kind}s owned by a Volcano Job, not {kind} "
                 f"{request.get('namespace')}/{request.get('name') or meta.get('name')}")

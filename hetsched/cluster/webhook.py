@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from hetsched.api import job_plugins
 from hetsched.api.job_update import update_problem
 from hetsched.api.manifest import parse_document
 from hetsched.api.objects import MAX_REPLICAS, Job
@@ -265,8 +266,10 @@ def _jsonable(value: Any) -> bool:
 
 
 def defaults(raw: dict[str, Any]) -> list[dict[str, Any]]:
-    """Volcano's Job defaults as JSON Patch operations (none for other kinds); :class:`BadValue` for a value
-    the defaults would be computed from that is not one (``replicas: null``)."""
+    """Volcano's Job defaults as JSON Patch operations (none for other kinds): schedulerName, queue,
+    maxRetry, minAvailable, task names, and the plugins that ``mpi``, ``pytorch``, ``tensorflow`` and ``ray``
+    turn on; :class:`BadValue` for a value the defaults would be computed from that is not one
+    (``replicas: null``)."""
     if raw.get("kind") != "Job" or not isinstance(raw.get("spec"), dict):
         return []
     spec = raw["spec"]
@@ -283,6 +286,11 @@ def defaults(raw: dict[str, Any]) -> list[dict[str, Any]]:
     for index, task in enumerate(tasks):
         if isinstance(task, dict) and not task.get("name"):
             patch.append({"op": "add", "path": f"/spec/tasks/{index}/name", "value": f"task-{index}"})
+    plugins = spec.get("plugins")
+    if isinstance(plugins, dict) and all(isinstance(a, list) for a in plugins.values()):
+        completed = job_plugins.effective(plugins)  # the svc (and ssh) plugins the others need
+        if completed != plugins:
+            patch.append({"op": "replace", "path": "/spec/plugins", "value": completed})
     return patch
 
 

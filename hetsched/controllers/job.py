@@ -20,8 +20,10 @@ What a sync does (Volcano's ``syncJob``):
 
 Also: Commands (``bus.volcano.sh/v1alpha1``) are applied on the next :meth:`process` and deleted; a change
 of the Job's spec (scaling) raises ``JobUpdated``, resizes the PodGroup and deletes pods past the new
-replica counts; a policy's ``timeout`` is kept as a deadline (:meth:`next_deadline`); the ``ssh`` plugin's
-Secret is made before the first pods (``controllers.ssh``).
+replica counts; a policy's ``timeout`` is kept as a deadline (:meth:`next_deadline`); Volcano's job plugins
+(``controllers.jobplugins``: env, svc, ssh, mpi, pytorch, tensorflow, ray, hcclrank) shape every pod, and
+what they need (the ssh Secret, the svc Service, ConfigMap and NetworkPolicy, the Ray head's Service) is
+made before the first pods.
 
 Invariant: at most one pod per task index exists (pods are named by index and created only when missing).
 """
@@ -44,25 +46,21 @@ from hetsched.api.objects import (
     quantity_strings,
 )
 from hetsched.api.volcano_annotations import COOLDOWN_TIME
-from hetsched.controllers import ssh
+from hetsched.controllers import jobplugins
 from hetsched.controllers.fault import FAULT_REASON, PREFERRED_NODES, RETRIES_EXHAUSTED
+from hetsched.controllers.jobplugins import ssh
+from hetsched.controllers.jobplugins.draft import JOB_NAME, JOB_NAMESPACE, TASK_SPEC, Draft, pod_name
 from hetsched.controllers.lifecycle import FINISHED, Delayed, Event, Step, Sync, decide
 from hetsched.controllers.phases import PHASES
 from hetsched.controllers.workqueue import WorkQueue
 from hetsched.ports import Clock, Conflict, Invalid, NotFound, ObjectStore, StatusUpdater, WatchEvent
 
 GROUP_ANNOTATION = membership.K8S_GROUP_KEY
-JOB_NAME = "volcano.sh/job-name"
-TASK_SPEC = "volcano.sh/task-spec"
 TASK_INDEX = "volcano.sh/task-index"
 JOB_VERSION = "volcano.sh/job-version"
 HANDED_TO_PODS = ("volcano.sh/preemptable", COOLDOWN_TIME)
 """Job annotations its pods carry (Volcano's controller hands the same): whether they may be victims, and
 for how long after they start they may not (``cdp``)."""
-
-
-def pod_name(job: str, task: str, index: int) -> str:
-    return f"{job}-{task}-{index}"
 
 
 def min_resources(spec: JobSpec) -> dict[str, int]:
@@ -237,6 +235,7 @@ class JobController:
         pods = self._pods(job)
         if any(e.name == "JobUpdated" for e in events):
             self._kill_extra(job)
+            self._refresh_hosts(job)
         events += self._task_events(key, job, pods)
         counts = self._counts(pods)
         chosen, delayed = decide(job, events, self.clock.now())
@@ -259,7 +258,7 @@ class JobController:
         problem = ""
         if step.phase in ("Pending", "Running") and podgroup.status.phase != "Pending":
             try:
-                job = self._ensure_ssh_secret(job, pods)
+                job = self._ensure_plugin_objects(job, pods)
                 pods = self._create_pods(job, pods)
             except Invalid as exc:
                 # e.g. a missing PriorityClass: the Job says why and waits; the next change retries
@@ -286,9 +285,7 @@ class JobController:
                 self.store.delete("Pod", pod_key)
         with contextlib.suppress(NotFound):
             self.store.delete("PodGroup", key)
-        if job.status.controlledResources.get(ssh.CONTROLLED) == "ssh":  # never a Secret it did not create
-            with contextlib.suppress(NotFound):
-                self.store.delete("Secret", f"{job.metadata.namespace}/{ssh.secret_name(job)}")
+        self._delete_plugin_objects(job)
         with contextlib.suppress(NotFound):
             self.store.delete("Job", key)
 
@@ -443,20 +440,11 @@ class JobController:
                 pods[key] = pod
         return pods
 
-    def _pod_for(self, job: Job, task: TaskSpec, index: int) -> Pod:
+    def _pod_for(self, job: Job, task: TaskSpec, index: int, plugins: jobplugins.Configured) -> Pod:
         template = task.template
         name = pod_name(job.metadata.name, task.name, index)
-        containers = []
-        for container in template.spec.containers:
-            data = container.model_dump(mode="json", exclude_none=True)
-            injected = {"VC_TASK_INDEX": str(index), "VK_TASK_INDEX": str(index), **self._svc_env(job)}
-            env = [e for e in data.get("env", []) if e.get("name") not in injected]
-            env += [{"name": name, "value": value} for name, value in injected.items()]
-            data["env"] = env
-            containers.append(data)
         spec = template.spec.model_dump(mode="json", exclude_none=True)
         spec.update({
-            "containers": containers,
             "schedulerName": job.spec.schedulerName,
             "priorityClassName": template.spec.priorityClassName or job.spec.priorityClassName,
         })
@@ -470,10 +458,6 @@ class JobController:
             node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = terms
             affinity["nodeAffinity"] = node_affinity
             spec["affinity"] = affinity
-        if "ssh" in job.spec.plugins:
-            ssh.mount(job, spec)
-        if "svc" in job.spec.plugins:  # stable DNS names: <pod>.<job> under the job's headless Service
-            spec.update({"hostname": name, "subdomain": job.metadata.name})
         annotations = {**template.metadata.annotations, GROUP_ANNOTATION: job.metadata.name,
                        JOB_NAME: job.metadata.name, TASK_SPEC: task.name, TASK_INDEX: str(index),
                        JOB_VERSION: str(job.status.retryCount)}
@@ -482,7 +466,9 @@ class JobController:
                 annotations[key] = job.metadata.annotations[key]
         if task.topologyPolicy and task.topologyPolicy != "none":  # Volcano's hand-off to numaaware
             annotations[NUMA_POLICY_ANNOTATION] = task.topologyPolicy
-        labels = {**template.metadata.labels, JOB_NAME: job.metadata.name, TASK_SPEC: task.name}
+        jobplugins.shape(Draft(job, task, index, spec, annotations), plugins)
+        labels = {**template.metadata.labels, JOB_NAME: job.metadata.name,
+                  JOB_NAMESPACE: job.metadata.namespace or "default", TASK_SPEC: task.name}
         if task.partitionPolicy is not None:
             labels[PARTITION_LABEL] = str(index // task.partitionPolicy.partitionSize)
         return Pod.model_validate({
@@ -507,21 +493,8 @@ class JobController:
         up = [self._task_up(job, tasks[name], pods) for name in depends.name]
         return any(up) if depends.iteration == "any" else all(up)
 
-    @staticmethod
-    def _svc_env(job: Job) -> dict[str, str]:
-        """The ``svc`` plugin's host lists: ``VC_<TASK>_HOSTS`` (``<job>-<task>-<i>.<job>``, comma-separated)
-        and ``VC_<TASK>_NUM`` for every task, so ranks can find each other."""
-        if "svc" not in job.spec.plugins:
-            return {}
-        env = {}
-        for task in job.spec.tasks:
-            prefix = "VC_" + task.name.upper().replace("-", "_")
-            hosts = [f"{pod_name(job.metadata.name, task.name, i)}.{job.metadata.name}" for i in range(task.replicas)]
-            env[f"{prefix}_HOSTS"] = ",".join(hosts)
-            env[f"{prefix}_NUM"] = str(task.replicas)
-        return env
-
     def _create_pods(self, job: Job, pods: dict[str, Pod]) -> dict[str, Pod]:
+        plugins = jobplugins.configured(job)
         for task in job.spec.tasks:
             if not self._ready_to_create(job, task, pods):
                 continue
@@ -529,31 +502,50 @@ class JobController:
                 key = f"{job.metadata.namespace}/{pod_name(job.metadata.name, task.name, index)}"
                 if key in pods:
                     continue
-                created = self.store.create(self._pod_for(job, task, index))
+                created = self.store.create(self._pod_for(job, task, index, plugins))
                 assert isinstance(created, Pod)
                 pods[key] = created
         return pods
 
-    def _ensure_ssh_secret(self, job: Job, pods: dict[str, Pod]) -> Job:
-        """The ``ssh`` plugin's key pair, made once per Job (``controllers.ssh``) before its pods, and recorded
-        in the Job's ``status.controlledResources`` (the Job returned carries the record). The controller
-        never reads a Secret (its role may only create and delete them): a Secret of that name it did not
-        create — its key could be an attacker's — is an Invalid (the Job says why and waits), never mounted,
-        never deleted."""
-        if "ssh" not in job.spec.plugins or job.status.controlledResources.get(ssh.CONTROLLED) == "ssh":
-            return job
+    def _ensure_plugin_objects(self, job: Job, pods: dict[str, Pod]) -> Job:
+        """What the job's plugins need before its pods (``controllers.jobplugins``), made once per Job and
+        recorded in its ``status.controlledResources`` (the Job returned carries the record):
+
+        - the ``ssh`` key pair. The controller never reads a Secret (its role may only create and delete
+          them): a Secret of that name it did not create — its key could be an attacker's — is an Invalid
+          (the Job says why and waits), never mounted, never deleted;
+        - the ``svc`` plugin's ConfigMap (one of that name is overwritten: it holds only host names, and
+          the pods read it), headless Service and NetworkPolicy, and the ``ray`` plugin's head Service; a
+          Service or NetworkPolicy of that name that exists already is used as it is (as Volcano does).
+        """
         if all(f"{job.metadata.namespace}/{pod_name(job.metadata.name, t.name, i)}" in pods
                for t in job.spec.tasks for i in range(t.replicas)):
             return job
-        key = f"{job.metadata.namespace}/{ssh.secret_name(job)}"
-        try:
-            self.store.create(ssh.make_secret(job))
-        except Conflict:
-            raise Invalid(f"Secret {key} exists and was not created for Job {job.metadata.name}: hetsched "
-                          "neither uses nor deletes it (delete or rename it)") from None
+        controlled = job.status.controlledResources
+        record: dict[str, str] = {}
+        if jobplugins.uses(job, "ssh") and controlled.get(ssh.CONTROLLED) != "ssh":
+            key = f"{job.metadata.namespace}/{ssh.secret_name(job)}"
+            try:
+                self.store.create(ssh.make_secret(job))
+            except Conflict:
+                raise Invalid(f"Secret {key} exists and was not created for Job {job.metadata.name}: hetsched "
+                              "neither uses nor deletes it (delete or rename it)") from None
+            record[ssh.CONTROLLED] = "ssh"
+        for plugin, made in jobplugins.objects(job, jobplugins.configured(job)).items():
+            if controlled.get(f"plugin-{plugin}") == plugin:
+                continue
+            for obj in made:
+                try:
+                    self.store.create(obj)
+                except Conflict:
+                    if obj.kind == "ConfigMap":
+                        self.store.update(obj)  # no resourceVersion: an unconditional write
+            record[f"plugin-{plugin}"] = plugin
+        if not record:
+            return job
         for _ in range(3):  # the record must land, or the next sync would take its own Secret for a planted one
             status = job.status.model_copy(update={
-                "controlledResources": {**job.status.controlledResources, ssh.CONTROLLED: "ssh"}})
+                "controlledResources": {**job.status.controlledResources, **record}})
             try:
                 updated = self.store.update(job.model_copy(update={"status": status}))
             except Conflict:
@@ -563,8 +555,41 @@ class JobController:
                 continue
             assert isinstance(updated, Job)
             return updated
-        raise Conflict(f"Job {job.metadata.namespace}/{job.metadata.name} kept changing while its ssh Secret was "
-                       "recorded")
+        raise Conflict(f"Job {job.metadata.namespace}/{job.metadata.name} kept changing while its plugins' "
+                       "objects were recorded")
+
+    def _refresh_hosts(self, job: Job) -> None:
+        """After a scaling: the ``svc`` plugin's host lists name the pods the Job now has."""
+        values = dict(jobplugins.configured(job)).get("svc")
+        if values is None or job.status.controlledResources.get("plugin-svc") != "svc":
+            return
+        hosts = jobplugins.svc.objects(job, values, _owner(job))[0]
+        try:
+            self.store.update(hosts)
+        except NotFound:
+            self.store.create(hosts)
+
+    def _delete_plugin_objects(self, job: Job) -> None:
+        """With the Job: what its plugins made (a Kubernetes garbage collector does the same through the owner
+        references; the embedded cluster has none). A Service or NetworkPolicy is deleted only when it is
+        the Job's own (one that existed before the Job was used as it is)."""
+        namespace = job.metadata.namespace or "default"
+        controlled = job.status.controlledResources
+        owned: list[tuple[str, str]] = []
+        if controlled.get(ssh.CONTROLLED) == "ssh":  # never a Secret it did not create
+            owned.append(("Secret", ssh.secret_name(job)))
+        if controlled.get("plugin-svc") == "svc":
+            owned.append(("ConfigMap", jobplugins.svc.configmap_name(job)))
+            owned += [("Service", job.metadata.name), ("NetworkPolicy", job.metadata.name)]
+        if controlled.get("plugin-ray") == "ray":
+            owned.append(("Service", jobplugins.ray.service_name(job)))
+        for kind, name in owned:
+            with contextlib.suppress(NotFound):
+                if kind in ("Service", "NetworkPolicy"):
+                    found = self.store.get(kind, f"{namespace}/{name}")
+                    if not any(ref.uid == job.metadata.uid for ref in found.metadata.ownerReferences):
+                        continue
+                self.store.delete(kind, f"{namespace}/{name}")
 
     def _update_status(self, job: Job, podgroup: PodGroup, pods: dict[str, Pod], step: Step,
                        problem: str = "") -> None:

@@ -113,7 +113,10 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
         _rule([""], ["pods/eviction"], ["create"]),
         _rule([""], ["nodes"], READ),
         _rule(["topology.volcano.sh"], ["hypernodes"], [*READ, "create", "update", "delete"]),  # label discovery
-        _rule([""], ["secrets"], ["create", "delete"]),  # the ssh plugin's keys: never read (controllers.ssh)
+        _rule([""], ["secrets"], ["create", "delete"]),  # the ssh plugin's keys: never read (jobplugins.ssh)
+        _rule([""], ["configmaps"], ["create", "update", "delete"]),  # the svc plugin's host lists: never read
+        _rule([""], ["services"], ["get", "create", "delete"]),  # the svc and ray plugins' Services
+        _rule(["networking.k8s.io"], ["networkpolicies"], ["get", "create", "delete"]),  # the svc plugin's
         _rule([""], ["events"], ["create", "patch"]),
         _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
         _rule(["policy"], ["poddisruptionbudgets"], READ),
@@ -443,7 +446,8 @@ def _pods_registration(v: Reader, by_url: bool, narrowed: bool) -> dict[str, Any
 
 
 def _restrict_registration(v: Reader, by_url: bool, narrowed: bool) -> dict[str, Any]:
-    """``/restrict`` (``cluster.restriction``): Node and ConfigMap writes, Secret creates and deletes. The
+    """``/restrict`` (``cluster.restriction``): Node and ConfigMap writes, Secret, Service and NetworkPolicy
+    creates and deletes. The
     webhook answers other identities' requests at once; ``failurePolicy`` (default Ignore) decides whether a
     webhook outage holds those writes up. With ``matchConditions`` (Kubernetes 1.28+) the API server calls
     it only for the node agents' and the controller's writes, so it fails closed (``Fail``): an outage holds
@@ -455,7 +459,10 @@ def _restrict_registration(v: Reader, by_url: bool, narrowed: bool) -> dict[str,
               "resources": ["nodes", "nodes/status"]},
              {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE", "DELETE"],
               "resources": ["configmaps"]},
-             {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "DELETE"], "resources": ["secrets"]}]
+             {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "DELETE"],
+              "resources": ["secrets", "services"]},
+             {"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "DELETE"],
+              "resources": ["networkpolicies"]}]
     entry: dict[str, Any] = {
         "name": "restrict.hetsched.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
         "failurePolicy": "Fail" if narrowed else v.get("webhook.restrict.failurePolicy"), "timeoutSeconds": 5,
