@@ -149,6 +149,52 @@ def test_a_settled_job_is_reused_until_one_of_its_pods_changes() -> None:
     assert _queue_facts(third) == _queue_facts(_from_scratch(run.cluster))
 
 
+def test_a_confirmed_bind_is_accounted_once_and_wakes_nothing() -> None:
+    """The store confirming a bind the cache assumed (the same pod, on the node it was assumed on, with the
+    bind's chip hand-off) replaces the record's pod and changes nothing else: node usage, chips and job
+    counts equal a cache built from the store's objects, and a gang parked for want of chips stays parked
+    (the confirmation freed no room). A pod that lands elsewhere than assumed is accounted anew."""
+    run = harness([accel_node("n0"), *gang("train", 2, limits={"huawei.com/Ascend910": 4}),
+                   *gang("big", 1, limits={"huawei.com/Ascend910": 8})])
+    cache = run.scheduler.cache
+    assumed: dict[str, object] = {}
+    bind_all = run.cluster.bind_all
+
+    def confirm_later(binds: list[object]) -> list[object]:  # the store's answer arrives after the cycle
+        assumed.update({b.pod: b for b in binds})  # type: ignore[attr-defined]
+        return []
+
+    run.cluster.bind_all = confirm_later  # type: ignore[method-assign]
+    run.cycle()  # one gang takes the 8 chips; the other waits, parked
+    placed = {key.rsplit("-", 1)[0] for key in assumed}
+    assert placed in ({"default/train"}, {"default/big"})
+    waiting = ({"default/train", "default/big"} - placed).pop()
+    assert waiting in cache.parked.since
+    generation = cache.generation
+    run.cluster.bind_all = bind_all  # type: ignore[method-assign]
+    bind_all(list(assumed.values()))  # type: ignore[arg-type]
+    assert cache.generation == generation + len(assumed)  # one event per bind
+    record = cache._pods[next(iter(assumed))]
+    assert record.pod.spec.nodeName == "n0" and record.state == "bound"
+    assert waiting in cache.parked.since  # nothing freed: still parked
+    incremental, scratch = cache.snapshot(), _from_scratch(run.cluster)
+    assert _job_facts(incremental) == _job_facts(scratch)
+    assert incremental.nodes.used.tolist() == scratch.nodes.used.tolist()
+    chips = "huawei.com/Ascend910"
+    assert incremental.devices[chips].used.tolist() == scratch.devices[chips].used.tolist() == [255]
+    # assumed on n0 but bound on n1 (another writer won): accounted where it is, freed where it was assumed
+    run2 = harness([accel_node("n0"), accel_node("n1"), *gang("one", 1, limits={chips: 8})])
+    run2.cluster.bind_all = confirm_later  # type: ignore[method-assign]
+    assumed.clear()
+    run2.cycle()
+    (request,) = assumed.values()
+    elsewhere = "n1" if request.node == "n0" else "n0"  # type: ignore[attr-defined]
+    run2.cluster.bind(request.pod, elsewhere, request.annotations)  # type: ignore[attr-defined]
+    cache2 = run2.scheduler.cache
+    assert cache2._pods["default/one-0"].node == cache2.snapshot().nodes.index[elsewhere]
+    assert cache2.snapshot().nodes.used.tolist() == _from_scratch(run2.cluster).nodes.used.tolist()
+
+
 def test_snapshots_under_churn_equal_snapshots_built_from_scratch() -> None:
     """Gangs arrive, bind, finish and are deleted, a priority class appears and a node joins; after every
     cycle the incremental snapshot (reused settled records, per-queue sums) equals one built from the

@@ -194,6 +194,9 @@ class SchedulerCache:
         if type_ == "MODIFIED" and old is not None and old.state == "pending" and _status_only(old.pod, pod):
             self._pods[key] = replace(old, pod=pod)  # the scheduler's own condition or nomination: nothing moved
             return
+        if type_ == "MODIFIED" and old is not None and _confirms(old, pod, self.nodes.index.get(pod.spec.nodeName, -1)):
+            self._pods[key] = replace(old, pod=pod)  # the store confirming a bind :meth:`assume` accounted already
+            return
         self._pods.pop(key, None)
         if old is not None:
             if old.group:
@@ -376,6 +379,21 @@ def _status_only(old: Pod, new: Pod) -> bool:
             and old.metadata.deletionTimestamp == new.metadata.deletionTimestamp
             and (old.spec is new.spec or old.spec == new.spec)
             and old.metadata.labels == new.metadata.labels and old.metadata.annotations == new.metadata.annotations)
+
+
+def _confirms(old: PodRecord, new: Pod, node: int) -> bool:
+    """Is ``new`` the store confirming the bind the cache assumed as ``old`` — the same pod, now bound to the
+    node it was assumed on, with the annotations the bind carried? Then it is accounted already, exactly."""
+    assumed = old.pod
+    return (old.state == "bound" and not assumed.spec.nodeName and node >= 0 and node == old.node
+            and new.metadata.deletionTimestamp is None and new.status.phase == assumed.status.phase
+            and new.metadata.uid == assumed.metadata.uid and assumed.metadata.deletionTimestamp is None
+            and new.metadata.annotations == assumed.metadata.annotations
+            and new.metadata.labels == assumed.metadata.labels
+            and new.spec.placement_key == assumed.spec.placement_key
+            and new.spec.priority == assumed.spec.priority
+            and new.spec.priorityClassName == assumed.spec.priorityClassName
+            and new.spec.schedulerName == assumed.spec.schedulerName)
 
 
 def _moved(old: PodGroup, new: PodGroup) -> bool:
