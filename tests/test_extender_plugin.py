@@ -108,6 +108,13 @@ def test_predicate_refuses_nodes_and_the_reason_names_the_extender(extender: Ext
     sent = extender.verbs("predicate")[0]
     assert sent["task"]["Name"] == "web-0" and sent["task"]["Resreq"]["MilliCPU"] == 1000
     assert sent["node"]["Allocatable"]["MilliCPU"] == 4000
+    # the fields of Volcano's TaskInfo and NodeInfo (pkg/scheduler/api) that an extender reads
+    task, sent_node = sent["task"], sent["node"]
+    assert {k: task[k] for k in ("Status", "BestEffort", "SchGated", "Preemptable", "VolumeReady")} == {
+        "Status": "Pending", "BestEffort": False, "SchGated": False, "Preemptable": True, "VolumeReady": False}
+    assert task["InitResreq"] == task["Resreq"] and task["Pod"]["metadata"]["name"] == "web-0"
+    assert sent_node["State"] == {"Phase": "Ready", "Reason": ""}
+    assert sent_node["Idle"]["MilliCPU"] == 4000 and sent_node["Releasing"]["MilliCPU"] == 0
     extender.behaviour["predicate"] = lambda body: {"status": "too hot", "code": 2}
     h = harness([*three_nodes(), *gang("web", 1, cpu="1")], conf(extender.url))
     h.cycle()
@@ -131,6 +138,10 @@ def test_job_enqueueable_reject_keeps_the_job_pending_saying_why(extender: Exten
     h.cycle()
     assert h.podgroup("big").status.phase == "Pending" and h.podgroup("small").status.phase in ("Inqueue", "Running")
     assert "extender jobEnqueueable: the extender refused to admit the job" in h.condition("big")
+    job = next(b["job"] for b in extender.verbs("jobEnqueueable") if b["job"]["Name"] == "big")
+    assert job["Namespace"] == "default" and job["Queue"] == "default" and job["MinAvailable"] == 1
+    assert job["TotalRequest"]["MilliCPU"] == 1000 and job["Allocated"]["MilliCPU"] == 0
+    assert job["CreationTimestamp"].endswith("Z") and job["PodGroup"]["metadata"]["name"] == "big"
 
 
 @pytest.mark.parametrize("ignorable", [True, False])

@@ -229,3 +229,17 @@ spec:
 def test_a_self_referencing_anchor_is_refused_naming_the_line() -> None:
     with pytest.raises(ManifestError, match=r"recursive alias \*loop at line 4"):
         load_text("apiVersion: v1\nkind: Pod\nmetadata: &loop\n  labels: *loop\n")
+
+
+def test_rfc3339_writes_what_to_epoch_reads_back() -> None:
+    """Seconds → RFC 3339 (the extender's payloads) and back, across leap days and centuries, checked against
+    the standard library's own calendar."""
+    import calendar
+    import time
+
+    from hetsched.api.times import rfc3339, to_epoch
+
+    for seconds in (0, 951_782_400, 1_709_208_000, 1_767_225_599, 4_102_444_800, 253_402_300_799, 1_583_020_800):
+        written = rfc3339(seconds + 0.7)
+        assert written == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+        assert to_epoch(written) == seconds == calendar.timegm(time.gmtime(seconds))

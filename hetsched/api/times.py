@@ -5,7 +5,8 @@ webhook (``cluster.webhook``: the objects under review) and the manifest reader 
 ``kubectl get -o yaml`` dump carries ``creationTimestamp`` and ``startTime`` as RFC 3339 strings, and
 ``hetsched validate`` reads such dumps as ``simulate --cluster`` does). Only the fields named in
 ``api.objects.TIME_KEYS`` are converted; a string that is not a time is left for the model to refuse,
-naming the field. (The other way, seconds → RFC 3339, only the Kubernetes adapter needs.)
+naming the field. The other way, seconds → RFC 3339 (:func:`rfc3339`): the scheduler's extender plugin
+(``scheduler.plugins.extender``: Volcano's payloads carry times).
 """
 
 from __future__ import annotations
@@ -50,3 +51,25 @@ def convert_times(data: Any, convert: Callable[[Any], Any]) -> Any:
 def epoch_times(data: Mapping[str, Any]) -> dict[str, Any]:
     """An API object with its RFC 3339 timestamps as seconds (hetsched's models' form)."""
     return convert_times(dict(data), to_epoch)  # type: ignore[no-any-return]
+
+
+def rfc3339(seconds: float) -> str:
+    """Seconds since the epoch as Kubernetes writes a time (UTC, whole seconds)."""
+    days, rest = divmod(int(seconds), 86_400)
+    hours, rest = divmod(rest, 3600)
+    year, month, day = _civil(days)
+    return f"{year:04d}-{month:02d}-{day:02d}T{hours:02d}:{rest // 60:02d}:{rest % 60:02d}Z"
+
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """(year, month, day) of a day count since 1970-01-01 (proleptic Gregorian; the core reads no clock
+    and imports no ``datetime``)."""
+    days += 719_468
+    era = days // 146_097
+    day_of_era = days - era * 146_097
+    year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36_524 - day_of_era // 146_096) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    month_index = (5 * day_of_year + 2) // 153
+    day = day_of_year - (153 * month_index + 2) // 5 + 1
+    month = month_index + 3 if month_index < 10 else month_index - 9
+    return year_of_era + era * 400 + (month <= 2), month, day

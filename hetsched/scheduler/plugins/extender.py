@@ -15,10 +15,17 @@ Who calls it: the session, at the points whose verb the configuration names. Eac
     onSessionOpen   {"Jobs", "Nodes", "Queues"}; onSessionClose {}; allocateFunc / deallocateFunc {"task"}
 
 A task is sent as Volcano's ``TaskInfo`` fields (``UID``, ``Job``, ``Name``, ``Namespace``, ``TaskRole``,
-``Priority``, ``NodeName``, ``Resreq`` with ``MilliCPU``, ``Memory`` in bytes and ``ScalarResources`` in
-milli-units, and ``Pod``: its metadata and spec); a node as ``Name``, ``Node`` (metadata), ``Allocatable``,
-``Used``, ``Idle``; a job as ``UID``, ``Name``, ``Namespace``, ``Queue``, ``MinAvailable``, ``Priority``,
-``PodGroup``; a queue as ``UID``, ``Name``, ``Weight``.
+``Priority``, ``NodeName``, ``Status``, ``Resreq`` with ``MilliCPU``, ``Memory`` in bytes and
+``ScalarResources`` in milli-units, ``InitResreq`` (the same: hetsched keeps one effective request, init
+containers and overhead included), ``VolumeReady``, ``Preemptable``, ``BestEffort``, ``SchGated``,
+``HasRestartableInitContainer``, ``RevocableZone``, ``NumaInfo`` (null) and ``Pod``: its metadata and
+spec); a node as ``Name``, ``Node`` (metadata), ``State`` (``Phase`` Ready or NotReady, ``Reason``),
+``Allocatable``, ``Capacity`` (the allocatable: the cache keeps no other), ``Used``, ``Idle``,
+``Releasing``, ``Pipelined``, ``RevocableZone``, ``Others`` — not ``Tasks`` (the pods on the node), which
+Volcano also sends; a job as ``UID``, ``PgUID``, ``Name``, ``Namespace``, ``Queue``, ``MinAvailable``,
+``TaskMinAvailableTotal``, ``Priority``, ``Preemptable``, ``Allocated``, ``TotalRequest``,
+``CreationTimestamp`` (RFC 3339), ``NetworkTopology``, ``PodGroup``; a queue as ``UID``, ``Name``,
+``Weight``, ``Weights``, ``Hierarchy``, ``State``, ``Reclaimable``, ``Parent``.
 
 Failure mode: a call that fails (refused connection, timeout after ``extender.httpTimeout``, a status other
 than 200, an answer that is not such JSON or is over 10 MiB) counts as the extender being down for the rest
@@ -47,6 +54,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from hetsched.api.annotations import go_duration
+from hetsched.api.times import rfc3339
 from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
 from hetsched.scheduler.contract.framework import (
     Arguments,
@@ -80,6 +88,13 @@ PERMIT, ABSTAIN, REJECT = 1, 0, -1
 
 class ExtenderError(RuntimeError):
     """The extender could not be asked (the verb and why); raised only where the failure mode says so."""
+
+
+HIERARCHY = "volcano.sh/hierarchy"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def _resources(vector: Any, index: ResourceIndex) -> dict[str, Any]:
@@ -183,9 +198,15 @@ class Extender(Plugin, NodeFilter, NodeScore, PreemptableVictims, ReclaimableVic
         found = self._tasks.get(id(group))
         if found is None:
             spec = group.spec.model_dump(mode="json", exclude_none=True)
+            request = _resources(group.request, self._index)
             found = self._tasks[id(group)] = {
                 "Job": group.job.key, "Namespace": group.namespace, "TaskRole": group.task,
-                "Priority": group.priority, "Resreq": _resources(group.request, self._index), "NodeName": "",
+                "Priority": group.priority, "Resreq": request, "InitResreq": request, "NodeName": "",
+                "Status": "Pending", "VolumeReady": False, "Preemptable": group.job.preempts,
+                "BestEffort": group.best_effort, "SchGated": bool(group.spec.schedulingGates),
+                "HasRestartableInitContainer": any((c.model_extra or {}).get("restartPolicy") == "Always"
+                                                   for c in group.spec.initContainers),
+                "RevocableZone": "", "NumaInfo": None,
                 "Pod": {"metadata": {"namespace": group.namespace, "labels": group.labels,
                                      "annotations": group.annotations}, "spec": spec}}
         pod = key or (group.pending[0] if group.pending else "")
@@ -195,25 +216,44 @@ class Extender(Plugin, NodeFilter, NodeScore, PreemptableVictims, ReclaimableVic
 
     def _victim(self, pod: RunningPod) -> dict[str, Any]:
         name = pod.key.rpartition("/")[2]
+        request = _resources(pod.request, self._index)
         return {"UID": pod.key, "Job": pod.job, "Name": name, "Namespace": pod.namespace, "TaskRole": pod.task,
-                "Priority": pod.priority, "NodeName": self._session.nodes.names[pod.node],
-                "Resreq": _resources(pod.request, self._index)}
+                "Priority": pod.priority, "NodeName": self._session.nodes.names[pod.node], "Resreq": request,
+                "InitResreq": request, "Status": "Running", "VolumeReady": True, "Preemptable": pod.preemptable,
+                "BestEffort": not request["MilliCPU"] and not request["Memory"] and not request["ScalarResources"],
+                "RevocableZone": "", "NumaInfo": None}
 
     def _node(self, row: int) -> dict[str, Any]:
         nodes = self._session.nodes
+        allocatable = _resources(nodes.alloc[:, row], self._index)
+        ready = bool(nodes.ready[row]) and not bool(nodes.cordoned[row])
         return {"Name": nodes.names[row], "Node": {"metadata": {"name": nodes.names[row], "labels": nodes.labels[row]}},
-                "Allocatable": _resources(nodes.alloc[:, row], self._index),
+                "State": {"Phase": "Ready" if ready else "NotReady",
+                          "Reason": "" if ready else ("Unschedulable" if nodes.cordoned[row] else "NotReady")},
+                "Allocatable": allocatable, "Capacity": allocatable,
                 "Used": _resources(nodes.used[:, row], self._index),
-                "Idle": _resources(nodes.alloc[:, row] - nodes.used[:, row], self._index)}
+                "Idle": _resources(nodes.alloc[:, row] - nodes.used[:, row], self._index),
+                "Releasing": _resources(nodes.releasing[:, row], self._index),
+                "Pipelined": _resources(np.zeros_like(nodes.used[:, row]), self._index),
+                "RevocableZone": "", "Others": {}}
 
     def _job(self, job: JobInfo) -> dict[str, Any]:
-        return {"UID": job.key, "Name": job.key.rpartition("/")[2], "Namespace": job.key.rpartition("/")[0],
-                "Queue": job.queue, "MinAvailable": job.min_member, "Priority": job.priority,
+        pending = sum((group.request * len(group.pending) for group in job.groups), np.zeros_like(job.allocated))
+        network = job.podgroup.spec.networkTopology
+        return {"UID": job.key, "PgUID": job.podgroup.metadata.uid, "Name": job.key.rpartition("/")[2],
+                "Namespace": job.key.rpartition("/")[0], "Queue": job.queue, "MinAvailable": job.min_member,
+                "TaskMinAvailableTotal": sum(job.min_task_member.values()), "Priority": job.priority,
+                "Preemptable": job.preempts, "Allocated": _resources(job.allocated, self._index),
+                "TotalRequest": _resources(job.allocated + pending, self._index),
+                "CreationTimestamp": rfc3339(job.created), "RevocableZone": "",
+                "NetworkTopology": network.model_dump(mode="json", exclude_none=True) if network else None,
                 "PodGroup": job.podgroup.model_dump(mode="json", exclude_none=True)}
 
     @staticmethod
     def _queue(queue: QueueInfo) -> dict[str, Any]:
-        return {"UID": queue.name, "Name": queue.name, "Weight": queue.weight}
+        return {"UID": queue.name, "Name": queue.name, "Weight": queue.weight, "Weights": _number(queue.weight),
+                "Hierarchy": queue.annotations.get(HIERARCHY, ""), "State": queue.state,
+                "Reclaimable": queue.reclaimable, "Parent": queue.parent}
 
     # ---------------------------------------------------------------------------------- session
 
