@@ -328,3 +328,13 @@ def test_the_webhook_turns_on_what_volcanos_webhook_turns_on() -> None:
     assert {"op": "replace", "path": "/spec/plugins", "value": {"ray": [], "svc": []}} in defaults(raw)
     raw["spec"]["plugins"] = {"ray": [], "svc": []}
     assert not any(op["path"] == "/spec/plugins" for op in defaults(raw))
+
+
+def test_names_that_cannot_be_host_names_are_refused_as_volcanos_webhook_does() -> None:
+    """``admit_job.go`` validateJobName and validateK8sPodNameLength: the Job's name and each pod's
+    ``<job>-<task>-<index>`` at most 63 characters (the svc plugin makes them host names)."""
+    with pytest.raises(ManifestError, match=r"metadata.name: 64 characters; a Job's name may have at most 63"):
+        load_text(job_text("j" * 64, "{}", ("w", 1)))
+    with pytest.raises(ManifestError, match=r"spec.tasks\[0\]: pod name 'jjj.*-worker-99' would have 64 characters"):
+        load_text(job_text("j" * 54, "{}", ("worker", 100)))
+    load_text(job_text("j" * 54, "{}", ("worker", 10)))  # -worker-9: 63, allowed

@@ -14,6 +14,7 @@ the argument, so that a typo (``--mater=main``) never silently runs the job with
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -52,6 +53,7 @@ FLAGS: dict[str, dict[str, Flag]] = {
 PLUGINS = tuple(FLAGS)
 NEEDS_SVC = ("mpi", "pytorch", "tensorflow", "ray")
 """Plugins that name pods by the ``svc`` plugin's DNS names: Volcano's webhook turns ``svc`` on with them."""
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 _TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _FALSE = ("0", "f", "F", "FALSE", "false", "False")
 
@@ -59,7 +61,8 @@ _FALSE = ("0", "f", "F", "FALSE", "false", "False")
 def parse(plugin: str, arguments: Sequence[str]) -> dict[str, Value]:
     """The plugin's flags, defaults filled in; ValueError ``plugins.<plugin>: ...`` naming what is wrong."""
     if plugin not in FLAGS:
-        raise ValueError(f"plugins.{plugin[:80]}: unknown job plugin (Volcano's: {', '.join(PLUGINS)})")
+        shown = plugin if _NAME.fullmatch(plugin) else repr(plugin[:80])  # never markup or a newline as is
+        raise ValueError(f"plugins.{shown}: unknown job plugin (Volcano's: {', '.join(PLUGINS)})")
     flags = FLAGS[plugin]
     values: dict[str, Value] = {name: flag.default for name, flag in flags.items()}
     where = f"plugins.{plugin}"

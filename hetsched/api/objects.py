@@ -821,6 +821,15 @@ class Job(_Model):
 
     @model_validator(mode="after")
     def _budget_and_fault_labels(self) -> Job:
+        name = self.metadata.name
+        if name and len(name) > 63:  # Volcano's webhook: the name, and every pod's, a qualified name
+            raise ValueError(f"metadata.name: {len(name)} characters; a Job's name may have at most 63 (its "
+                             f"pods are named <job>-<task>-<index> and the svc plugin makes them host names)")
+        for index, task in enumerate(self.spec.tasks):
+            longest = f"{name}-{task.name}-{max(task.replicas - 1, 0)}"
+            if name and len(longest) > 63:
+                raise ValueError(f"spec.tasks[{index}]: pod name {longest[:80]!r} would have {len(longest)} "
+                                 "characters; at most 63 (shorten the Job's or the task's name)")
         max_unavailable(self.metadata.annotations, self.spec.total_replicas, "metadata.annotations")
         try:
             fault_labels.parse(self.metadata.labels, self.metadata.annotations, self.spec.maxRetry)
