@@ -505,3 +505,43 @@ spec: {weight: 1}
         load_text(text, "queue.yaml")
     found = "; ".join(map(str, error.value.problems))
     assert 'metadata.annotations["volcano.sh/hierarchy"]' in found and "spec.parent" in found
+
+
+def test_nodeorder_scores_are_kube_schedulers_formulas_on_every_node() -> None:
+    """``nodeorder``'s least-requested, most-requested and balanced-allocation scores (kube-scheduler's
+    NodeResourcesFit and NodeResourcesBalancedAllocation, as Volcano's nodeorder weighs them), node by node,
+    against the formulas written out here: nodes with nothing free, over-committed ones (fraction > 1), one
+    with no memory at all (fraction 1), and pods placed earlier in the cycle counted."""
+    from hetsched.scheduler.plugins.nodeorder import NodeOrder
+
+    rng = np.random.default_rng(5)
+    nodes = [node(f"n{i}", cpu=str(int(rng.integers(1, 64))), memory=f"{int(rng.integers(1, 256))}Gi")
+             for i in range(40)] + [node("no-memory", cpu="8", memory="0")]
+    running = [running_on(pod(f"r{i}", None, cpu=str(int(rng.integers(1, 8))), memory=f"{int(rng.integers(1, 64))}Gi"),
+                          f"n{int(rng.integers(0, 40))}") for i in range(60)]
+    cache = SchedulerCache()
+    for obj in [queue("default"), *nodes, podgroup("web", 1), pod("web-0", "web", cpu="2", memory="3Gi"), *running]:
+        cache.handle(WatchEvent("ADDED", obj))
+    snapshot = cache.snapshot()
+    group = snapshot.jobs["default/web"].groups[0]
+    rows = np.arange(len(snapshot.nodes), dtype=np.int64)
+    placed = rng.integers(0, 3, len(rows)).astype(np.int64)
+    columns = snapshot.resources.columns
+    for weights in ({}, {"mostrequested.weight": 2, "leastrequested.weight": 0}, {"balancedresource.weight": 3}):
+        arguments = {"nodeaffinity.weight": 0, "tainttoleration.weight": 0, **weights}
+        plugin = NodeOrder(Arguments("nodeorder", arguments))
+        session = Session(snapshot, parse_conf("actions: allocate\ntiers:\n- plugins: [{name: nodeorder}]"))
+        got = plugin.node_score(session, group, rows, placed)
+        fractions = []
+        for column in (columns["cpu"], columns["memory"]):
+            alloc = snapshot.nodes.alloc[column].astype(np.float64)
+            total = snapshot.nodes.used[column] + (placed + 1) * group.request[column]
+            fractions.append([t / a if a > 0 else 1.0 for t, a in zip(total.tolist(), alloc.tolist(), strict=True)])
+        least, most, balanced = (float(weights.get(k, d)) for k, d in (
+            ("leastrequested.weight", 1), ("mostrequested.weight", 0), ("balancedresource.weight", 1)))
+        for row, (cpu, memory) in enumerate(zip(*fractions, strict=True)):
+            c, m = min(cpu, 1.0), min(memory, 1.0)
+            expected = (least * ((1 - c) + (1 - m)) * 50 + most * ((cpu if cpu <= 1 else 0) + (memory if memory <= 1
+                        else 0)) * 50 + balanced * (1 - abs(c - m) / 2) * 100)
+            assert got[row] == pytest.approx(expected, abs=1e-9), (weights, snapshot.nodes.names[row])
+    assert snapshot.nodes.alloc_inverse(columns["memory"])[1][snapshot.nodes.index["no-memory"]] == 1.0
