@@ -137,5 +137,5 @@ class NodeTable:
             releasing=self.releasing[:, :rows].copy(), schedulable=static.schedulable, labels=static.labels,
             taints=static.taints, cordoned=static.cordoned, ready=static.ready, exists=static.exists,
             version=static.version, index=static.index, _label_codes=static._label_codes,
-            _taint_masks=static._taint_masks, _totals=static._totals, _inverse=static._inverse,
+            _taint_masks=static._taint_masks, _totals=static._totals,
         )

@@ -89,8 +89,6 @@ class NodeArrays:
     snapshot of that version."""
     _totals: list[IntArray] = field(default_factory=list)
     """Holds :meth:`schedulable_total` once summed, shared the same way."""
-    _inverse: dict[int, tuple[FloatArray, FloatArray]] = field(default_factory=dict)
-    """Holds :meth:`alloc_inverse` per resource column once computed, shared the same way."""
 
     def __len__(self) -> int:
         return len(self.names)
@@ -103,20 +101,6 @@ class NodeArrays:
             total.flags.writeable = False
             self._totals.append(total)
         return self._totals[0]
-
-    def alloc_inverse(self, column: int) -> tuple[FloatArray, FloatArray]:
-        """(1 / allocatable, 0 where there is none; 1.0 where there is none, else 0) for one resource column,
-        read-only: ``x * inverse + none`` is x / allocatable, and 1 on nodes without that resource."""
-        cached = self._inverse.get(column)
-        if cached is None:
-            alloc = self.alloc[column]
-            has = alloc > 0
-            inverse = np.divide(1.0, alloc, out=np.zeros(len(alloc), dtype=np.float64), where=has)
-            none = (~has).astype(np.float64)
-            inverse.flags.writeable = False
-            none.flags.writeable = False
-            cached = self._inverse[column] = (inverse, none)
-        return cached
 
     def taint_masks(self) -> dict[Taint, BoolArray]:
         """Every distinct taint → the nodes carrying it, in order of first appearance (read-only arrays)."""

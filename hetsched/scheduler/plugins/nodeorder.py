@@ -43,12 +43,11 @@ _KEYS = {"leastrequested.weight", "mostrequested.weight", "balancedresource.weig
 def requested_fraction(session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray,
                        column: int) -> FloatArray:
     """(used + this pod and the ``placed`` ones before it) / allocatable for one resource column; 1 on nodes
-    without that resource. The inverse of allocatable is computed once per node version
-    (``NodeArrays.alloc_inverse``): a multiplication, not a division and a select, per call."""
-    inverse, none = session.nodes.alloc_inverse(column)
+    without that resource (divided only where there is some: no warning to silence, no select after)."""
+    alloc = session.nodes.alloc[column][nodes]
     total = session.nodes.used[column][nodes] + (placed + 1) * group.request[column]
-    fraction: FloatArray = total * inverse[nodes]
-    fraction += none[nodes]
+    fraction = np.ones(len(nodes), dtype=np.float64)
+    np.divide(total, alloc, out=fraction, where=alloc > 0)
     return fraction
 
 
@@ -86,12 +85,19 @@ class NodeOrder(Plugin, NodeScore):
         if self.most:
             most = (np.where(cpu <= 1.0, cpu, 0.0) + np.where(memory <= 1.0, memory, 0.0)) * (MAX_SCORE / 2)
             score += self.most * most
-        np.minimum(cpu, 1.0, out=cpu)  # the fractions are this call's own: clamped in place from here
+        # the fractions are this call's own: clamped once, in place, then the same arithmetic in the same
+        # order as kube-scheduler's formulas read (so equal nodes stay exactly equal, ties break as before)
+        np.minimum(cpu, 1.0, out=cpu)
         np.minimum(memory, 1.0, out=memory)
         if self.least:
-            score += (self.least * MAX_SCORE / 2) * (2.0 - cpu - memory)
+            least = 1.0 - cpu
+            least += 1.0 - memory
+            least *= MAX_SCORE / 2
+            score += self.least * least
         if self.balanced:
-            score += (self.balanced * MAX_SCORE) * (1.0 - np.abs(cpu - memory) / 2)
+            spread = np.abs(cpu - memory)
+            spread /= 2
+            score += self.balanced * (1.0 - spread) * MAX_SCORE
         static = self._static_scores(session, group)
         if static is not None:
             score += static[nodes]
