@@ -338,3 +338,17 @@ def test_names_that_cannot_be_host_names_are_refused_as_volcanos_webhook_does() 
     with pytest.raises(ManifestError, match=r"spec.tasks\[0\]: pod name 'jjj.*-worker-99' would have 64 characters"):
         load_text(job_text("j" * 54, "{}", ("worker", 100)))
     load_text(job_text("j" * 54, "{}", ("worker", 10)))  # -worker-9: 63, allowed
+
+
+def test_a_job_sent_again_without_the_plugins_the_webhook_added_is_no_change() -> None:
+    """``kubectl replace`` of the manifest a user wrote (``pytorch`` only) against the stored Job (``svc``
+    added by the webhook) scales it; changing a plugin's arguments is still refused."""
+    from hetsched.api.job_update import update_problem
+
+    (stored,) = load_text(job_text("t", "{pytorch: [], svc: []}", ("master", 1), ("worker", 2)))
+    (scaled,) = load_text(job_text("t", "{pytorch: []}", ("master", 1), ("worker", 3)))
+    (changed,) = load_text(job_text("t", '{pytorch: ["--port=1234"]}', ("master", 1), ("worker", 2)))
+    assert isinstance(stored, Job) and isinstance(scaled, Job) and isinstance(changed, Job)
+    assert update_problem(stored, scaled) is None
+    found = update_problem(stored, changed)
+    assert found is not None and found[0] == "spec.plugins"

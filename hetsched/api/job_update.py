@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hetsched.api.job_plugins import effective
 from hetsched.api.objects import Job
 
 SCALABLE = ("minAvailable",)
@@ -20,6 +21,9 @@ def update_problem(old: Job, new: Job) -> tuple[str, str] | None:
     """(field, message) for the first change the webhook would refuse, or None."""
     before: dict[str, Any] = old.spec.model_dump(mode="json")
     after: dict[str, Any] = new.spec.model_dump(mode="json")
+    # the plugins as the webhook completes them: a manifest without the svc (ssh) plugin that pytorch (mpi)
+    # turned on at creation, sent again whole (kubectl replace), changes nothing
+    before["plugins"], after["plugins"] = effective(before["plugins"]), effective(after["plugins"])
     old_tasks, new_tasks = before.pop("tasks"), after.pop("tasks")
     for name in sorted(set(before) | set(after)):
         if name not in SCALABLE and before.get(name) != after.get(name):
