@@ -14,7 +14,7 @@ import pytest
 
 from hetsched.api.job_plugins import effective, parse
 from hetsched.api.manifest import ManifestError, load_text
-from hetsched.api.objects import ConfigMap, Job, NetworkPolicy, Pod, Service
+from hetsched.api.objects import AnyObject, ConfigMap, Job, NetworkPolicy, Pod, Service
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.controllers.job import JobController
 from hetsched.sim.kernel import SimClock
@@ -33,11 +33,14 @@ def job_text(name: str, plugins: str, *tasks: tuple[str, int], template: str = "
     return "\n".join(lines) + "\n"
 
 
-def run(text: str) -> tuple[MemoryCluster, JobController, dict[str, Pod]]:
-    """The Job admitted (its PodGroup Inqueue) and its pods made by the controller, by name."""
+def run(text: str, *existing: AnyObject) -> tuple[MemoryCluster, JobController, dict[str, Pod]]:
+    """The Job admitted (its PodGroup Inqueue), beside ``existing``, and its pods made by the controller,
+    by name."""
     clock = SimClock()
     cluster = MemoryCluster(clock)
     controller = JobController(cluster, clock, events=cluster)
+    for obj in existing:
+        cluster.create(obj)
     (job,) = load_text(text)
     cluster.create(job)
     controller.process()
@@ -257,16 +260,8 @@ def test_scaling_rewrites_the_host_lists_and_the_objects_go_with_the_job() -> No
     assert cluster.count("Job") == 0
     assert cluster.count("ConfigMap") == cluster.count("Service") == cluster.count("NetworkPolicy") == 0
     theirs = Service.model_validate({"metadata": {"name": "s", "namespace": "default"}, "spec": {"clusterIP": "None"}})
-    clock = SimClock()
-    cluster = MemoryCluster(clock)
-    controller = JobController(cluster, clock, events=cluster)
-    cluster.create(theirs)
-    (fresh,) = load_text(text)
-    cluster.create(fresh)
-    controller.process()
-    cluster.update_podgroup_status("default/s", "Inqueue", None)
-    controller.process()
-    assert cluster.count("Pod") == 2  # the existing Service is used as it is
+    cluster, controller, pods = run(text, theirs)
+    assert len(pods) == 2  # the existing Service is used as it is
     for pod in cluster.list("Pod"):
         cluster.update(pod.model_copy(update={"status": pod.status.model_copy(update={"phase": "Succeeded"})}))
     controller.process()

@@ -531,7 +531,7 @@ class JobController:
                 raise Invalid(f"Secret {key} exists and was not created for Job {job.metadata.name}: hetsched "
                               "neither uses nor deletes it (delete or rename it)") from None
             record[ssh.CONTROLLED] = "ssh"
-        for plugin, made in jobplugins.objects(job, jobplugins.configured(job)).items():
+        for plugin, made in jobplugins.objects(job, jobplugins.configured(job), _owner(job)).items():
             if controlled.get(f"plugin-{plugin}") == plugin:
                 continue
             for obj in made:
@@ -560,10 +560,9 @@ class JobController:
 
     def _refresh_hosts(self, job: Job) -> None:
         """After a scaling: the ``svc`` plugin's host lists name the pods the Job now has."""
-        values = dict(jobplugins.configured(job)).get("svc")
-        if values is None or job.status.controlledResources.get("plugin-svc") != "svc":
+        if not jobplugins.uses(job, "svc") or job.status.controlledResources.get("plugin-svc") != "svc":
             return
-        hosts = jobplugins.svc.objects(job, values, _owner(job))[0]
+        hosts = jobplugins.svc.hosts_configmap(job, _owner(job))
         try:
             self.store.update(hosts)
         except NotFound:
@@ -578,11 +577,9 @@ class JobController:
         owned: list[tuple[str, str]] = []
         if controlled.get(ssh.CONTROLLED) == "ssh":  # never a Secret it did not create
             owned.append(("Secret", ssh.secret_name(job)))
-        if controlled.get("plugin-svc") == "svc":
-            owned.append(("ConfigMap", jobplugins.svc.configmap_name(job)))
-            owned += [("Service", job.metadata.name), ("NetworkPolicy", job.metadata.name)]
-        if controlled.get("plugin-ray") == "ray":
-            owned.append(("Service", jobplugins.ray.service_name(job)))
+        for plugin, made in jobplugins.objects(job, jobplugins.configured(job), _owner(job)).items():
+            if controlled.get(f"plugin-{plugin}") == plugin:  # what the plugin made, named as it names them
+                owned += [(obj.kind, obj.metadata.name) for obj in made]
         for kind, name in owned:
             with contextlib.suppress(NotFound):
                 if kind in ("Service", "NetworkPolicy"):

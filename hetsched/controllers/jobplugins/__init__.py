@@ -45,10 +45,8 @@ def shape(draft: Draft, plugins: Configured) -> None:
         steps[name](draft, values)
 
 
-def objects(job: Job, plugins: Configured) -> dict[str, list[Any]]:
-    """Per plugin, the objects it needs before the job's pods, owned by the Job."""
-    owner = {"apiVersion": job.apiVersion, "kind": "Job", "name": job.metadata.name, "uid": job.metadata.uid,
-             "controller": True}
+def objects(job: Job, plugins: Configured, owner: dict[str, Any]) -> dict[str, list[Any]]:
+    """Per plugin, the objects it needs before the job's pods, owned by ``owner`` (the Job's reference)."""
     return {name: MAKERS[name](job, values, owner) for name, values in plugins if name in MAKERS}
 
 

@@ -45,6 +45,12 @@ def task_hosts(job: Job, task: TaskSpec) -> list[str]:
     return [domain_name(job, task, i) for i in range(task.replicas)]
 
 
+def owned_meta(job: Job, name: str, owner: dict[str, Any]) -> dict[str, Any]:
+    """Metadata of an object a plugin makes for ``job``: in its namespace, labelled with it, owned by it."""
+    return {"name": name, "namespace": job.metadata.namespace, "labels": {JOB_NAME: job.metadata.name},
+            "ownerReferences": [owner]}
+
+
 def task_named(job: Job, name: str) -> TaskSpec | None:
     return next((t for t in job.spec.tasks if t.name == name), None)
 

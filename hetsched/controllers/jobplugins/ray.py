@@ -17,7 +17,7 @@ from typing import Any
 
 from hetsched.api.job_plugins import Value
 from hetsched.api.objects import Job, Service
-from hetsched.controllers.jobplugins.draft import JOB_NAME, TASK_SPEC, Draft, domain_name, task_named
+from hetsched.controllers.jobplugins.draft import TASK_SPEC, Draft, domain_name, owned_meta, task_named
 from hetsched.controllers.jobplugins.svc import selector
 
 
@@ -32,8 +32,7 @@ def _ports(values: dict[str, Value]) -> list[tuple[str, int]]:
 
 def objects(job: Job, values: dict[str, Value], owner: dict[str, Any]) -> list[Any]:
     return [Service.model_validate({
-        "metadata": {"name": service_name(job), "namespace": job.metadata.namespace,
-                     "labels": {JOB_NAME: job.metadata.name}, "ownerReferences": [owner]},
+        "metadata": owned_meta(job, service_name(job), owner),
         "spec": {"selector": {**selector(job), TASK_SPEC: str(values["head"])},
                  "ports": [{"name": name, "port": port, "targetPort": name, "protocol": "TCP"}
                            for name, port in _ports(values)]}})]

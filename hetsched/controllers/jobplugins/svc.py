@@ -21,7 +21,7 @@ from typing import Any
 
 from hetsched.api.job_plugins import Value
 from hetsched.api.objects import ConfigMap, Job, NetworkPolicy, Service
-from hetsched.controllers.jobplugins.draft import JOB_NAME, JOB_NAMESPACE, Draft, task_hosts
+from hetsched.controllers.jobplugins.draft import JOB_NAME, JOB_NAMESPACE, Draft, owned_meta, task_hosts
 
 MOUNT_PATH = "/etc/volcano"
 
@@ -50,20 +50,21 @@ def selector(job: Job) -> dict[str, str]:
     return {JOB_NAME: job.metadata.name, JOB_NAMESPACE: job.metadata.namespace or "default"}
 
 
+def hosts_configmap(job: Job, owner: dict[str, Any]) -> ConfigMap:
+    """The ConfigMap ``<job>-svc`` with the host lists (made again when the Job is scaled)."""
+    return ConfigMap.model_validate({"metadata": owned_meta(job, configmap_name(job), owner), "data": hosts(job)})
+
+
 def objects(job: Job, values: dict[str, Value], owner: dict[str, Any]) -> list[Any]:
     """The ConfigMap, the headless Service and (unless disabled) the NetworkPolicy, owned by ``owner``."""
-    def meta(name: str) -> dict[str, Any]:
-        return {"name": name, "namespace": job.metadata.namespace, "labels": {JOB_NAME: job.metadata.name},
-                "ownerReferences": [owner]}
-
     made: list[Any] = [
-        ConfigMap.model_validate({"metadata": meta(configmap_name(job)), "data": hosts(job)}),
-        Service.model_validate({"metadata": meta(job.metadata.name), "spec": {
+        hosts_configmap(job, owner),
+        Service.model_validate({"metadata": owned_meta(job, job.metadata.name, owner), "spec": {
             "clusterIP": "None", "selector": selector(job),
             "publishNotReadyAddresses": bool(values["publish-not-ready-addresses"])}}),
     ]
     if not values["disable-network-policy"]:
-        made.append(NetworkPolicy.model_validate({"metadata": meta(job.metadata.name), "spec": {
+        made.append(NetworkPolicy.model_validate({"metadata": owned_meta(job, job.metadata.name, owner), "spec": {
             "podSelector": {"matchLabels": selector(job)},
             "ingress": [{"from": [{"podSelector": {"matchLabels": selector(job)}}]}],
             "policyTypes": ["Ingress"]}}))
