@@ -34,7 +34,7 @@ def pod(name: str, group: str | None = None, *, cpu: str = "1", memory: str = "1
         selector: dict[str, str] | None = None, tolerations: list[dict[str, Any]] | None = None,
         affinity: dict[str, Any] | None = None, priority: int | None = None, task: str = "worker",
         namespace: str = "default", best_effort: bool = False, scheduler: str = "volcano",
-        annotations: dict[str, str] | None = None) -> Pod:
+        annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> Pod:
     annotations = {"volcano.sh/task-spec": task, **(annotations or {})}
     if group:
         annotations["scheduling.k8s.io/group-name"] = group
@@ -48,8 +48,8 @@ def pod(name: str, group: str | None = None, *, cpu: str = "1", memory: str = "1
         spec["affinity"] = affinity
     if priority is not None:
         spec["priority"] = priority
-    return Pod.model_validate({"metadata": {"name": name, "namespace": namespace, "annotations": annotations},
-                               "spec": spec})
+    return Pod.model_validate({"metadata": {"name": name, "namespace": namespace, "annotations": annotations,
+                                            "labels": labels or {}}, "spec": spec})
 
 
 def running_on(made: Pod, node_name: str) -> Pod:

@@ -22,6 +22,8 @@ SAMPLES: dict[str, Any] = {
     "factor": 1.2, "bound": "tier ≤ 2", "tier": 2, "needed": 4, "best": 3, "domains": 3, "subgroup": "shard/1",
     "error": "allocate: ZeroDivisionError: division by zero", "backoff": 20.0, "valid": 3, "failed": 1,
     "verb": "jobEnqueueable", "message": "the extender refused to admit the job", "cann": "8.2.RC1",
+    "problem": "resource volcano.sh/vgpu-cores: 150 is over 100", "mode": "mig", "source": "nvidia.com/mig-1g.5gb",
+    "template": "1g.5gb",
 }
 
 

@@ -383,5 +383,6 @@ def explain(
         if not rows:
             console.print(f"  {name}: no accelerator chips", highlight=False, markup=False)
     if maps:
-        console.print("  legend: # held, % shared, . free, X unhealthy, N network-unhealthy, | link domain",
+        console.print("  legend: # held, % shared, + carved into partitions, . free, X unhealthy, N network-unhealthy, "
+                      "| link domain",
                       highlight=False, markup=False, soft_wrap=True)

@@ -92,7 +92,7 @@ def validate(files: Annotated[list[Path], typer.Argument(help="YAML manifests (m
                 problems.extend(exc.problems)
         try:
             notes: list[str] = []
-            objects = load_files([f for f in files if f not in specs], check=partial(_scheduler_configmap, notes))
+            objects = load_files([f for f in files if f not in specs], check=partial(_checked, notes))
         except ManifestError as exc:
             problems.extend(exc.problems)
         if problems:
@@ -109,6 +109,16 @@ def validate(files: Annotated[list[Path], typer.Argument(help="YAML manifests (m
 SCHEDULER_CONF_KEYS = ("volcano-scheduler.conf", "scheduler.conf")
 """ConfigMap keys holding a scheduler configuration: Volcano's (its install mounts ``volcano-scheduler.conf``)
 and hetsched's (``hetsched-scheduler-conf``'s ``scheduler.conf``)."""
+
+
+def _checked(notes: list[str], source: str, index: int, obj: AnyObject) -> list[Problem]:
+    """What ``validate`` checks beyond the schema: scheduler ConfigMaps, and pod templates' chip-partition
+    requests (``devices.partition_requests``)."""
+    from hetsched.devices.partition_requests import problems as partition_problems
+
+    found = [Problem(source, index, obj.kind, obj.metadata.name, where, message)
+             for where, message in partition_problems(obj)]
+    return found + _scheduler_configmap(notes, source, index, obj)
 
 
 def _scheduler_configmap(notes: list[str], source: str, index: int, obj: AnyObject) -> list[Problem]:

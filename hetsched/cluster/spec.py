@@ -43,6 +43,8 @@ from hetsched.api.validation import format_location
 from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load_all
 from hetsched.devices.catalog import MODEL_LABEL, TOPOLOGIES, chips_of, default_topology
 from hetsched.devices.inventory import MEMORY_OF, NODE_ANNOTATION, SHARE_OF, Chip, DeviceSet, NodeDevices
+from hetsched.devices.partition_requests import advertised
+from hetsched.devices.partitions import GEOMETRIES, geometry_for
 from hetsched.devices.policy import MAX_CHIPS
 
 
@@ -65,6 +67,9 @@ class AcceleratorSpec(BaseModel):
     shareable: bool = False
     """Also advertise fractional capacity (``hetsched.io/gpu-milli`` …: 1000 per healthy chip), and with
     ``memoryMiB`` the memory shares (``hetsched.io/gpu-memory`` …: ``memoryMiB`` per healthy chip)."""
+    partitioning: Literal["", "mig", "vnpu", "smlu", "vgpu"] = ""
+    """Carve the chips into partitions of this mode on demand (``devices.partitions``): MIG profiles, Ascend
+    vNPU templates, Cambricon sMLU or HAMi-core vGPU; the nodes advertise the names pods ask them by."""
 
     @property
     def resource_name(self) -> str:
@@ -84,6 +89,17 @@ class AcceleratorSpec(BaseModel):
         for chip in (*self.unhealthy, *self.networkUnhealthy):
             if not 0 <= chip < self.count:
                 raise ValueError(f"chip id {chip} is outside 0–{self.count - 1}")
+        if self.partitioning:
+            geometry = geometry_for(self.partitioning, self.model)
+            if geometry is None:
+                known = sorted({g.name for g in GEOMETRIES if g.mode == self.partitioning})
+                raise ValueError(f"partitioning {self.partitioning}: no {self.partitioning} geometry for model "
+                                 f"{self.model} (known: {', '.join(known)})")
+            if not geometry.memory and not self.memoryMiB:
+                raise ValueError(f"partitioning {self.partitioning}: needs memoryMiB (the memory of one chip)")
+            if self.shareable:
+                raise ValueError("partitioning and shareable exclude each other: a chip is carved into partitions "
+                                 "or shared by milli")
         return self
 
     def device_set(self) -> DeviceSet:
@@ -94,7 +110,8 @@ class AcceleratorSpec(BaseModel):
                       else "NetworkUnhealthy" if chip in self.networkUnhealthy else "Healthy")
             chips.append(Chip(id=chip, health=health, numa=min(chip // per_numa, self.numaNodes - 1),
                               memoryMiB=self.memoryMiB))
-        return DeviceSet(resource=self.resource_name, model=self.model, topology=self.topology_name, chips=chips)
+        return DeviceSet(resource=self.resource_name, model=self.model, topology=self.topology_name, chips=chips,
+                         partitioning=self.partitioning)
 
 
 class TopologyLevel(BaseModel):
@@ -180,16 +197,22 @@ class ClusterSpec(BaseModel):
             for accelerator in pool.accelerators:
                 name = accelerator.resource_name
                 capacity[name] = capacity.get(name, 0) + accelerator.count * 1000
-                advertised = accelerator.count - (0 if accelerator.advertiseUnhealthy else len(accelerator.unhealthy))
-                allocatable[name] = allocatable.get(name, 0) + advertised * 1000
+                advertised_chips = accelerator.count - (
+                    0 if accelerator.advertiseUnhealthy else len(accelerator.unhealthy))
+                allocatable[name] = allocatable.get(name, 0) + advertised_chips * 1000
                 share = SHARE_OF.get(name)
                 if accelerator.shareable and share is not None:
                     capacity[share] = capacity.get(share, 0) + accelerator.count * 1000 * 1000
-                    allocatable[share] = allocatable.get(share, 0) + advertised * 1000 * 1000
+                    allocatable[share] = allocatable.get(share, 0) + advertised_chips * 1000 * 1000
                     memory = MEMORY_OF.get(name)
                     if memory is not None and accelerator.memoryMiB:
                         capacity[memory] = capacity.get(memory, 0) + accelerator.count * accelerator.memoryMiB * 1000
-                        allocatable[memory] = allocatable.get(memory, 0) + advertised * accelerator.memoryMiB * 1000
+                        allocatable[memory] = (allocatable.get(memory, 0)
+                                               + advertised_chips * accelerator.memoryMiB * 1000)
+                for partition, per_chip in advertised(accelerator.partitioning, accelerator.model,
+                                                      accelerator.memoryMiB).items():
+                    capacity[partition] = capacity.get(partition, 0) + accelerator.count * per_chip * 1000
+                    allocatable[partition] = allocatable.get(partition, 0) + advertised_chips * per_chip * 1000
             capacity.update(pool.extraResources)
             allocatable.update(pool.extraResources)
             annotations = {NODE_ANNOTATION: NodeDevices(devices=device_sets).to_annotation()} if device_sets else {}

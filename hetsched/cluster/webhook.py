@@ -56,6 +56,7 @@ from hetsched.api.priority_policy import PriorityPolicy, job_class_names
 from hetsched.api.times import epoch_times
 from hetsched.cluster.restriction import Restriction
 from hetsched.devices.inventory import is_handoff_key
+from hetsched.devices.partition_requests import problems as partition_problems
 from hetsched.metrics.agents import WebhookMetrics
 
 log = logging.getLogger("hetsched.webhook")
@@ -230,6 +231,8 @@ def validate(raw: dict[str, Any], old: dict[str, Any] | None, namespace: str = "
         problem = policy.problem(klass, namespace)
         if problem:
             return f"{SOURCE}: {kind}/{name}: {field_path}: {problem}"
+    for where, message in partition_problems(parsed):
+        return f"{SOURCE}: {kind}/{name}: {where}: {message}"
     if isinstance(parsed, Job):
         for index, task in enumerate(parsed.spec.tasks):
             forged = sorted(k for k in task.template.metadata.annotations if is_handoff_key(k))

@@ -8,7 +8,11 @@ Node contract, ``hetsched.io/devices`` (JSON, versioned)::
     {"version": "hetsched.io/v1",
      "devices": [{"resource": "huawei.com/Ascend910", "model": "Ascend910", "topology": "ascend910-8",
                   "chips": [{"id": 0, "health": "Healthy", "numa": 0, "memoryMiB": 32768, "cores": 32,
-                             "groups": ["hccs-0"]}, …]}]}
+                             "groups": ["hccs-0"]}, …],
+                  "partitioning": "vnpu"}]}
+
+``partitioning`` (optional): the chips are carved into partitions of that mode on demand
+(``devices.partitions``: ``mig``, ``vnpu``, ``smlu``, ``vgpu``).
 
 ``health`` is ``Healthy``, ``Unhealthy`` (never chosen) or ``NetworkUnhealthy`` (chosen only for single-pod
 jobs). Ascend's device-info ConfigMap (``kube-system/mindx-dl-deviceinfo-<node>``, key ``DeviceInfoCfg``) is
@@ -94,6 +98,9 @@ class DeviceSet(BaseModel):
     model: str = ""
     topology: str = "generic"
     chips: list[Chip] = Field(min_length=1)
+    partitioning: Literal["", "mig", "vnpu", "smlu", "vgpu"] = ""
+    """The chips may be carved into partitions of this mode (``devices.partitions``), created on demand by the
+    node agent; "" = whole chips and ``…-milli`` shares only."""
 
     def mask(self, *health: str) -> int:
         """Bitmask of chips in any of the given health states (all chips when none given)."""
@@ -147,7 +154,11 @@ def pod_allocation(annotations: dict[str, str]) -> dict[str, list[int]]:
 
 
 HANDOFF_FOR = "hetsched.io/allocation-for"
-HANDOFF_KEYS = frozenset({POD_ANNOTATION, HANDOFF_FOR, PREDICATE_TIME})
+PARTITIONS_ANNOTATION = "hetsched.io/partitions"
+"""The partitions chosen for a pod (``devices.partitions``): a JSON list of ``[resource, chip, template,
+slice mask]``, one entry per partition, written with :data:`HANDOFF_FOR` at bind; the node agent creates
+them and the device plugin mounts them."""
+HANDOFF_KEYS = frozenset({POD_ANNOTATION, HANDOFF_FOR, PREDICATE_TIME, PARTITIONS_ANNOTATION})
 """The hand-off annotations only the scheduler writes (and Ascend's ``huawei.com/<resource>`` ones:
 :func:`is_handoff_key`)."""
 
@@ -213,6 +224,36 @@ def handoff_annotations(allocation: dict[str, list[int]], now_seconds: float) ->
             annotations[resource] = ",".join(chip_name(resource, c) for c in chips)
             annotations[PREDICATE_TIME] = str(int(now_seconds * 1e9))
     return annotations
+
+
+PartitionEntry = tuple[str, int, str, int]
+"""(device resource, chip id, template name, slice mask) of one partition a pod holds."""
+
+
+def partitions_handoff(entries: list[PartitionEntry]) -> str:
+    return json.dumps([list(entry) for entry in entries], separators=(",", ":"))
+
+
+def trusted_partitions(annotations: dict[str, str], uid: str, node: str, wanted: int) -> list[PartitionEntry]:
+    """The partitions a pod's hand-off names, only when the provenance stamp names this pod on this node and
+    it names exactly ``wanted`` well-formed partitions (else none: a forged or copied hand-off carves nothing)."""
+    raw = annotations.get(PARTITIONS_ANNOTATION)
+    if not raw or not uid or annotations.get(HANDOFF_FOR) != handoff_for(uid, node) or len(raw) > 65536:
+        return []
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return []
+    if not isinstance(data, list) or len(data) != wanted:
+        return []
+    entries: list[PartitionEntry] = []
+    for item in data:
+        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str) and isinstance(item[2], str)
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in (item[1], item[3]))
+                and 0 <= item[1] < MAX_CHIPS and 0 <= item[3] < 1 << 16):
+            return []
+        entries.append((item[0], item[1], item[2], item[3]))
+    return entries
 
 
 def to_ascend_device_info(device_set: DeviceSet, update_time: int) -> dict[str, str]:

@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.devices.catalog import PolicySettings
+from hetsched.devices.partitions import GEOMETRIES
 from hetsched.scheduler.cache import SchedulerCache
 from hetsched.scheduler.contract import network_fragmentation
 from hetsched.scheduler.contract.chips import ChipAccounts, ChipTable
@@ -97,6 +98,8 @@ class SchedulerMetrics:
         """Counts the snapshots observed: the chip tables are cached per generation (never by ``id()``, which
         a later snapshot may reuse once the last one is freed)."""
         self._tables: tuple[int, list[ChipTable]] | None = None
+        self.templates: dict[tuple[str, str, str], int] = {}
+        """(resource, geometry, template) → partitions held, copied from the cache after each cycle."""
         r.register(_StateCollector(self))
 
     def __call__(self, cache: SchedulerCache, result: CycleResult) -> None:
@@ -111,6 +114,8 @@ class SchedulerMetrics:
 
     def _observe(self, cache: SchedulerCache, result: CycleResult) -> None:
         timings = result.timings
+        if cache.devices.templates:
+            self.templates = dict(cache.devices.templates)
         self.cycles.inc()
         self.e2e.observe(timings.total)
         self.snapshot_seconds.observe(timings.snapshot)
@@ -209,6 +214,7 @@ class _StateCollector(Collector):
         yield from _queue_families(snapshot, phases)
         yield from _network_families(snapshot)
         yield from _chip_families(self.metrics.chip_tables())
+        yield from _partition_families(snapshot, self.metrics.templates)
 
 
 def _network_families(snapshot: Snapshot) -> Iterator[Metric]:
@@ -279,6 +285,44 @@ def _queue_families(snapshot: Snapshot, phases: dict[str, str]) -> Iterator[Metr
                 families[name].add_metric([queue.name, names[column], unit], value / divisor)
     yield state
     yield from families.values()
+
+
+def _partition_families(snapshot: Snapshot, templates: dict[tuple[str, str, str], int]) -> Iterator[Metric]:
+    """Per template: partitions held by bound pods, and the chips carved into partitions (per mode and model)."""
+    carved_any = [(resource, devices) for resource, devices in sorted(snapshot.devices.items())
+                  if devices.carving is not None and any(devices.carving.modes)]
+    if not carved_any:
+        return
+    held = GaugeMetricFamily("hetsched_partitions_allocated", "Chip partitions held by bound pods, per template",
+                             labels=["kind", "mode", "geometry", "template"])
+    chips = GaugeMetricFamily("hetsched_partition_chips", "Partitionable chips, carved (holding a partition) or "
+                              "not", labels=["kind", "mode", "geometry", "state"])
+    counts: dict[tuple[str, str, str, str], int] = {}
+    modes: dict[str, str] = {g.name: g.mode for g in GEOMETRIES}
+    for (resource, name, template), count in templates.items():
+        if count > 0 and name in modes:
+            held_key = (accelerator_kind(resource) or "other", modes[name], name, template)
+            counts[held_key] = counts.get(held_key, 0) + count
+    for held_key, count in sorted(counts.items()):
+        held.add_metric(list(held_key), count)
+    for resource, devices in carved_any:
+        carving = devices.carving
+        assert carving is not None
+        states: dict[tuple[str, str, str, str], int] = {}
+        mask = carving.mask()
+        for row, mode in enumerate(carving.modes):
+            geometry = carving.geometry(row, devices.models[row]) if mode and snapshot.nodes.exists[row] else None
+            if geometry is None:
+                continue
+            healthy = int(devices.chips[row]) & ~int(devices.unhealthy[row])
+            carved = (int(mask[row]) & healthy).bit_count()
+            for state, count in (("carved", carved), ("uncarved", healthy.bit_count() - carved)):
+                key = (accelerator_kind(resource) or "other", mode, geometry.name, state)
+                states[key] = states.get(key, 0) + count
+        for key, count in sorted(states.items()):
+            chips.add_metric(list(key), count)
+    yield held
+    yield chips
 
 
 def _chip_families(tables: list[ChipTable]) -> Iterator[Metric]:

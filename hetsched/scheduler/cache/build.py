@@ -30,6 +30,8 @@ from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import PriorityPolicy
 from hetsched.api.volcano_annotations import SCORING
 from hetsched.devices.cann import CANN_ANNOTATION
+from hetsched.devices.partition_requests import ANNOTATIONS as PARTITION_ANNOTATIONS
+from hetsched.devices.partition_requests import LABELS as PARTITION_LABELS
 from hetsched.scheduler.cache.pods import Group, PodRecord, cooldown, preemptable, required_anti, running_since
 from hetsched.scheduler.cache.settled import SettledJobs, is_settled
 from hetsched.scheduler.contract.snapshot import (
@@ -44,8 +46,12 @@ from hetsched.scheduler.contract.snapshot import (
 )
 
 Pairs = tuple[tuple[str, str], ...]
-READ = (*SCORING, CANN_ANNOTATION)
-"""The pods' annotations plugins read (scoring, and the declared CANN the device plugin filters nodes by)."""
+READ = (*SCORING, CANN_ANNOTATION, *PARTITION_ANNOTATIONS)
+"""The pods' annotations plugins read (scoring, the declared CANN the device plugin filters nodes by, and the
+vGPU/vNPU modes of a partition request)."""
+READ_LABELS = frozenset(PARTITION_LABELS)
+"""Pod labels a plugin reads (Ascend's vNPU level and DVPP): kept on each task group even when no pod
+affinity or spread selector needs the labels."""
 GroupKey = tuple[str, object, int, str, str, str, Pairs, str, Pairs]
 
 
@@ -59,6 +65,11 @@ def _placement(record: PodRecord) -> tuple[str, str, str, bool, Pairs, Pairs]:
                             tuple(sorted(record.pod.metadata.labels.items())),
                             tuple((k, annotations[k]) for k in READ if k in annotations))
     return record.placement
+
+
+def _read_labels(labels: Pairs) -> Pairs:
+    """The labels plugins read even where no selector needs them all (``READ_LABELS``)."""
+    return tuple(pair for pair in labels if pair[0] in READ_LABELS)
 
 
 def _budget(podgroup: PodGroup, pods: int) -> int | None:
@@ -106,7 +117,8 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
                     subgroup = member[0]
                     subgroups[subgroup] = member[1]
             by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority, models,
-                                     mlu_link, numa_policy, labels if keep_labels else (), subgroup, scoring),
+                                     mlu_link, numa_policy,
+                                     labels if keep_labels else _read_labels(labels), subgroup, scoring),
                                     []).append(pod_key)
         job = JobInfo(
             key=key, podgroup=podgroup, queue=podgroup.spec.queue or default_queue,
@@ -229,6 +241,7 @@ def running(jobs: dict[str, JobInfo], groups: dict[str, Group], pods: dict[str, 
                 priority_class=pod.spec.priorityClassName  # one its namespace may not use shields nothing
                 if policy.permits(pod.spec.priorityClassName, pod.metadata.namespace or "default") else "",
                 chips=dict(record.chips or {}), shares=dict(record.shares or {}),
+                partitions=tuple(record.partitions or ()),
                 numa=record.numa if record.numa is not None else -1,
                 budgets=tuple(i for i, b in enumerate(budgets) if pod.status.phase == "Running" and covers(b, pod)),
                 job_priority=jobs[job_key].priority, preemptable=preemptable(pod),

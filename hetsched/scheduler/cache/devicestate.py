@@ -28,14 +28,19 @@ from hetsched.devices.inventory import (
     SHARE_OF,
     DeviceSet,
     InventoryError,
+    PartitionEntry,
     chips_asked,
     from_ascend_device_info,
     parse_node_devices,
     trusted_allocation,
+    trusted_partitions,
 )
+from hetsched.devices.partition_requests import PartitionAsk, PartitionRequest, read_request, whole_milli
+from hetsched.devices.partitions import Geometry, Profile, chip_memory, fits, loss, memory_needed
 from hetsched.devices.policy import INT_CHIPS, MAX_CHIPS, lowest
 from hetsched.scheduler.cache.pods import PodRecord
 from hetsched.scheduler.contract.arrays import IntArray
+from hetsched.scheduler.contract.carving import Carving, Holding
 from hetsched.scheduler.contract.snapshot import NUMA_ANNOTATION, DeviceArrays, NumaArrays, sharing_mask
 
 CHIP_SLOTS = 16
@@ -66,6 +71,15 @@ class ChipState:
         """Bumped whenever a fractional holding changes (``shared``, ``shared_memory``)."""
         self._facts: tuple[tuple[int, int], dict[str, Any]] | None = None
         self._shares: tuple[tuple[int, int], IntArray, IntArray, IntArray] | None = None
+        self.carving: Carving | None = None
+        """Partitions per chip; created when the first node says its chips of this resource are partitioned."""
+        self.carve_version = 0
+        self._carved: tuple[tuple[int, int], Carving] | None = None
+
+    def carve(self) -> Carving:
+        if self.carving is None:
+            self.carving = Carving.empty(len(self.topology), self.shared.shape[1])
+        return self.carving
 
     def grow(self, rows: int) -> None:
         extra = rows - len(self.topology)
@@ -84,6 +98,9 @@ class ChipState:
             self.memory = np.vstack([self.memory, np.zeros((extra, slots), dtype=np.int64)])
             self.numa = np.vstack([self.numa, np.zeros((extra, slots), dtype=np.int64)])
             self.shared_memory = np.vstack([self.shared_memory, np.zeros((extra, slots), dtype=np.int64)])
+            if self.carving is not None:
+                self.carving.grow(rows)
+                self.carve_version += 1
 
     def widen(self, slots: int) -> None:
         """Give the per-chip arrays at least ``slots`` columns (chip ids ``0 … slots - 1``); past
@@ -102,6 +119,9 @@ class ChipState:
             self.memory = np.hstack([self.memory, pad])
             self.numa = np.hstack([self.numa, pad])
             self.shared_memory = np.hstack([self.shared_memory, pad])
+            if self.carving is not None:
+                self.carving.widen(slots)
+                self.carve_version += 1
 
     def copy(self, rows: int) -> DeviceArrays:
         """A snapshot's view: ``used`` copied every time; the inventory facts and the fractional holdings
@@ -120,8 +140,13 @@ class ChipState:
         if self._shares is None or self._shares[0] != shares:
             held = _frozen(self.shared[:rows])
             self._shares = (shares, held, _frozen(self.shared_memory[:rows]), _frozen(sharing_mask(held)))
+        carving = None
+        if self.carving is not None:
+            if self._carved is None or self._carved[0] != (self.carve_version, rows):
+                self._carved = ((self.carve_version, rows), self.carving.frozen(rows))
+            carving = self._carved[1].view()
         return DeviceArrays(**self._facts[1], used=self.used[:rows].copy(), shared=self._shares[1],
-                            shared_memory=self._shares[2], _sharing=self._shares[3])
+                            shared_memory=self._shares[2], _sharing=self._shares[3], carving=carving)
 
 
 def _frozen(array: IntArray) -> IntArray:
@@ -143,6 +168,8 @@ class DeviceLedger:
         """Node name → the data of its Ascend device-info ConfigMap."""
         self.errors: dict[str, str] = {}
         """Node → why its device inventory could not be read (its chips are then untracked)."""
+        self.templates: dict[tuple[str, str, str], int] = {}
+        """(device resource, geometry name, template) → partitions held by accounted pods (the metrics)."""
         self.names: dict[int, str] = {}
         """Node row → its name (a hand-off is trusted only for the node it names)."""
         self._numa_cpu: tuple[tuple[int, int], IntArray] | None = None
@@ -204,6 +231,9 @@ class DeviceLedger:
             devices.topology[row] = ""
             devices.chips[row] = devices.unhealthy[row] = devices.network[row] = 0
             devices.memory[row] = devices.numa[row] = 0
+            if devices.carving is not None and devices.carving.modes[row]:
+                devices.carving.modes[row] = ""
+                devices.carve_version += 1
         self.numa_count[row] = min(MAX_NUMA, 1 + max((c.numa for d in sets for c in d.chips), default=0))
         for device_set in sets:
             state = self.devices.get(device_set.resource)
@@ -218,6 +248,9 @@ class DeviceLedger:
             for chip in device_set.chips:
                 state.memory[row, chip.id] = chip.memoryMiB
                 state.numa[row, chip.id] = min(chip.numa, MAX_NUMA - 1)
+            if device_set.partitioning:
+                state.carve().modes[row] = device_set.partitioning
+                state.carve_version += 1
 
     # ----------------------------------------------------------------------------- pods
 
@@ -237,6 +270,14 @@ class DeviceLedger:
         row = record.node
         if record.chips is None:
             record.chips, record.shares = self._holdings(record, row)
+        for resource, chip, profile, memory, placement in record.partitions or ():
+            state = self.devices.get(resource)
+            if state is not None and state.carving is not None:
+                state.carving.add(row, chip, profile, memory, placement, sign)
+                state.carve_version += 1
+                geometry = state.carving.geometry(row, state.models[row])
+                key = (resource, geometry.name if geometry is not None else "", profile.name)
+                self.templates[key] = self.templates.get(key, 0) + sign
         for resource, (chip, share, memory) in (record.shares or {}).items():
             state = self.devices.get(resource)
             if state is not None:
@@ -257,7 +298,11 @@ class DeviceLedger:
         chips: dict[str, int] = {}
         shares: dict[str, tuple[int, int, int]] = {}
         requests = record.pod.spec.requests
-        wanted = {resource: chips_asked(requests, resource) for resource in self.devices}
+        meta = record.pod.metadata
+        request = read_request(requests, meta.annotations, meta.labels)
+        record.partitions = self._carved(record, row, request) if request.asks else []
+        wanted = {resource: chips_asked(requests, resource) if not request.whole and not request.counted
+                  else -(-whole_milli(requests, resource, request) // 1000) for resource in self.devices}
         # only a hand-off the scheduler wrote for this very pod on this node counts: a forged, copied or
         # squatting one (anyone who creates a pod can write annotations) never blocks anyone's chips
         named = trusted_allocation(record.pod.metadata.annotations, record.pod.metadata.uid,
@@ -273,7 +318,7 @@ class DeviceLedger:
                     devices, row, share, memory)[:1]  # bound without a hand-off: the first chip with room
                 if taken:
                     shares[resource] = (taken[0], share, memory)
-            amount = requests.get(resource, 0)
+            amount = whole_milli(requests, resource, request)
             if amount <= 0:
                 continue
             if resource in named:  # every chip id the node has is charged (a 32-chip node's 16–31 too)
@@ -283,6 +328,61 @@ class DeviceLedger:
                 mask = lowest(free, -(-amount // 1000)) or free
             chips[resource] = mask
         return chips, shares
+
+    def _carved(self, record: PodRecord, row: int, request: PartitionRequest) -> list[Holding]:
+        """The partitions the pod holds on node ``row``: those its trusted hand-off names (each checked against
+        what the pod asks and what the chip allows), else the first chip and placement where each fits."""
+        meta = record.pod.metadata
+        wanted = sum(ask.count for ask in request.asks)
+        named = trusted_partitions(meta.annotations, meta.uid, self.names.get(row, ""), wanted)
+        holdings: list[Holding] = []
+        index = 0
+        for ask in request.asks:
+            state = self.devices.get(ask.resource)
+            carving = state.carving if state is not None else None
+            if state is None or carving is None or not state.topology[row]:
+                index += ask.count
+                continue
+            geometry = carving.geometry(row, state.models[row])
+            profile = ask.profile(geometry) if geometry is not None else "not partitioned"
+            for _ in range(ask.count):
+                entry = named[index] if index < len(named) else None
+                index += 1
+                if geometry is None or isinstance(profile, str):
+                    continue
+                chosen = self._carve_at(state, carving, geometry, profile, row, entry, ask,
+                                        {h[1] for h in holdings if h[0] == ask.resource})
+                if chosen is not None:
+                    holdings.append(chosen)
+                    carving.add(row, chosen[1], profile, chosen[3], chosen[4])  # later asks see it
+        for resource, chip, profile, memory, placement in holdings:
+            self.devices[resource].carve().add(row, chip, profile, memory, placement, -1)
+        return holdings
+
+    @staticmethod
+    def _carve_at(state: ChipState, carving: Carving, geometry: Geometry, profile: Profile, row: int,
+                  entry: PartitionEntry | None, ask: PartitionAsk, taken: set[int]) -> Holding | None:
+        """Where one partition sits: the hand-off's chip and placement when they are legal there, else the chip
+        (not in ``taken`` for a ``distinct`` ask) and placement the scheduler would choose — the one that costs the
+        fewest future templates (``devices.partitions.loss``); None if nowhere."""
+        on_node = int(state.chips[row]) & ~int(state.unhealthy[row])
+        slots = carving.cores.shape[1]
+        capacity = chip_memory(geometry, state.memory[row, :slots])
+        room = fits(geometry, profile, carving.cores[row], carving.memory[row], carving.aicpu[row], carving.count[row],
+                    carving.slices[row], capacity)
+        candidates = [c for c in range(slots) if on_node >> c & 1 and room[c] > 0
+                      and not (ask.distinct and c in taken)]
+        if entry is not None and entry[0] == ask.resource and entry[2] == profile.name and entry[1] in candidates:
+            placement = entry[3]
+            legal = placement in profile.placements if profile.placements else placement == 0
+            if legal and not int(carving.slices[row, entry[1]]) & placement:
+                return ask.resource, entry[1], profile, int(memory_needed(profile, capacity)[entry[1]]), placement
+        if not candidates:
+            return None
+        cost, placements = loss(geometry, profile, carving.cores[row], carving.memory[row], carving.aicpu[row],
+                                carving.count[row], carving.slices[row], capacity)
+        chip = min(candidates, key=lambda c: (cost[c], c))
+        return ask.resource, chip, profile, int(memory_needed(profile, capacity)[chip]), int(placements[chip])
 
     @staticmethod
     def _room(devices: ChipState, row: int, share: int, memory: int) -> list[int]:

@@ -18,6 +18,7 @@ import numpy as np
 from hetsched.api.objects import Pod, PodAffinityTerm, PodGroup
 from hetsched.api.volcano_annotations import cooldown_time
 from hetsched.scheduler.contract.arrays import IntArray
+from hetsched.scheduler.contract.carving import Holding
 
 TASK_ANNOTATION = "volcano.sh/task-spec"
 PREEMPTABLE = "volcano.sh/preemptable"
@@ -95,6 +96,8 @@ class PodRecord:
     """Chips held whole per accelerator resource (bitmask), fixed when first accounted on a node."""
     shares: dict[str, tuple[int, int, int]] | None = None
     """Fractional holdings per accelerator resource: (chip, milli, memory MiB)."""
+    partitions: list[Holding] | None = None
+    """Chip partitions it holds (``devices.partitions``), fixed when first accounted on a node."""
     numa: int | None = None
     """NUMA node its exclusive CPUs are pinned to (``hetsched.io/numa-node``), fixed when first accounted."""
     placement: tuple[str, str, str, bool, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] | None = None

@@ -85,6 +85,8 @@ class ChipAccounts:
         chips = devices.chips[rows]
         unhealthy = devices.unhealthy[rows]
         sharing = devices.sharing()[rows]
+        if devices.carving is not None:
+            sharing = sharing | devices.carving.mask()[rows]  # a carved chip is held (in part) like a shared one
         held_masks = (devices.used[rows] | sharing) & chips
         free_masks = chips & ~unhealthy & ~held_masks
         stranded = np.zeros(len(rows), dtype=np.int64)
@@ -112,8 +114,10 @@ class ChipAccounts:
 def chip_map(snapshot: Snapshot, node: str, accounts: ChipAccounts | None = None) -> list[tuple[str, str, str]]:
     """Per accelerator resource on ``node``: (resource, one character per chip, legend-free summary).
 
-    Characters: ``#`` held whole, ``%`` shared by fractional pods, ``.`` free, ``X`` unhealthy, ``N`` network
-    unhealthy (usable inside the node), `` `` no chip in that slot; link domains separated by ``|``.
+    Characters: ``#`` held whole, ``%`` shared by fractional pods, ``+`` carved into partitions, ``.`` free,
+    ``X`` unhealthy, ``N`` network unhealthy (usable inside the node), `` `` no chip in that slot; link domains
+    separated by ``|``. A node whose chips are partitioned lists each carved chip's partitions (template and
+    slice mask) and the compute and memory left on it.
     """
     accounts = accounts or ChipAccounts()
     row = snapshot.nodes.index.get(node)
@@ -127,6 +131,7 @@ def chip_map(snapshot: Snapshot, node: str, accounts: ChipAccounts | None = None
         policy = accounts.policy(devices.topology[row], mask.bit_length())
         used, unhealthy, network = int(devices.used[row]), int(devices.unhealthy[row]), int(devices.network[row])
         sharing = int(devices.sharing()[row])
+        carved = int(devices.carving.mask()[row]) if devices.carving is not None else 0
         cells = []
         for chip in range(mask.bit_length()):
             bit = 1 << chip
@@ -138,6 +143,8 @@ def chip_map(snapshot: Snapshot, node: str, accounts: ChipAccounts | None = None
                 cells.append("#")
             elif sharing & bit:
                 cells.append("%")
+            elif carved & bit:
+                cells.append("+")
             elif network & bit:
                 cells.append("N")
             else:
@@ -147,8 +154,33 @@ def chip_map(snapshot: Snapshot, node: str, accounts: ChipAccounts | None = None
             text = "|".join("".join(cells[c] for c in range(len(cells)) if g >> c & 1) for g in groups)
         else:
             text = "".join(cells)
-        free = mask & ~unhealthy & ~used & ~sharing
+        free = mask & ~unhealthy & ~used & ~sharing & ~carved
         summary = (f"{devices.models[row] or resource} ({devices.topology[row] or 'generic'}): "
                    f"{policy.split(free)}; largest request that fits: {policy.largest(free)}")
-        result.append((resource, text, summary))
+        result.append((resource, text, summary + carving_summary(snapshot, resource, row)))
     return result
+
+
+def carving_summary(snapshot: Snapshot, resource: str, row: int) -> str:
+    """``; carved (mig, A100-40GB): chip 0: 3g.20gb@11110000 4g.20gb@00001111, 7/7 cores, 40960/40960 MiB``
+    (what ``hetsched explain --node`` prints), from the bound pods' partitions; "" for chips that are not
+    partitioned."""
+    devices = snapshot.devices[resource]
+    carving = devices.carving
+    geometry = carving.geometry(row, devices.models[row]) if carving is not None else None
+    if carving is None or geometry is None:
+        return ""
+    held: dict[int, list[str]] = {}
+    for pod in snapshot.running:
+        if pod.node == row:
+            for holding_resource, chip, profile, _memory, placement in pod.partitions:
+                if holding_resource == resource:
+                    where = f"@{placement:0{geometry.slices}b}" if geometry.slices else ""
+                    held.setdefault(chip, []).append(f"{profile.name}{where}")
+    capacity = devices.memory[row] if devices.memory is not None else None
+    chips = []
+    for chip in sorted(held):
+        total = geometry.memory or (int(capacity[chip]) if capacity is not None else 0)
+        chips.append(f"chip {chip}: {' '.join(sorted(held[chip]))}, {int(carving.cores[row, chip])}/{geometry.cores} "
+                     f"cores, {int(carving.memory[row, chip])}/{total} MiB")
+    return f"; carved ({geometry.mode}, {geometry.name}): " + ("; ".join(chips) if chips else "nothing yet")

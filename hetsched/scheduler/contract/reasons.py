@@ -46,6 +46,12 @@ class ReasonCode(enum.Enum):
     MEMORY_WITHOUT_SHARE = "MemoryWithoutShare"
     SHARE_OUT_OF_RANGE = "ShareOutOfRange"
     CHIP_MEMORY_UNSTATED = "ChipMemoryUnstated"
+    PARTITION_REQUEST = "PartitionRequestInvalid"
+    """The pod's chip-partition request can never be served (``devices.partition_requests``)."""
+    NOT_PARTITIONED = "ChipsNotPartitioned"
+    """The node's chips are not carved in the mode the partition asks for (or no template fits the model)."""
+    NO_PARTITION_ROOM = "NoPartitionRoom"
+    """The node's chips are carved in the right mode, but none has room left for the template."""
     ACCELERATOR_MODEL = "AcceleratorModel"
     CANN_DRIVER = "CannDriverMismatch"
     """The pod's declared CANN (``hetsched.io/cann-version``) is not supported by the node's Ascend driver."""
@@ -197,6 +203,13 @@ SPECS: dict[ReasonCode, Spec] = {
     ReasonCode.CHIP_MEMORY_UNSTATED: Spec(
         ("resource", "memory"), "node(s) didn't state the memory of their {resource} chips (needed by {memory})",
         "chip memory unstated"),
+    ReasonCode.PARTITION_REQUEST: Spec(("problem",), _REJECTED + "{problem}", "device request rejected"),
+    ReasonCode.NOT_PARTITIONED: Spec(
+        ("resource", "mode", "source"), "node(s) didn't carve their {resource} chips into {mode} partitions "
+                                        "(asked by {source})", "chips not partitioned"),
+    ReasonCode.NO_PARTITION_ROOM: Spec(
+        ("resource", "template"), "node(s) had no {resource} chip with room for a {template} partition",
+        "no partition room"),
     ReasonCode.ACCELERATOR_MODEL: Spec(
         ("models",), lambda r: f"node(s) didn't have an accepted accelerator model ({'|'.join(r['models'])})",
         "accelerator model"),

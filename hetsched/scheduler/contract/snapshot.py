@@ -25,6 +25,7 @@ from hetsched.devices.policy import bit_weights
 
 if TYPE_CHECKING:
     from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
+    from hetsched.scheduler.contract.carving import Carving, Holding
     from hetsched.scheduler.contract.status import Status
 
 CORE_RESOURCES = ("cpu", "memory", "pods")
@@ -304,6 +305,8 @@ class DeviceArrays:
     """node × chip slot: the chip's NUMA node."""
     shared_memory: IntArray | None = None
     """node × chip slot: MiB held by fractional pods."""
+    carving: Carving | None = None
+    """What partitions hold of each chip (``devices.partitions``); None where no node partitions these chips."""
     _sharing: IntArray | None = None
     _by_shape: dict[tuple[str, int], IntArray] = field(default_factory=dict)
     """Cache of :meth:`rows_by_shape`, shared by the snapshots of one inventory version."""
@@ -349,6 +352,8 @@ class DeviceArrays:
         """Bitmask of chips free for whole use, for every node or only ``rows`` (scoring needs a few)."""
         pick = slice(None) if rows is None else rows
         free = self.chips[pick] & ~self.used[pick] & ~self.unhealthy[pick] & ~self.sharing()[pick]
+        if self.carving is not None:
+            free &= ~self.carving.mask()[pick]
         return free & ~self.network[pick] if exclude_network else free
 
     def free_milli(self, rows: IntArray, *, exclude_network: bool) -> IntArray:
@@ -356,10 +361,22 @@ class DeviceArrays:
         slots = self.shared.shape[1]
         bits = bit_weights(slots)
         usable = self.chips[rows] & ~self.used[rows] & ~self.unhealthy[rows]
+        if self.carving is not None:
+            usable &= ~self.carving.mask()[rows]
         if exclude_network:
             usable &= ~self.network[rows]
         present = (usable[:, None] & bits[None, :]) != 0
         return np.where(present, 1000 - self.shared[rows], 0)
+
+    def carvable(self, rows: IntArray, *, exclude_network: bool) -> IntArray:
+        """rows × chip slot: chips partitions may be carved on — present, healthy, not held whole and not
+        shared by ``…-milli`` pods (a chip holds one kind of tenant)."""
+        bits = bit_weights(self.shared.shape[1])
+        usable = self.chips[rows] & ~self.used[rows] & ~self.unhealthy[rows] & ~self.sharing()[rows]
+        if exclude_network:
+            usable &= ~self.network[rows]
+        present: IntArray = (usable[:, None] & bits[None, :]) != 0
+        return present
 
 
 @dataclass
@@ -408,6 +425,8 @@ class RunningPod:
     """Whole chips held per accelerator resource (bitmask)."""
     shares: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     """Fractional holdings per accelerator resource: (chip, milli, memory MiB)."""
+    partitions: tuple[Holding, ...] = ()
+    """Chip partitions it holds (``devices.partitions``)."""
     numa: int = -1
     """NUMA node its CPUs are pinned to (-1: not pinned)."""
     budgets: tuple[int, ...] = ()

@@ -193,9 +193,8 @@ def parse_conf(text: str, source: str = "<scheduler.conf>", *, registry: PluginR
             raise ConfError(f"{source}: actions: unknown action {action!r} (available: {', '.join(ACTIONS)})")
     for c, configuration in enumerate(conf.configurations):
         if configuration.name == "init-params":  # read by Volcano's Ascend vNPU back-end, not by an action
-            raise ConfError(f"{source}: configurations[{c}].name: 'init-params' sets up Ascend vNPU through "
-                            "MindCluster (deviceshare.AscendMindClusterVNPUEnable), which hetsched does not "
-                            "support yet")
+            _check_init_params(configuration.arguments, f"{source}: configurations[{c}].arguments")
+            continue
         if configuration.name not in conf.action_names:
             raise ConfError(f"{source}: configurations[{c}].name: {configuration.name!r} is not one of the actions "
                             f"({', '.join(conf.action_names)}); its configuration would have no effect")
@@ -244,3 +243,23 @@ def read_conf(path: str | Path) -> str:
         raise ConfError(f"{path}: cannot read file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfError(f"{path}: cannot read file: not UTF-8 text ({exc.reason})") from None
+
+
+def _check_init_params(arguments: dict[str, Any], where: str) -> None:
+    """Ascend MindCluster vNPU's ``init-params`` (``deviceshare.AscendMindClusterVNPUEnable``): hetsched carves vNPUs
+    on demand, as ``presetVirtualDevice: "false"`` (dynamic vNPU) asks; ``grace-over-time`` (seconds a destroyed
+    vNPU's chip waits before reuse) is checked and left to the node agent."""
+    for key, value in arguments.items():
+        text = str(value)
+        if key == "presetVirtualDevice":
+            if text not in ("false", "true"):
+                raise ConfError(f"{where}: presetVirtualDevice must be \"true\" or \"false\", got {text[:40]!r}")
+            if text == "true":
+                raise ConfError(f"{where}: presetVirtualDevice \"true\" (vNPUs created by hand beforehand) is not "
+                                "supported; hetsched creates them on demand (\"false\")")
+        elif key == "grace-over-time":
+            if not text.isdigit():
+                raise ConfError(f"{where}: grace-over-time must be a whole number of seconds, got {text[:40]!r}")
+        else:
+            raise ConfError(f"{where}: unknown key {key[:60]!r} (init-params takes presetVirtualDevice and "
+                            "grace-over-time)")

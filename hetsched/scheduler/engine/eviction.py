@@ -107,6 +107,10 @@ def _release(session: Session, unit: Unit, sign: int) -> None:
             devices = snapshot.devices.get(resource)
             if devices is not None:
                 devices.share(pod.node, chip, -sign * milli, -sign * memory)
+        for resource, chip, profile, memory, placement in pod.partitions:
+            devices = snapshot.devices.get(resource)
+            if devices is not None and devices.carving is not None:
+                devices.carving.add(pod.node, chip, profile, memory, placement, -sign)
         if pod.numa >= 0 and snapshot.numa is not None:
             column = snapshot.resources.columns["cpu"]
             snapshot.numa.used[pod.node, pod.numa] -= sign * int(pod.request[column])

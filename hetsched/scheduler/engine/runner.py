@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from hetsched.api.objects import Condition, Pod
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import PriorityPolicy
-from hetsched.devices.inventory import HANDOFF_FOR, POD_ANNOTATION, handoff_for
+from hetsched.devices.inventory import HANDOFF_FOR, PARTITIONS_ANNOTATION, POD_ANNOTATION, handoff_for
 from hetsched.ports import (
     Binder,
     BindRequest,
@@ -228,7 +228,8 @@ class Scheduler:
     def _stamped(self, bind: Bind) -> Bind:
         """A bind that hands chips over carries their provenance: the pod's uid and the node
         (``devices.inventory.trusted_allocation``), so the hand-off is trusted for this pod only."""
-        if not bind.annotations or POD_ANNOTATION not in bind.annotations:
+        if not bind.annotations or (POD_ANNOTATION not in bind.annotations
+                                    and PARTITIONS_ANNOTATION not in bind.annotations):
             return bind
         pod = self.cache.pod(bind.pod)
         uid = pod.metadata.uid if pod is not None else ""

@@ -1,29 +1,43 @@
-"""``deviceshare``: Volcano's device-sharing plugin, as far as hetsched serves it today.
+"""``deviceshare``: Volcano's device-sharing plugin — which node a pod asking for a chip partition goes to,
+binpack or spread.
 
-Who calls it: the configuration loader (its arguments are checked when a configuration loads); the
-session builds it and asks it nothing.
+Who calls it: the configuration loader (its arguments are checked when a configuration loads) and the
+session (``node_score`` for task groups that ask for partitions).
 
 Volcano's ``deviceshare`` turns on, one argument each, its sharing back-ends: GPU sharing by GPU memory
-(``deviceshare.GPUSharingEnable``, resource ``volcano.sh/gpu-memory``), whole GPUs by number
-(``deviceshare.GPUNumberEnable``, ``volcano.sh/gpu-number``), HAMi-style vGPU (``deviceshare.VGPUEnable``,
-``volcano.sh/vgpu-number``/``-memory``/``-cores``) and Ascend vNPU (``deviceshare.AscendMindClusterVNPUEnable``,
-``deviceshare.AscendHAMiVNPUEnable``), with ``deviceshare.SchedulePolicy`` (binpack or spread),
-``deviceshare.ScheduleWeight``, ``deviceshare.NodeLockEnable``, ``deviceshare.KnownGeometriesCMName`` and
-``…Namespace``, and ``deviceshare.GPUExclusiveRules``.
+(``deviceshare.GPUSharingEnable``, ``volcano.sh/gpu-memory``), whole GPUs by number
+(``deviceshare.GPUNumberEnable``, ``volcano.sh/gpu-number``), HAMi vGPU and dynamic MIG
+(``deviceshare.VGPUEnable``, ``volcano.sh/vgpu-number``/``-memory``/``-cores``) and Ascend vNPU
+(``deviceshare.AscendMindClusterVNPUEnable``, ``deviceshare.AscendHAMiVNPUEnable``). In hetsched every one of
+these requests is served by the chip-partition model (``devices.partition_requests``, ``devices.partitions``)
+inside ``devicetopology``, which chooses the chip and the carving jointly with the node, fragmentation-aware;
+the back-end switches are accepted with that meaning and turn nothing off (a request is served wherever a
+node's inventory says its chips are partitioned in that mode).
 
-Those device models are the finer-grained sharing work (vendor templates, device memory per partition,
-creating partitions on the node), not yet in hetsched. So that a configuration never silently does less
-than it says, this plugin accepts Volcano's arguments with every back-end off — a configuration listing
-``deviceshare`` with nothing enabled loads and means what it means in Volcano: nothing — and refuses one
-that turns a back-end on, naming the argument and what hetsched offers meanwhile: fractional chips
-(``hetsched.io/gpu-milli`` with ``hetsched.io/gpu-memory``, and the same for NPUs and MLUs; docs/devices.md),
-scheduled with the chips by ``devicetopology``. The settings of a back-end (policy, weight, node lock,
-geometries, exclusive rules) are checked for type and accepted.
+What this plugin adds is Volcano's node policy: ``deviceshare.SchedulePolicy`` ``binpack`` (default: the node
+whose partitioned chips are carved most) or ``spread`` (carved least), scaled by ``deviceshare.ScheduleWeight``
+(0–10 points times the weight; default 0: no score, as Volcano). ``deviceshare.NodeLockEnable`` is accepted:
+Volcano needs the node lock because its device plugins and scheduler race for a node's chips; hetsched's
+scheduler is the only writer of a hand-off, so there is nothing to lock.
+``deviceshare.KnownGeometriesCMName``/``…Namespace`` are accepted; hetsched carves with its built-in
+geometries (docs/devices.md, the same templates HAMi's device ConfigMap lists). ``deviceshare.GPUExclusiveRules``
+(keeping label-matched pods off each other's GPUs) is not implemented: a non-empty list is refused.
 """
 
 from __future__ import annotations
 
-from hetsched.scheduler.contract.framework import Arguments, Plugin
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hetsched.devices.partition_requests import PartitionRequestError, partition_request
+from hetsched.scheduler.contract.arrays import FloatArray, IntArray
+from hetsched.scheduler.contract.framework import Arguments, NodeScore, Plugin
+from hetsched.scheduler.contract.partition_fit import carved_fraction, geometry_rows
+from hetsched.scheduler.contract.snapshot import TaskGroup
+
+if TYPE_CHECKING:
+    from hetsched.scheduler.contract.view import SessionView
 
 NAME = "deviceshare"
 BACK_ENDS = {
@@ -36,28 +50,54 @@ BACK_ENDS = {
 SETTINGS = {"deviceshare.SchedulePolicy", "deviceshare.ScheduleWeight", "deviceshare.NodeLockEnable",
             "deviceshare.KnownGeometriesCMName", "deviceshare.KnownGeometriesCMNamespace",
             "deviceshare.GPUExclusiveRules"}
-OFFERED = ("hetsched shares chips as fractions instead: hetsched.io/gpu-milli (+ hetsched.io/gpu-memory), "
-           "hetsched.io/npu-milli, hetsched.io/mlu-milli, placed with the chips by devicetopology (docs/devices.md)")
 
 
-class DeviceShare(Plugin):
+class DeviceShare(Plugin, NodeScore):
     NAME = NAME
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
         arguments.check_known({*BACK_ENDS, *SETTINGS})
-        for key, what in BACK_ENDS.items():
-            if arguments.flag(key, False):
-                raise ValueError(f"plugin {NAME}: argument {key}: {what} is not supported by hetsched yet; "
-                                 f"{OFFERED}")
+        for key in BACK_ENDS:
+            arguments.flag(key, False)
         policy = arguments.text("deviceshare.SchedulePolicy", "binpack")
         if policy not in ("binpack", "spread", ""):
             raise ValueError(f"plugin {NAME}: argument deviceshare.SchedulePolicy must be binpack or spread, "
                              f"got {policy!r}")
-        arguments.number("deviceshare.ScheduleWeight", 0)
+        self.spread = policy == "spread"
+        self.weight = float(arguments.number("deviceshare.ScheduleWeight", 0))
+        if self.weight < 0:
+            raise ValueError(f"plugin {NAME}: argument deviceshare.ScheduleWeight must be 0 or more, got {self.weight}")
         arguments.flag("deviceshare.NodeLockEnable", False)
         arguments.text("deviceshare.KnownGeometriesCMName", "")
         arguments.text("deviceshare.KnownGeometriesCMNamespace", "")
         rules = arguments.values.get("deviceshare.GPUExclusiveRules", [])
         if not isinstance(rules, list) or not all(isinstance(rule, dict) for rule in rules):
             raise ValueError(f"plugin {NAME}: argument deviceshare.GPUExclusiveRules must be a list of maps")
+        if rules:
+            raise ValueError(f"plugin {NAME}: argument deviceshare.GPUExclusiveRules: exclusive GPUs for label-matched "
+                             f"pods are not supported by hetsched yet; remove the rules (partitions are isolated "
+                             f"per pod already)")
+
+    def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
+        """0–10 × weight per node for pods asking for partitions: how carved the node's partitioned chips
+        are (binpack) or how free (spread)."""
+        score = np.zeros(len(nodes), dtype=np.float64)
+        if not self.weight:
+            return score
+        names = session.snapshot.resources.names
+        try:
+            request = partition_request({names[c]: int(group.request[c]) for c in group.columns.tolist()},
+                                        group.annotations, group.labels)
+        except PartitionRequestError:
+            return score  # devicetopology filters it out, naming the problem
+        for resource, mode in sorted({(ask.resource, ask.mode) for ask in request.asks}):
+            devices = session.snapshot.devices.get(resource)
+            if devices is None:
+                continue
+            for geometry, rows in geometry_rows(devices, mode):
+                positions = np.flatnonzero(np.isin(nodes, rows))
+                if len(positions):
+                    fullness = carved_fraction(devices, geometry, nodes[positions])
+                    score[positions] += 10.0 * (1.0 - fullness if self.spread else fullness)
+        return self.weight * score

@@ -43,15 +43,29 @@ from hetsched.devices.cann import verdict as cann_verdict
 from hetsched.devices.catalog import MODEL_LABEL, PolicySettings, policy_for
 from hetsched.devices.inventory import (
     MEMORY_OF,
+    PARTITIONS_ANNOTATION,
     SHARE_MEMORY_RESOURCES,
     SHARE_OF,
     SHARE_RESOURCES,
+    PartitionEntry,
     handoff_annotations,
+    partitions_handoff,
 )
+from hetsched.devices.partition_requests import NONE as NO_PARTITIONS
+from hetsched.devices.partition_requests import (
+    PartitionAsk,
+    PartitionRequest,
+    PartitionRequestError,
+    partition_request,
+    whole_milli,
+)
+from hetsched.devices.partitions import Geometry, Profile
 from hetsched.devices.policy import TopologyPolicy, bits, popcounts
 from hetsched.scheduler.contract import numa_fit
 from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
+from hetsched.scheduler.contract.carving import Holding
 from hetsched.scheduler.contract.framework import Arguments, NodeCapacity, NodeFilter, NodeScore, Plugin
+from hetsched.scheduler.contract.partition_fit import carved_fraction, cheapest, chip_fits, geometry_rows
 from hetsched.scheduler.contract.reasons import Reason, ReasonCode
 from hetsched.scheduler.contract.snapshot import (
     MLU_LINK_ANNOTATION,
@@ -65,7 +79,7 @@ if TYPE_CHECKING:
     from hetsched.scheduler.contract.view import SessionView
 
 NAME = "devicetopology"
-Asks = tuple[list[tuple[str, int]], list[tuple[str, int, int]], list[str]]
+Asks = tuple[list[tuple[str, int]], list[tuple[str, int, int]], list[str], PartitionRequest | str]
 
 
 def policy_settings(arguments: Arguments) -> PolicySettings:
@@ -93,6 +107,10 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
         """id(group) → pods of that group placed on each node in this session."""
         self.asks: dict[int, Asks] = {}
         """id(group) → its device asks (:meth:`_asks`)."""
+        self.carved_taken: dict[str, list[Holding]] = {}
+        """pod → the partitions it was given in this session."""
+        self.ask_rows: dict[PartitionAsk, list[tuple[Geometry, Profile | str, IntArray]]] = {}
+        """A partition ask → per chip geometry among the nodes: its template there (or why none) and the rows."""
 
     def _held(self, group: TaskGroup, size: int) -> IntArray:
         held = self.held.get(id(group))
@@ -108,6 +126,7 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
 
     def on_session_close(self, session: SessionView) -> None:
         self.session = None  # kept only while the session is open (framework.Plugin)
+        self.ask_rows.clear()
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -132,18 +151,42 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
             whole: list[tuple[str, int]] = []
             milli: dict[str, int] = {}
             memory: dict[str, int] = {}
+            by_name = {names[column]: int(group.request[column]) for column in group.columns.tolist()}
+            partitions: PartitionRequest | str
+            try:
+                partitions = partition_request(by_name, group.annotations, group.labels)
+            except PartitionRequestError as exc:
+                partitions = str(exc)
+            request = partitions if isinstance(partitions, PartitionRequest) else NO_PARTITIONS
+            for resource in self.devices:
+                asked = whole_milli(by_name, resource, request)
+                if asked > 0:
+                    whole.append((resource, asked // 1000))
             for column in group.columns.tolist():
                 amount = int(group.request[column]) // 1000
                 if names[column] in self.devices:
-                    whole.append((names[column], amount))
+                    continue
                 elif names[column] in SHARE_RESOURCES:
                     milli[SHARE_RESOURCES[names[column]]] = amount
                 elif names[column] in SHARE_MEMORY_RESOURCES:
                     memory[SHARE_MEMORY_RESOURCES[names[column]]] = amount
             shares = [(device, amount, memory.get(device, 0)) for device, amount in milli.items()
                       if device in self.devices]
-            cached = self.asks[id(group)] = (whole, shares, sorted(set(memory) - set(milli)))
+            cached = self.asks[id(group)] = (whole, shares, sorted(set(memory) - set(milli)), partitions)
         return cached
+
+    def _partitions(self, group: TaskGroup) -> tuple[PartitionAsk, ...] | str:
+        partitions = self._asks(group)[3]
+        return partitions if isinstance(partitions, str) else partitions.asks
+
+    def _ask_rows(self, ask: PartitionAsk) -> list[tuple[Geometry, Profile | str, IntArray]]:
+        """Per chip geometry of the nodes partitioned in the ask's mode: the template it gets there, and the rows."""
+        found = self.ask_rows.get(ask)
+        if found is None:
+            devices = self.devices.get(ask.resource)
+            groups = geometry_rows(devices, ask.mode) if devices is not None else []
+            found = self.ask_rows[ask] = [(geometry, ask.profile(geometry), rows) for geometry, rows in groups]
+        return found
 
     def _requests(self, group: TaskGroup) -> list[tuple[str, int]]:
         return self._asks(group)[0]
@@ -193,6 +236,20 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
                 unknown[rows] = True if stated is None else stated[rows].sum(axis=1) == 0
                 failures.append((Reason.of(ReasonCode.CHIP_MEMORY_UNSTATED, resource=resource,
                                            memory=MEMORY_OF[resource]), unknown))
+        partitions = self._partitions(group)
+        if isinstance(partitions, str):
+            failures.append((Reason.of(ReasonCode.PARTITION_REQUEST, problem=partitions[:200]), everywhere))
+        else:
+            for ask in partitions:
+                servable = np.zeros(len(session.nodes), dtype=bool)
+                for _geometry, profile, rows in self._ask_rows(ask):
+                    if isinstance(profile, str):
+                        mask = np.zeros(len(session.nodes), dtype=bool)
+                        mask[rows] = True
+                        failures.append((Reason.of(ReasonCode.PARTITION_REQUEST, problem=profile[:200]), mask))
+                    servable[rows] = True
+                failures.append((Reason.of(ReasonCode.NOT_PARTITIONED, resource=ask.resource, mode=ask.mode,
+                                           source=ask.source), ~servable))
         cann = group.annotations.get(CANN_ANNOTATION, "")
         if cann:  # the image's CANN: never onto a driver it does not support (unknown pairs are not refused)
             codes, vocab = session.nodes.label_codes(DRIVER_LABEL)
@@ -236,10 +293,41 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
                     pods = np.minimum(pods, self.devices[resource].free_memory(rows) // memory)
                 per_resource[rows] = pods.sum(axis=1)
             capacity = np.minimum(capacity, per_resource)
+        partitions = self._partitions(group)
+        if not isinstance(partitions, str):
+            for ask in partitions:
+                capacity = np.minimum(capacity, self._partition_capacity(ask, size, self._multi_pod(group)))
         return capacity
 
+    def _partition_capacity(self, ask: PartitionAsk, size: int, multi_pod: bool) -> IntArray:
+        """Per node, how many pods' worth of this ask its chips still take."""
+        per_node = np.zeros(size, dtype=np.int64)
+        for geometry, profile, rows in self._ask_rows(ask):
+            if isinstance(profile, Profile):
+                counts = chip_fits(self.devices[ask.resource], geometry, profile, rows, exclude_network=multi_pod)
+                held = (counts > 0).sum(axis=1) if ask.distinct else counts.sum(axis=1)
+                per_node[rows] = held // ask.count
+        return per_node
+
     def node_capacity_reasons(self, session: SessionView, group: TaskGroup) -> list[tuple[Reason, BoolArray]]:
-        return []  # nodes without a legal chip set are explained chip by chip (``scheduler.engine.why``)
+        # nodes without a legal chip set are explained chip by chip (``scheduler.engine.why``); a node whose
+        # chips are carved in the right mode but have no room for the template says so
+        partitions = self._partitions(group)
+        reasons: list[tuple[Reason, BoolArray]] = []
+        if isinstance(partitions, str):
+            return reasons
+        size = len(session.nodes)
+        for ask in partitions:
+            full, template = np.zeros(size, dtype=bool), ask.template or ask.source
+            capacity = self._partition_capacity(ask, size, self._multi_pod(group))
+            for _geometry, profile, rows in self._ask_rows(ask):
+                if isinstance(profile, Profile):
+                    full[rows] = capacity[rows] == 0
+                    template = profile.name
+            if full.any():
+                reasons.append((Reason.of(ReasonCode.NO_PARTITION_ROOM, resource=ask.resource, template=template),
+                                full))
+        return reasons
 
     def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         score = np.zeros(len(nodes), dtype=np.float64)
@@ -260,7 +348,31 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
                     score[positions] += np.where(whole, policy.LOCALITY_BONUS, 0.0)
         for resource, milli, memory in self._shares(group):
             score += self._share_score(resource, milli, memory, nodes, placed, self._multi_pod(group))
+        partitions = self._partitions(group)
+        if not isinstance(partitions, str):
+            for ask in partitions:
+                score += self._partition_score(ask, nodes, self._multi_pod(group))
         return self.weight * score
+
+    def _partition_score(self, ask: PartitionAsk, nodes: IntArray, multi_pod: bool) -> FloatArray:
+        """Fragmentation-aware: the node whose cheapest chip loses the fewest future templates when carved
+        scores highest (0–100), then the node already carved most (0–10: partitions gather, whole chips stay
+        whole)."""
+        score = np.zeros(len(nodes), dtype=np.float64)
+        for geometry, profile, rows in self._ask_rows(ask):
+            if not isinstance(profile, Profile):
+                continue
+            positions = np.flatnonzero(np.isin(nodes, rows))
+            if not len(positions):
+                continue
+            here = nodes[positions]
+            devices = self.devices[ask.resource]
+            cost, _chip, _placement, _memory = cheapest(devices, geometry, profile, here, exclude_network=multi_pod)
+            scale = float(max(geometry.cores, 1) * len(geometry.shapes()))
+            fullness = carved_fraction(devices, geometry, here)
+            score[positions] = np.where(np.isfinite(cost), 100.0 - 100.0 * np.minimum(cost, scale) / scale
+                                        + 10.0 * fullness, 0.0)
+        return score
 
     def _share_score(self, resource: str, milli: int, memory: int, nodes: IntArray, placed: IntArray,
                      multi_pod: bool) -> FloatArray:
@@ -288,7 +400,9 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
     def on_allocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
         requests = self._requests(group)
         shares = self._shares(group)
-        if not requests and not shares:
+        partitions = self._partitions(group)
+        asks = () if isinstance(partitions, str) else partitions
+        if not requests and not shares and not asks:
             return
         assert self.session is not None
         multi_pod = self._multi_pod(group)
@@ -325,9 +439,36 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
                 devices.share(row, chip, milli, memory)
                 self.shared_taken.setdefault(pod, []).append((resource, chip, milli, memory))
                 allocation[resource] = [chip]
+            entries = [self._carve(pod, ask, row, multi_pod) for ask in asks for _ in range(ask.count)]
             self.taken[pod] = (row, taken)
             self._held(group, len(self.session.nodes))[row] += 1
-            self.session.bind_annotations.setdefault(pod, {}).update(handoff_annotations(allocation, self.session.now))
+            annotations = self.session.bind_annotations.setdefault(pod, {})
+            annotations.update(handoff_annotations(allocation, self.session.now))
+            if entries:
+                annotations[PARTITIONS_ANNOTATION] = partitions_handoff(entries)
+
+    def _carve(self, pod: str, ask: PartitionAsk, row: int, multi_pod: bool) -> PartitionEntry:
+        """Carve one partition of ``ask`` for ``pod`` on node ``row``: the cheapest chip and placement."""
+        devices = self.devices[ask.resource]
+        here = np.array([row])
+        for geometry, profile, rows in self._ask_rows(ask):
+            if not isinstance(profile, Profile) or row not in set(rows.tolist()):
+                continue
+            avoid = None
+            if ask.distinct:
+                mine = [h[1] for h in self.carved_taken.get(pod, []) if h[0] == ask.resource]
+                avoid = np.zeros((1, devices.shared.shape[1]), dtype=bool)
+                avoid[0, mine] = True
+            _cost, chips, placements, memory = cheapest(devices, geometry, profile, here, exclude_network=multi_pod,
+                                                        avoid=avoid)
+            chip = int(chips[0])
+            assert chip >= 0, f"{NAME}: no chip with room for {profile.name} on node row {row} for {pod}"
+            assert devices.carving is not None
+            devices.carving.add(row, chip, profile, int(memory[0]), int(placements[0]))
+            self.carved_taken.setdefault(pod, []).append((ask.resource, chip, profile, int(memory[0]),
+                                                          int(placements[0])))
+            return ask.resource, chip, profile.name, int(placements[0])
+        raise AssertionError(f"{NAME}: node row {row} does not carve {ask.resource} in {ask.mode} for {pod}")
 
     def on_deallocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:
         assert self.session is not None
@@ -340,5 +481,9 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
                 self.devices[resource].used[row] &= ~chosen
             for resource, chip, milli, memory in self.shared_taken.pop(pod, []):
                 self.devices[resource].share(row, chip, -milli, -memory)
+            for resource, chip, profile, memory, placement in self.carved_taken.pop(pod, []):
+                carving = self.devices[resource].carving
+                assert carving is not None
+                carving.add(row, chip, profile, memory, placement, -1)
             self._held(group, len(self.session.nodes))[row] -= 1
             self.session.bind_annotations.pop(pod, None)

@@ -20,9 +20,10 @@ Arguments (Volcano's keys)::
 
 Volcano's volume predicates (``predicate.NodeVolumeLimitsEnable``, ``VolumeZoneEnable``, ``VolumeBindingEnable``,
 ``volumebinding.bindTimeoutSeconds``) and ``predicate.CacheEnable`` are accepted and do nothing: hetsched
-does not read pods' volumes (docs/scheduler.md says so). Switches that would turn on what hetsched does not do
-— ``predicate.GPUSharingEnable``, ``predicate.GPUNumberEnable``, ``predicate.DynamicResourceAllocationEnable``
-— are accepted off and refused on, naming them.
+does not read pods' volumes (docs/scheduler.md says so). ``predicate.GPUSharingEnable`` and
+``predicate.GPUNumberEnable`` (Volcano ≤ 1.8.2's place for ``volcano.sh/gpu-memory`` and ``volcano.sh/gpu-number``)
+are accepted either way: hetsched serves those requests with its chip-partition model (``devicetopology``, as
+``deviceshare``'s switches). ``predicate.DynamicResourceAllocationEnable`` is accepted off and refused on.
 
 A pod with ``schedulingGates`` fits no node until its gates are removed (the reason names them).
 """
@@ -59,9 +60,6 @@ _ACCEPTED = {
 }
 
 _NOT_SERVED = {
-    "predicate.GPUSharingEnable": "Volcano's GPU sharing by volcano.sh/gpu-memory (see the deviceshare plugin; "
-                                  "hetsched shares chips as hetsched.io/gpu-milli, docs/devices.md)",
-    "predicate.GPUNumberEnable": "Volcano's volcano.sh/gpu-number (see the deviceshare plugin)",
     "predicate.DynamicResourceAllocationEnable": "Dynamic Resource Allocation (ResourceClaims)",
 }
 """Volcano switches that would turn on what hetsched does not do: off is accepted, on is an error."""
@@ -76,6 +74,8 @@ class Predicates(Plugin, NodeCapacity, NodeFilter):
         for key, what in _NOT_SERVED.items():
             if arguments.flag(key, False):
                 raise ValueError(f"plugin {NAME}: argument {key}: {what} is not supported by hetsched yet")
+        arguments.flag("predicate.GPUSharingEnable", False)
+        arguments.flag("predicate.GPUNumberEnable", False)
         self.affinity = arguments.flag("predicate.NodeAffinityEnable", True)
         self.taints = arguments.flag("predicate.TaintTolerationEnable", True)
         self.pod_affinity = arguments.flag("predicate.PodAffinityEnable", True)

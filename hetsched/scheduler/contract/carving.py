@@ -1,0 +1,110 @@
+"""What partitions hold of each chip (node row × chip slot) of one accelerator resource.
+
+Who calls it: the scheduler cache keeps one :class:`Carving` per resource (``cache.devicestate``) and gives
+each snapshot a read-only copy; ``devicetopology`` changes a session's copy as it places and removes
+partitions (:meth:`Carving.add`), and reads it to find where a template fits
+(``devices.partitions.fits``/``loss``); ``explain`` and the metrics read the per-chip holdings.
+
+Invariant: the arrays are the sums over the partitions placed on each chip — compute units, MiB, AI CPUs,
+partitions, and the union of their slice masks (placements never overlap, so add and remove are exact).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetsched.devices.partitions import Geometry, Profile, geometry_for
+from hetsched.devices.policy import bit_weights
+from hetsched.scheduler.contract.arrays import IntArray
+
+FIELDS = ("cores", "memory", "aicpu", "count", "slices")
+Holding = tuple[str, int, Profile, int, int]
+"""One partition a pod holds: (device resource, chip id, template, MiB taken, slice mask)."""
+
+
+@dataclass
+class Carving:
+    cores: IntArray
+    memory: IntArray
+    aicpu: IntArray
+    count: IntArray
+    slices: IntArray
+    modes: list[str]
+    """Per node row, the partitioning mode its chips of this resource are in ("" = not partitioned)."""
+    _mask: IntArray | None = None
+
+    @classmethod
+    def empty(cls, rows: int, slots: int) -> Carving:
+        def zeros() -> IntArray:
+            return np.zeros((rows, slots), dtype=np.int64)
+        return cls(zeros(), zeros(), zeros(), zeros(), zeros(), modes=[""] * rows)
+
+    def arrays(self) -> list[IntArray]:
+        return [self.cores, self.memory, self.aicpu, self.count, self.slices]
+
+    def grow(self, rows: int) -> None:
+        extra = rows - len(self.modes)
+        if extra > 0:
+            slots = self.cores.shape[1]
+            for name in FIELDS:
+                setattr(self, name, np.vstack([getattr(self, name), np.zeros((extra, slots), dtype=np.int64)]))
+            self.modes += [""] * extra
+            self._mask = None
+
+    def widen(self, slots: int) -> None:
+        extra = slots - self.cores.shape[1]
+        if extra > 0:
+            rows = self.cores.shape[0]
+            for name in FIELDS:
+                setattr(self, name, np.hstack([getattr(self, name), np.zeros((rows, extra), dtype=np.int64)]))
+            self._mask = None
+
+    def frozen(self, rows: int) -> Carving:
+        """A read-only copy of the first ``rows`` rows (a snapshot's)."""
+        parts = []
+        for name in FIELDS:
+            array = getattr(self, name)[:rows].copy()
+            array.flags.writeable = False
+            parts.append(array)
+        carving = Carving(parts[0], parts[1], parts[2], parts[3], parts[4], modes=list(self.modes[:rows]))
+        mask = carving.mask()
+        mask.flags.writeable = False
+        return carving
+
+    def view(self) -> Carving:
+        """Another object over the same (read-only) arrays: a session writes through :meth:`add`, which copies
+        an array before changing it, so snapshots sharing the arrays never see each other's changes."""
+        return Carving(self.cores, self.memory, self.aicpu, self.count, self.slices, modes=self.modes,
+                       _mask=self._mask)
+
+    def add(self, row: int, chip: int, profile: Profile, memory: int, placement: int, sign: int = 1) -> None:
+        """Place (``sign`` 1) or remove (-1) one partition of ``profile`` taking ``memory`` MiB and slice
+        mask ``placement`` on ``chip`` of node ``row`` (copies a read-only array before writing)."""
+        for name in FIELDS:
+            if not getattr(self, name).flags.writeable:
+                setattr(self, name, getattr(self, name).copy())
+        self.cores[row, chip] += sign * profile.cores
+        self.memory[row, chip] += sign * memory
+        self.aicpu[row, chip] += sign * profile.aicpu
+        self.count[row, chip] += sign
+        if sign > 0:
+            self.slices[row, chip] |= placement
+        else:
+            self.slices[row, chip] &= ~placement
+        self._mask = None
+
+    def mask(self) -> IntArray:
+        """Per node row, the bitmask of chips holding at least one partition (cached)."""
+        if self._mask is None:
+            weights = bit_weights(self.count.shape[1])
+            self._mask = ((self.count > 0) * weights).sum(axis=1).astype(weights.dtype)
+        return self._mask
+
+    def geometry(self, row: int, model: str) -> Geometry | None:
+        mode = self.modes[row] if row < len(self.modes) else ""
+        return geometry_for(mode, model) if mode else None
+
+    def state(self, rows: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray, IntArray]:
+        return self.cores[rows], self.memory[rows], self.aicpu[rows], self.count[rows], self.slices[rows]
