@@ -472,3 +472,20 @@ tiers:
     for _ in range(6):
         h.cycle()
     assert "big-0" in carved(h) and carved(h)["big-0"][1][0][2] == "7g.40gb"
+
+
+def test_the_partition_study_shows_whole_gpus_strand_what_partitions_keep() -> None:
+    """The study's finding on a small cluster (docs/devices.md has the full run): with the same inference-heavy
+    jobs, whole-GPU allocation holds far more GPU-hours than the pods use and leaves inference waiting; milli
+    shares and MIG partitions hold what is used and run every inference job; MIG carves partitions."""
+    from hetsched.sim.partition_study import MODES, StudySetup, run
+
+    setup = StudySetup(servers=4, hours=4, seed=3)
+    figures = {mode: run(setup, mode) for mode in MODES}
+    whole, milli, mig = figures["whole"], figures["milli"], figures["mig"]
+    assert whole["heldShare"] > 2 * whole["usedShare"]
+    assert milli["heldShare"] == milli["usedShare"] and mig["heldShare"] == mig["usedShare"]
+    for kind in ("1g.5gb", "2g.10gb", "3g.20gb"):
+        assert mig["classes"][kind]["waiting"] == 0 and milli["classes"][kind]["waiting"] == 0
+    assert sum(whole["classes"][k]["waiting"] for k in ("1g.5gb", "2g.10gb", "3g.20gb")) > 0
+    assert mig["partitions"] > 0 and whole["partitions"] == 0 and mig["usedShare"] > whole["usedShare"]

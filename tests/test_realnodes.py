@@ -42,11 +42,14 @@ NODES = {
     "ascend-0": {"hetsched.io/vendor": "fake", "huawei.com/Ascend910": "true"},
     "ascend-1": {"hetsched.io/vendor": "fake", "huawei.com/Ascend910": "true"},
     "mlu-0": {"hetsched.io/vendor": "fake", "cambricon.com/mlu": "true"},
+    "npu-0": {"hetsched.io/vendor": "fake"},
 }
 CHIPS = {
     "ascend-0": {"resource": "huawei.com/Ascend910", "model": "Ascend910", "like": "ascend", "count": 8, "superPod": 0},
     "ascend-1": {"resource": "huawei.com/Ascend910", "model": "Ascend910", "like": "ascend", "count": 8, "superPod": 0},
     "mlu-0": {"resource": "cambricon.com/mlu", "model": "MLU370", "like": "cambricon", "count": 4},
+    "npu-0": {"resource": "huawei.com/Ascend310P", "model": "Ascend310P3", "like": "ascend", "count": 2,
+              "partitioning": "vnpu"},  # an Atlas 300I Duo carved into vNPUs on demand
 }
 VALUES = {  # what a cluster without a pod network or kube-proxy needs; nothing else differs from the defaults
     "hostNetwork": True,
@@ -85,6 +88,8 @@ def write_chips(cluster: RealCluster, node: str, bad: tuple[int, ...] = ()) -> N
     data = {"resource": spec["resource"], "model": spec["model"], "like": spec["like"], "chips": chips}
     if "superPod" in spec:  # the supernode the hardware reports, as an Atlas A3 does
         data["superPod"] = spec["superPod"]
+    if "partitioning" in spec:
+        data["partitioning"] = spec["partitioning"]
     partial.write_text(yaml.safe_dump(data))
     partial.replace(path)
 
@@ -454,6 +459,36 @@ def test_an_operators_gang_named_by_label_runs_whole_on_real_kubelets(installed:
         client.request("DELETE", f"/api/v1/namespaces/default/pods/{member['metadata']['name']}")
     client.request("DELETE", f"{groups}/op-train")
     wait_for("the operator's pods gone", lambda: not pods(client, "default", selector), 120)
+
+
+def test_a_vnpu_pod_sees_only_the_vnpu_carved_for_it_which_goes_with_the_pod(installed: RealCluster) -> None:
+    """Issue 34: a Job asking one 310P vNPU the MindCluster way (``huawei.com/npu-core: 2`` and the pod label
+    ``ring-controller.atlas: ascend-310P``) lands on the node whose chips are carved into vNPUs; the scheduler
+    hands off a vir02_1c and its place; at admission the device plugin creates that vNPU with npu-smi (the
+    fake node's emulation of it) and the container sees that vNPU only — ``/dev/davinci<vnpu id>`` and
+    ``ASCEND_VISIBLE_DEVICES`` naming it, no physical chip. Deleting the Job destroys the vNPU."""
+    client = installed.client
+    wait_for("npu-0 advertises 16 AI-core slots", lambda: node_status(client, "npu-0")["status"]
+             .get("allocatable", {}).get("huawei.com/npu-core") == "16", 120,
+             explain=lambda: installed.logs("hetsched", "device-plugin"))
+    template = {"metadata": {"labels": {"ring-controller.atlas": "ascend-310P"}}, "spec": workload({
+        "containers": [{"name": "infer", "resources": {"limits": {"huawei.com/npu-core": 2}}}]})}
+    submit(client, job("vnpu-infer", [{"name": "infer", "replicas": 1, "template": template}], minAvailable=1))
+    wait_for("the vNPU pod Running", lambda: running(job_pods(client, "vnpu-infer")), 180,
+             explain=lambda: installed.logs("hetsched", "device-plugin") + installed.logs("hetsched", "scheduler"))
+    (pod,) = job_pods(client, "vnpu-infer")
+    assert pod["spec"]["nodeName"] == "npu-0"
+    (entry,) = json.loads(pod["metadata"]["annotations"]["hetsched.io/partitions"])
+    resource, phy, template_name, placement = entry
+    assert resource == "huawei.com/Ascend310P" and template_name == "vir02_1c"
+    vnpu = 100 + 16 * phy + (placement & -placement).bit_length() - 1
+    devices, visible = saw(installed, pod)
+    assert devices == [vnpu] and visible == str(vnpu), (devices, visible, vnpu)  # its vNPU, nothing else
+    state = installed.nodes["npu-0"].path("/etc/hetsched/fake/vnpus.json")
+    assert json.loads(state.read_text())[str(phy)] == [[vnpu, (vnpu - 100 - 16 * phy) // 2, "vir02_1c"]]
+    delete_job(client, "vnpu-infer")
+    wait_for("the vNPU destroyed with its pod", lambda: json.loads(state.read_text()).get(str(phy)) == [], 60,
+             explain=lambda: installed.logs("hetsched", "device-plugin"))
 
 
 def test_a_failed_worker_restarts_the_real_job_which_then_completes(installed: RealCluster) -> None:

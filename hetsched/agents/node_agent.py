@@ -148,6 +148,7 @@ class NodeAgent:
 
     def _device_set(self, chips: list[ToolChip]) -> DeviceSet:
         return DeviceSet(resource=self.backend.resource, model=chips[0].model, topology=self.backend.topology,
+                         partitioning=getattr(self.backend, "partitioning", ""),
                          chips=[Chip(id=c.id, health="Healthy" if c.healthy else "Unhealthy", numa=max(c.numa, 0),
                                      memoryMiB=c.memory_mib) for c in chips])
 

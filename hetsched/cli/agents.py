@@ -53,6 +53,11 @@ def _connect(kubeconfig: str | None, server: str | None, token_file: Path | None
                               str(ca_file) if ca_file else None, insecure)
 
 
+Partitioning = Annotated[str, typer.Option(
+    help="Ascend: 'vnpu' — the chips are carved into vNPUs on demand (the node's inventory says so; the device "
+         "plugin also serves huawei.com/npu-core); a fake node says it in its chips file")]
+
+
 def device_plugin(
     vendor: Annotated[Vendor, typer.Option(help="which chips to serve")],
     node: Annotated[str | None, typer.Option(envvar="NODE_NAME", help="this node (enables the hand-off)")] = None,
@@ -70,6 +75,7 @@ def device_plugin(
     ascend_runtime: Annotated[bool, typer.Option(help="Ascend: hand chips over as ASCEND_VISIBLE_DEVICES for "
                                                       "the Ascend container runtime, not as device nodes")]
     = False,
+    partitioning: Partitioning = "",
     metrics_address: Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
                                                  help="serve Prometheus /metrics on HOST:PORT (off or empty: none)")]
     = f"127.0.0.1:{PORTS['device-plugin']}",
@@ -77,12 +83,14 @@ def device_plugin(
 ) -> None:
     """Serve one vendor's chips to kubelet (Device Plugin API v1beta1) until SIGTERM."""
     need("agents", "the device plugin")
+    from hetsched.agents.deviceplugin.partitions import VnpuBackend
     from hetsched.agents.deviceplugin.server import DevicePlugin
     from hetsched.cluster.kubernetes import KubeCluster, from_api
 
     configure(log_level, log_format)
     try:
-        backend = make_backend(vendor, config=config, ascend_runtime=ascend_runtime, resource=resource)
+        backend = make_backend(vendor, config=config, ascend_runtime=ascend_runtime, resource=resource,
+                               partitioning=partitioning)
     except (ValueError, ToolError) as exc:
         say(errors, "error", f"{exc}")
         raise typer.Exit(2) from None
@@ -105,19 +113,31 @@ def device_plugin(
     metrics = DevicePluginMetrics()
     serve_metrics(metrics.registry, metrics_address)
     health = serve_health(health_address, period)
-    plugin = DevicePlugin(backend, directory=directory, period=period, pods=pods, metrics=metrics, events=events,
-                          beat=health.beat)
+    plugins = [DevicePlugin(backend, directory=directory, period=period, pods=pods, metrics=metrics, events=events,
+                            beat=health.beat)]
+    if getattr(backend, "partitioning", "") == "vnpu":  # a second resource: the vNPUs, carved on demand
+        if pods is None or not node:
+            say(errors, "error", "--partitioning vnpu needs --node and a cluster connection (which vNPU a pod gets "
+                                 "is read from its hand-off)")
+            raise typer.Exit(2)
+        vnpus = VnpuBackend(backend, node, backend.vnpu_tool(),  # type: ignore[attr-defined]
+                            str(getattr(backend, "device_dir", "/dev")))
+        plugins.append(DevicePlugin(vnpus, directory=directory, period=period, pods=pods, metrics=metrics,
+                                    events=events))
     shutdown = Shutdown()
     try:
-        plugin.start()
+        for plugin in plugins:
+            plugin.start()
     except Exception as exc:  # kubelet not there yet: say so; the DaemonSet restarts us
         say(errors, "error", f"cannot register with kubelet at {directory}: {exc}")
-        plugin.stop(timeout=shutdown.remaining())
+        for plugin in plugins:
+            plugin.stop(timeout=shutdown.remaining() / len(plugins))
         raise typer.Exit(1) from None
     health.beat()
     shutdown.wait()
     health.stopping()
-    plugin.stop(timeout=shutdown.remaining())  # /metrics is a daemon thread: it ends with the process
+    for plugin in plugins:  # /metrics is a daemon thread: it ends with the process
+        plugin.stop(timeout=shutdown.remaining() / len(plugins))
     shutdown.exit(0)
 
 
@@ -136,6 +156,7 @@ def node_agent(
     once: Annotated[bool, typer.Option(help="check once, print, exit (exit 1 when the node is unusable)")] = False,
     config: Annotated[Path | None, typer.Option(help="fake vendor: the chips file")] = None,
     resource: Annotated[str | None, typer.Option(help="extended resource name (default: the vendor's)")] = None,
+    partitioning: Partitioning = "",
     kubelet_config: Annotated[Path, typer.Option(help="the kubelet's configuration (its topology manager "
                                                       "policy is published for hetsched doctor)")]
     = DEFAULT_KUBELET_CONFIG,
@@ -158,7 +179,7 @@ def node_agent(
                              "name ≤ 63 characters of letters, digits, '-', '_', '.')")
         raise typer.Exit(2)
     try:
-        backend = make_backend(vendor, config=config, resource=resource)
+        backend = make_backend(vendor, config=config, resource=resource, partitioning=partitioning)
     except (ValueError, ToolError) as exc:
         say(errors, "error", f"{exc}")
         raise typer.Exit(2) from None

@@ -56,7 +56,7 @@ from hetsched.api.times import convert_times, to_epoch
 from hetsched.cluster.backoff import Backoff
 from hetsched.cluster.events import EventSink
 from hetsched.cluster.interning import Interner
-from hetsched.devices.inventory import POD_ANNOTATION, PREDICATE_TIME
+from hetsched.devices.inventory import PARTITIONS_ANNOTATION, POD_ANNOTATION, PREDICATE_TIME
 from hetsched.ports import (
     BindRequest,
     Conflict,
@@ -741,7 +741,7 @@ class KubeCluster:
         namespace, _, name = pod_key.rpartition("/")
         self._bucket.take(self.cancel)
         stamped = dict(annotations or {})
-        if POD_ANNOTATION in stamped:
+        if POD_ANNOTATION in stamped or PARTITIONS_ANNOTATION in stamped:
             stamped[PREDICATE_TIME] = str(time.time_ns())
         body = {"apiVersion": "v1", "kind": "Binding",
                 "metadata": {"name": name, "namespace": namespace, "annotations": stamped},

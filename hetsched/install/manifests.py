@@ -492,6 +492,8 @@ def agents(v: Reader) -> list[Doc]:
             mounts.append(({"name": "fake", "hostPath": {"path": folder, "type": "DirectoryOrCreate"}},
                            {"name": "fake", "mountPath": folder}))
             args.append(f"--config={v.get(f'{key}.config')}")
+        if vendor == "ascend":  # vNPUs carved on demand (the fake vendor says it in its chips file)
+            args.append(f"--partitioning={v.get(f'{key}.partitioning')}")
         kubelet_dir = v.expr(v.get("kubeletConfig").rsplit("/", 1)[0] or "/", "{{ dir .Values.kubeletConfig }}")
         kubelet_file = v.expr(v.get("kubeletConfig").rsplit("/", 1)[-1], "{{ base .Values.kubeletConfig }}")
         tolerations = v.map(f"{key}.tolerations")

@@ -129,6 +129,9 @@ class Vendor(_Model):
     nodeAgent: NodeAgent = Field(default_factory=NodeAgent)
     config: str = Field("", description="fake vendor only: the chips file on each node (its directory is "
                                         "mounted; the fake device files are made beside it)")
+    partitioning: Literal["", "vnpu"] = Field("", description="ascend only: vnpu — the nodes' chips are carved into "
+                                              "vNPUs on demand (npu-smi); the device plugin then also serves "
+                                              "huawei.com/npu-core (docs/devices.md, chip partitions)")
     securityContext: dict[str, Any] = Field(default_factory=dict, description="the node agent's and device "
                                             "plugin's container securityContext")
     tolerations: list[dict[str, Any]] = Field(

@@ -17,6 +17,7 @@ from hetsched.agents.backends.base import ContainerDevices
 from hetsched.agents.chips import ToolChip
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError, run_tool
+from hetsched.agents.vnpu import VnpuTool
 from hetsched.devices.catalog import default_topology
 
 SHARED_DEVICES = ("davinci_manager", "devmm_svm", "hisi_hdc")
@@ -60,8 +61,12 @@ class AscendBackend:
     vendor = "ascend"
     label = "huawei-ascend"
 
-    def __init__(self, *, runtime: bool = False, resource: str | None = None, timeout: float = 10.0) -> None:
+    def __init__(self, *, runtime: bool = False, resource: str | None = None, timeout: float = 10.0,
+                 partitioning: str = "") -> None:
         self.runtime = runtime
+        self.partitioning = partitioning
+        """``vnpu``: the chips are carved into vNPUs on demand (the device plugin serves ``huawei.com/npu-core``)."""
+        self.device_dir = Path("/dev")
         """True: hand chips over as ``ASCEND_VISIBLE_DEVICES`` (the Ascend docker runtime mounts them)."""
         self.resource = resource or "huawei.com/Ascend910"
         self.timeout = timeout
@@ -113,3 +118,7 @@ class AscendBackend:
 
     def container_devices(self, chips: list[ToolChip]) -> ContainerDevices:
         return hand_off(chips, runtime=self.runtime)
+
+    def vnpu_tool(self) -> VnpuTool:
+        """``npu-smi``'s vNPU commands on this node."""
+        return VnpuTool(timeout=self.timeout)

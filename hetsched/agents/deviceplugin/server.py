@@ -41,9 +41,10 @@ from typing import Any
 
 import grpc
 
-from hetsched.agents.backends import Backend
+from hetsched.agents.backends import Backend, ContainerDevices
 from hetsched.agents.chips import InventoryGuard, ToolChip
 from hetsched.agents.deviceplugin import DEFAULT_DIR, api_pb2, api_pb2_grpc
+from hetsched.agents.deviceplugin.partitions import PartitionRefused
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Pod
@@ -131,8 +132,23 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
     def _poll_loop(self) -> None:
         while not self._stopping.wait(self.period):
             self.poll()
+            self._reconcile()
             if self.beat is not None:
                 self.beat()
+
+    def _reconcile(self) -> None:
+        """Partitions whose pods are gone are destroyed (``VnpuBackend.reconcile``); a failure is logged and
+        tried again at the next poll."""
+        reconcile = getattr(self.backend, "reconcile", None)
+        if reconcile is None or self.pods is None:
+            return
+        try:
+            destroyed = reconcile(self.pods())
+        except Exception as exc:
+            log.warning("%s: partitions not reconciled this round: %s", self.backend.resource, exc)
+            return
+        if destroyed:
+            log.info("%s: destroyed partition(s) %s: their pods are gone", self.backend.resource, destroyed)
 
     # ------------------------------------------------------------------------------------- gRPC
 
@@ -195,6 +211,13 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             problem = self._refused(ids)
             if problem:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.backend.resource}: {problem}")
+            admit = getattr(self.backend, "admit", None)
+            if admit is not None:  # partitions (agents.deviceplugin.partitions): the admitted pod's own
+                found = self._partitions(admit, len(ids), context)
+                responses.append(api_pb2.ContainerAllocateResponse(
+                    envs=found.envs, devices=[api_pb2.DeviceSpec(container_path=c, host_path=h, permissions=p)
+                                              for c, h, p in found.devices]))
+                continue
             admitting = self._admitting(len(ids))  # the pod kubelet is admitting: served now, whichever ids it got
             handed = admitting[1] if admitting is not None else None
             followed = handed is not None and set(handed) == set(ids)
@@ -210,6 +233,28 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
                 devices=[api_pb2.DeviceSpec(container_path=c, host_path=h, permissions=p) for c, h, p in found.devices],
                 mounts=[api_pb2.Mount(container_path=c, host_path=h, read_only=r) for c, h, r in found.mounts]))
         return api_pb2.AllocateResponse(container_responses=responses)
+
+    def _partitions(self, admit: Callable[[list[Pod], int, set[str]], tuple[Pod, ContainerDevices]], slots: int,
+                    context: Any) -> ContainerDevices:
+        """The partitions of the pod kubelet is admitting (``VnpuBackend.admit``); the allocation is refused
+        (FAILED_PRECONDITION, naming why) when no pod's trusted hand-off says which."""
+        listing = self.pods
+        if listing is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{self.backend.resource}: no cluster connection: "
+                                                               "which partitions the pod gets is unknown")
+            raise AssertionError("unreachable: abort raises")
+        try:
+            pod, found = admit(listing(), slots, self._served)
+        except PartitionRefused as exc:
+            log.warning("%s: %s", self.backend.resource, exc)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{self.backend.resource}: {str(exc)[:400]}")
+        except Exception as exc:  # the cluster unreachable, a tool failing: refused, never a guess
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{self.backend.resource}: {type(exc).__name__}: "
+                                                               f"{str(exc)[:300]}")
+        self._served.add(pod.metadata.uid)
+        if self.metrics is not None:
+            self.metrics.allocations.labels(self.backend.resource, "scheduler").inc()
+        return found
 
     def _refused(self, ids: list[str]) -> str:
         """Why kubelet's request cannot be served ("" when it can): no ids, an empty or repeated id, an id that

@@ -77,10 +77,12 @@ def cheapest(devices: DeviceArrays, geometry: Geometry, profile: Profile, rows: 
             np.where(found, placement[at, chip], 0), np.where(found, need[at, chip], 0))
 
 
-def carved_fraction(devices: DeviceArrays, geometry: Geometry, rows: IntArray) -> FloatArray:
-    """Per row: the share of the node's compute already carved (binpack across nodes)."""
-    carving = devices.carving
-    assert carving is not None
-    chips = np.maximum(popcounts(devices.chips[rows]), 1)
-    fraction: FloatArray = carving.cores[rows].sum(axis=1) / (chips * max(geometry.cores, 1))
+def busy_fraction(devices: DeviceArrays, rows: IntArray) -> FloatArray:
+    """Per row: the share of the node's chips holding anything (whole pods, ``…-milli`` shares, partitions)."""
+    held = devices.used[rows] | devices.sharing()[rows]
+    if devices.carving is not None:
+        held = held | devices.carving.mask()[rows]
+    chips = devices.chips[rows]
+    fraction: FloatArray = popcounts(held & chips) / np.maximum(popcounts(chips), 1)
     return fraction
+

@@ -15,10 +15,11 @@ the back-end switches are accepted with that meaning and turn nothing off (a req
 node's inventory says its chips are partitioned in that mode).
 
 What this plugin adds is Volcano's node policy: ``deviceshare.SchedulePolicy`` ``binpack`` (default: the node
-whose partitioned chips are carved most) or ``spread`` (carved least), scaled by ``deviceshare.ScheduleWeight``
-(0–10 points times the weight; default 0: no score, as Volcano). ``deviceshare.NodeLockEnable`` is accepted:
-Volcano needs the node lock because its device plugins and scheduler race for a node's chips; hetsched's
-scheduler is the only writer of a hand-off, so there is nothing to lock.
+whose chips are busiest — the share holding anything) or ``spread`` (the least busy), scaled by
+``deviceshare.ScheduleWeight`` (0–10 points times the weight; default 0: no score, as Volcano).
+``deviceshare.NodeLockEnable`` is accepted: Volcano needs the node lock because its device plugins and
+scheduler race for a node's chips; hetsched's scheduler is the only writer of a hand-off, so there is
+nothing to lock.
 ``deviceshare.KnownGeometriesCMName``/``…Namespace`` are accepted; hetsched carves with its built-in
 geometries (docs/devices.md, the same templates HAMi's device ConfigMap lists). ``deviceshare.GPUExclusiveRules``
 (keeping label-matched pods off each other's GPUs) is not implemented: a non-empty list is refused.
@@ -33,7 +34,7 @@ import numpy as np
 from hetsched.devices.partition_requests import PartitionRequestError, partition_request
 from hetsched.scheduler.contract.arrays import FloatArray, IntArray
 from hetsched.scheduler.contract.framework import Arguments, NodeScore, Plugin
-from hetsched.scheduler.contract.partition_fit import carved_fraction, geometry_rows
+from hetsched.scheduler.contract.partition_fit import busy_fraction, geometry_rows
 from hetsched.scheduler.contract.snapshot import TaskGroup
 
 if TYPE_CHECKING:
@@ -80,8 +81,8 @@ class DeviceShare(Plugin, NodeScore):
                              f"per pod already)")
 
     def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
-        """0–10 × weight per node for pods asking for partitions: how carved the node's partitioned chips
-        are (binpack) or how free (spread)."""
+        """0–10 × weight per node for pods asking for partitions: how busy the node's chips are (binpack) or
+        how free (spread)."""
         score = np.zeros(len(nodes), dtype=np.float64)
         if not self.weight:
             return score
@@ -95,9 +96,9 @@ class DeviceShare(Plugin, NodeScore):
             devices = session.snapshot.devices.get(resource)
             if devices is None:
                 continue
-            for geometry, rows in geometry_rows(devices, mode):
+            for _geometry, rows in geometry_rows(devices, mode):
                 positions = np.flatnonzero(np.isin(nodes, rows))
                 if len(positions):
-                    fullness = carved_fraction(devices, geometry, nodes[positions])
+                    fullness = busy_fraction(devices, nodes[positions])
                     score[positions] += 10.0 * (1.0 - fullness if self.spread else fullness)
         return self.weight * score

@@ -65,7 +65,7 @@ from hetsched.scheduler.contract import numa_fit
 from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
 from hetsched.scheduler.contract.carving import Holding
 from hetsched.scheduler.contract.framework import Arguments, NodeCapacity, NodeFilter, NodeScore, Plugin
-from hetsched.scheduler.contract.partition_fit import carved_fraction, cheapest, chip_fits, geometry_rows
+from hetsched.scheduler.contract.partition_fit import busy_fraction, cheapest, chip_fits, geometry_rows
 from hetsched.scheduler.contract.reasons import Reason, ReasonCode
 from hetsched.scheduler.contract.snapshot import (
     MLU_LINK_ANNOTATION,
@@ -356,8 +356,9 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
 
     def _partition_score(self, ask: PartitionAsk, nodes: IntArray, multi_pod: bool) -> FloatArray:
         """Fragmentation-aware: the node whose cheapest chip loses the fewest future templates when carved
-        scores highest (0–100), then the node already carved most (0–10: partitions gather, whole chips stay
-        whole)."""
+        (0–100), and the node whose chips are busiest (0–100, by the share of its chips holding anything):
+        partitions gather on few servers and keep whole servers free for gangs of whole chips (without that
+        term nodeorder's least-requested spreads them, and 8-GPU gangs starve: docs/devices.md, the study)."""
         score = np.zeros(len(nodes), dtype=np.float64)
         for geometry, profile, rows in self._ask_rows(ask):
             if not isinstance(profile, Profile):
@@ -369,15 +370,18 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
             devices = self.devices[ask.resource]
             cost, _chip, _placement, _memory = cheapest(devices, geometry, profile, here, exclude_network=multi_pod)
             scale = float(max(geometry.cores, 1) * len(geometry.shapes()))
-            fullness = carved_fraction(devices, geometry, here)
+            fullness = busy_fraction(devices, here)
             score[positions] = np.where(np.isfinite(cost), 100.0 - 100.0 * np.minimum(cost, scale) / scale
-                                        + 10.0 * fullness, 0.0)
+                                        + 100.0 * fullness, 0.0)
         return score
 
     def _share_score(self, resource: str, milli: int, memory: int, nodes: IntArray, placed: IntArray,
                      multi_pod: bool) -> FloatArray:
         """Device-level binpack: after the ``placed`` earlier pods took the tightest chips, the tighter the
-        chip this pod takes (less left on it) the better; then the fuller node."""
+        chip this pod takes (less left on it) the better (0–100); and the fuller node (0–100 by the share of
+        its chips' compute held): shares gather on few servers, keeping whole servers free for gangs of whole
+        chips (with a 0–10 term, nodeorder's least-requested spread them and 8-GPU gangs starved:
+        docs/devices.md, the partition study)."""
         devices = self.devices[resource]
         free = devices.free_milli(nodes, exclude_network=multi_pod).copy()
         free_memory = devices.free_memory(nodes).copy()
@@ -394,7 +398,7 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
         fullness = 1.0 - free.sum(axis=1) / (slots * 1000.0)
         healthy = popcounts(devices.chips[nodes] & ~devices.unhealthy[nodes])
         penalty = np.where(healthy < popcounts(devices.chips[nodes]), -1000.0, 0.0)
-        score: FloatArray = 100.0 - left / 10.0 + 10.0 * fullness + penalty
+        score: FloatArray = 100.0 - left / 10.0 + 100.0 * fullness + penalty
         return score
 
     def on_allocate(self, group: TaskGroup, pods: list[str], nodes: IntArray) -> None:

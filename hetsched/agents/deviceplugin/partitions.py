@@ -1,0 +1,213 @@
+"""The device plugin's vNPU resource: ``huawei.com/npu-core`` slots, whose containers get exactly the vNPUs the
+scheduler carved for the pod kubelet is admitting — created on demand with ``npu-smi`` and destroyed once their
+pod is gone.
+
+Who calls it: ``hetsched device-plugin`` serves a second :class:`~hetsched.agents.deviceplugin.server.DevicePlugin`
+with a :class:`VnpuBackend` when the chips' backend says its node is carved into vNPUs (``partitioning: vnpu``:
+``--partitioning vnpu`` for Ascend, the fake chips file for tests); the plugin calls :meth:`VnpuBackend.admit`
+from ``Allocate`` and :meth:`VnpuBackend.reconcile` after each health poll.
+
+How a partition reaches a container:
+- kubelet counts ``huawei.com/npu-core`` in slots, one per AI core of each chip (a 310P: 8), so it admits a pod
+  asking ``huawei.com/npu-core: 2`` when two slots are free; which slots it picks does not matter;
+- ``Allocate`` finds the pod being admitted: the first by bind order (``predicate-time``) of this node's pods
+  that kubelet has not started and this plugin has not served, asking as many AI cores as slots were
+  allocated, whose partition hand-off (``hetsched.io/partitions``) is trusted — stamped by the scheduler for
+  this pod and node, as many partitions as the pod asks (``devices.inventory.trusted_partitions``). No such
+  pod: the allocation is refused (the pod fails admission and is recreated by its controller), never served
+  with a partition the scheduler did not choose;
+- each partition's vNPU id follows from its placement: ``100 + 16·phy + first AI core`` (placements on a chip
+  never overlap, so neither do ids), vGroup = first core // 2; a vNPU not there yet is created
+  (``npu-smi set -t create-vnpu … -v <id> -g <vgroup>``);
+- the container gets ``/dev/vdavinci<id>`` as ``/dev/davinci<id>``, the management devices, and
+  ``ASCEND_VISIBLE_DEVICES=<ids>`` — nothing of any other vNPU or chip.
+
+Health: a slot is Healthy only when its chip is *and* the chip's vNPU listing reads cleanly; a chip whose
+listing is missing, truncated or garbled has every slot Unhealthy (kubelet then admits nothing there), and
+no vNPU is created on an unhealthy chip. A vNPU no pod on the node holds any more is destroyed at the second
+poll that finds it orphaned (a pod bound between two listings is not raced).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from hetsched.agents.backends.ascend import SHARED_DEVICES
+from hetsched.agents.backends.base import Backend, ContainerDevices
+from hetsched.agents.chips import ToolChip
+from hetsched.agents.tables import ToolOutputError
+from hetsched.agents.tools import ToolError
+from hetsched.agents.vnpu import STRIDE, VNpu, VnpuTool, id_range
+from hetsched.api.objects import Pod
+from hetsched.devices.inventory import PREDICATE_TIME, trusted_partitions
+from hetsched.devices.partition_requests import NPU_CORE, read_request
+from hetsched.devices.partitions import Geometry, geometry_for
+
+log = logging.getLogger("hetsched.device-plugin")
+
+
+class PartitionRefused(RuntimeError):
+    """Allocate cannot say which partitions the pod being admitted gets (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One vNPU a pod holds on this node."""
+
+    phy: int
+    template: str
+    vnpu: int
+    vgroup: int
+
+
+class VnpuBackend:
+    """``huawei.com/npu-core`` slots over the chips of ``chips`` (an Ascend backend, or a fake one like it)."""
+
+    def __init__(self, chips: Backend, node: str, vnpu_tool: VnpuTool, device_dir: str = "/dev") -> None:
+        self.base = chips
+        self.node = node
+        self.tool = vnpu_tool
+        self.device_dir = device_dir
+        self.vendor = f"{chips.vendor}-vnpu"
+        self.resource = NPU_CORE
+        self.label = chips.label
+        self.topology = "generic"
+        self.geometry: Geometry | None = None
+        self.cards: dict[int, tuple[int, int]] = {}
+        """Chip device id → (NPU id, chip index on the card): what ``npu-smi -i -c`` name."""
+        self.healthy: set[int] = set()
+        self.listed: dict[int, list[VNpu]] = {}
+        """Chip device id → its vNPUs at the last clean listing (chips whose listing failed are left out)."""
+        self.orphans: set[int] = set()
+
+    # ------------------------------------------------------------------------------------- Backend
+
+    def chips(self) -> list[ToolChip]:
+        """One slot per AI core of each chip; a slot's health is its chip's, and Unhealthy when the chip's
+        vNPUs cannot be listed."""
+        chips = self.base.chips()
+        geometry = geometry_for("vnpu", chips[0].model if chips[0].model.lower().startswith("ascend")
+                                else f"Ascend{chips[0].model}")
+        if geometry is None or not geometry.slices:
+            raise ToolError(f"{chips[0].model[:40]}: creating vNPUs on the node is supported for Ascend 310P chips "
+                            f"(their vNPU ids follow from the AI cores they take)")
+        self.geometry = geometry
+        by_card: dict[int, list[int]] = {}
+        for chip in sorted(chips, key=lambda c: c.id):
+            by_card.setdefault(chip.card, []).append(chip.id)
+        self.cards = {phy: (card, ids.index(phy)) for card, ids in by_card.items() for phy in ids}
+        self.healthy = {c.id for c in chips if c.healthy}
+        slots: list[ToolChip] = []
+        for chip in chips:
+            level, reason = chip.level, chip.reason
+            card, index = self.cards[chip.id]
+            try:
+                self.listed[chip.id] = self.tool.list(card, index, chip.id)
+            except (ToolError, ToolOutputError) as exc:
+                self.listed.pop(chip.id, None)
+                level, reason = "UNKNOWN", f"vNPUs cannot be listed: {str(exc)[:200]}"
+                log.error("chip %d: %s: its AI-core slots are Unhealthy", chip.id, reason)
+            slots += [ToolChip(id=chip.id * STRIDE + core, model=f"{geometry.name} AI core", level=level,
+                               memory_mib=0, bus_id=chip.bus_id, card=chip.card, numa=chip.numa, reason=reason)
+                      for core in range(geometry.cores)]
+        return slots
+
+    def container_devices(self, chips: list[ToolChip]) -> ContainerDevices:
+        raise PartitionRefused("vNPU slots are served per pod (admit), never by slot")
+
+    def versions(self) -> dict[str, str]:
+        return {}
+
+    def supernode(self) -> str | None:
+        return None
+
+    # ------------------------------------------------------------------------------------- partitions
+
+    def _wanted(self, pod: Pod) -> list[Wanted] | None:
+        """The vNPUs the pod's trusted hand-off names on this node (None: no trusted hand-off)."""
+        request = read_request(pod.spec.requests, pod.metadata.annotations, pod.metadata.labels)
+        asks = [ask for ask in request.asks if ask.mode == "vnpu"]
+        if not asks:
+            return None
+        entries = trusted_partitions(pod.metadata.annotations, pod.metadata.uid, self.node,
+                                     sum(ask.count for ask in request.asks))
+        found = []
+        for resource, phy, template, placement in entries:
+            if resource != asks[0].resource or placement <= 0:
+                continue
+            first = (placement & -placement).bit_length() - 1
+            found.append(Wanted(phy, template, id_range(phy).start + first, first // 2))
+        return found or None
+
+    def _ensure(self, wanted: Wanted) -> None:
+        if wanted.phy not in self.cards or wanted.phy not in self.listed:
+            raise PartitionRefused(f"chip {wanted.phy}: not on this node, or its vNPUs cannot be listed now")
+        if wanted.phy not in self.healthy:
+            raise PartitionRefused(f"chip {wanted.phy} is Unhealthy: no vNPU is created on it")
+        present = {v.id: v for v in self.listed[wanted.phy]}
+        if wanted.vnpu in present:
+            if present[wanted.vnpu].template != wanted.template:
+                raise PartitionRefused(f"vNPU {wanted.vnpu} on chip {wanted.phy} is a {present[wanted.vnpu].template}, "
+                                       f"not the {wanted.template} the scheduler chose")
+            return
+        card, index = self.cards[wanted.phy]
+        try:
+            self.tool.create(card, index, wanted.template, wanted.vnpu, wanted.vgroup)
+        except (ToolError, ToolOutputError, ValueError) as exc:
+            raise PartitionRefused(f"creating vNPU {wanted.vnpu} ({wanted.template}) on chip {wanted.phy}: "
+                                   f"{str(exc)[:200]}") from None
+        self.listed[wanted.phy] = [*self.listed[wanted.phy], VNpu(wanted.vnpu, wanted.vgroup, "0", 0, wanted.template)]
+        self.orphans.discard(wanted.vnpu)
+
+    def admit(self, pods: list[Pod], slots: int, served: set[str]) -> tuple[Pod, ContainerDevices]:
+        """The pod kubelet is admitting with ``slots`` AI cores, and its vNPUs as devices (created if need be)."""
+        candidates = []
+        for pod in pods:
+            admitted = pod.status.startTime is not None or bool(pod.status.containerStatuses)
+            if (admitted or pod.status.phase != "Pending" or pod.metadata.uid in served
+                    or pod.spec.nodeName != self.node or pod.spec.requests.get(NPU_CORE, 0) != slots * 1000):
+                continue
+            wanted = self._wanted(pod)
+            if wanted:
+                stamp = pod.metadata.annotations.get(PREDICATE_TIME, "")
+                order = int(stamp) if stamp.isdigit() else 1 << 62
+                candidates.append((order, pod.metadata.creationTimestamp or 0.0, pod.metadata.name, pod, wanted))
+        if not candidates:
+            raise PartitionRefused(f"no pod being admitted on {self.node} asks {slots} AI core(s) with a vNPU the "
+                                   f"scheduler chose: refusing rather than guessing")
+        _, _, _, pod, wanted = min(candidates, key=lambda c: c[:3])
+        for each in wanted:
+            self._ensure(each)
+        ids = sorted(w.vnpu for w in wanted)
+        devices = [(f"/dev/davinci{i}", f"{self.device_dir}/vdavinci{i}", "rw") for i in ids]
+        devices += [(f"/dev/{name}", f"{self.device_dir}/{name}", "rw") for name in SHARED_DEVICES]
+        return pod, ContainerDevices(envs={"ASCEND_VISIBLE_DEVICES": ",".join(map(str, ids))}, devices=devices)
+
+    def reconcile(self, pods: list[Pod]) -> list[int]:
+        """Destroy the vNPUs no pod on this node holds any more (at the second listing that finds one
+        orphaned); the ids destroyed."""
+        held: set[int] = set()
+        for pod in pods:
+            if pod.spec.nodeName == self.node and pod.status.phase not in ("Succeeded", "Failed"):
+                held.update(w.vnpu for w in self._wanted(pod) or ())
+        destroyed = []
+        orphans: set[int] = set()
+        for phy, vnpus in list(self.listed.items()):
+            for vnpu in vnpus:
+                if vnpu.id in held:
+                    continue
+                if vnpu.id not in self.orphans:
+                    orphans.add(vnpu.id)
+                    continue
+                card, index = self.cards[phy]
+                try:
+                    self.tool.destroy(card, index, vnpu.id)
+                except (ToolError, ToolOutputError) as exc:
+                    log.warning("chip %d: destroying vNPU %d failed (tried again later): %s", phy, vnpu.id, exc)
+                    orphans.add(vnpu.id)
+                    continue
+                destroyed.append(vnpu.id)
+                self.listed[phy] = [v for v in self.listed[phy] if v.id != vnpu.id]
+        self.orphans = orphans
+        return destroyed

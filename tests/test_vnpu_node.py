@@ -1,0 +1,236 @@
+"""The node side of Ascend vNPUs (issue 34): ``npu-smi``'s vNPU output read garbage-safe, the device plugin's
+``huawei.com/npu-core`` slots healthy only when their chip is and its vNPUs list cleanly, Allocate creating
+exactly the vNPU the scheduler chose for the pod being admitted (never one for a forged hand-off), and
+vNPUs destroyed once their pod is gone. The vendor tool is the fake backend's emulation of ``npu-smi``,
+which prints the real tool's format."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hetsched.agents.backends.fake import FakeBackend
+from hetsched.agents.deviceplugin import api_pb2, api_pb2_grpc
+from hetsched.agents.deviceplugin.partitions import PartitionRefused, VnpuBackend
+from hetsched.agents.deviceplugin.server import DevicePlugin
+from hetsched.agents.tables import ToolOutputError
+from hetsched.agents.vnpu import check_status, id_range, parse_info
+from hetsched.api.objects import Pod
+from hetsched.devices.inventory import HANDOFF_FOR, PARTITIONS_ANNOTATION, PREDICATE_TIME
+from tests.test_device_plugin import FakeKubelet
+
+pytestmark = pytest.mark.timeout(120)
+NODE = "npu-0"
+P310 = "huawei.com/Ascend310P"
+INFO = """Format:Free/Total                   NA: Currently, query is not supported.    |
+ AICORE    Memory    AICPU    VPC    VENC    VDEC    JPEGD    JPEGE    PNGD    |
+            GB
+ 0/8       0/21      0/7      1/12   1/3     1/12    0/16     0/8      NA/NA
+Total number of vnpu: 4
+Vnpu ID  |  Vgroup ID     |  Container ID  |  Status  |  Template Name
+100      |  0             |  000000000000  |  0       |  vir04
+104      |  2             |  000000000000  |  0       |  vir02_1c
+106      |  3             |  000000000000  |  0       |  vir01
+107      |  3             |  000000000000  |  0       |  vir01
+"""
+"""``npu-smi info -t info-vnpu -i 0 -c 0`` of a 310P carved vir04 + vir02_1c + 2 × vir01, in the layout Ascend's
+virtual-instance guide shows (written for these tests)."""
+
+
+def test_the_vnpu_listing_is_read_as_the_tool_prints_it() -> None:
+    vnpus = parse_info(INFO, phy=0)
+    assert [(v.id, v.vgroup, v.template) for v in vnpus] == [(100, 0, "vir04"), (104, 2, "vir02_1c"),
+                                                              (106, 3, "vir01"), (107, 3, "vir01")]
+    assert parse_info(INFO.replace("Total number of vnpu: 4", "Total number of vnpu: 0").split("Vnpu ID")[0]) == []
+    assert list(id_range(2)) == list(range(132, 140))
+    assert check_status("Status                         : OK\nMessage                        : Create vnpu success\n",
+                        "create") == "Create vnpu success"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (INFO.replace("107      |  3", "107      |  3 |  x").rsplit("\n", 2)[0], "3 vNPU row(s) where the output says 4"),
+    (INFO.replace("Total number of vnpu: 4", "Total number of vnpu: <b>4</b>"), "the number of vNPUs should be a"),
+    (INFO.replace("Total number of vnpu: 4", "Total number of vnpu: 4000"), "4000 vNPUs on one chip"),
+    (INFO.replace("Total number of vnpu: 4\n", ""), "no 'Total number of vnpu' line"),
+    (INFO.replace("Vnpu ID  |", "Vnpu  |"), "header is missing"),
+    (INFO.replace("104      |  2", "١٠٤      |  2"), "Vnpu ID should be a number"),
+    (INFO.replace("106      |  3", "150      |  3"), "vNPU 150 is not one of chip 0's (100–107)"),
+    (INFO.replace("106      |  3", "107      |  3"), "a vNPU id is listed twice"),
+    (INFO.replace("vir02_1c", "vir02_1c<script>"), "is not a template"),
+    (INFO.replace("104      |  2             |", "104      |  2   |  |"), "6 cell(s) where a vNPU row has 5"),
+])
+def test_hostile_vnpu_listings_are_errors_naming_the_line(text: str, message: str) -> None:
+    with pytest.raises(ToolOutputError) as error:
+        parse_info(text, phy=0)
+    assert message in str(error.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400) | st.sampled_from([INFO[:n] for n in range(0, len(INFO), 7)]))
+def test_any_text_is_a_listing_or_a_tool_output_error(text: str) -> None:
+    try:
+        vnpus = parse_info(text, phy=0)
+    except ToolOutputError:
+        return
+    assert all(v.id in id_range(0) for v in vnpus)
+
+
+def test_a_create_or_destroy_that_did_not_say_ok_is_an_error() -> None:
+    for text in ("Status : FAIL\nMessage : Create vnpu failed\n", "", "<html>500</html>", "Status: ok-ish"):
+        with pytest.raises(ToolOutputError):
+            check_status(text, "npu-smi set -t create-vnpu")
+
+
+# ------------------------------------------------------------------------------------- the slots and Allocate
+
+
+def write_config(folder: Path, health: dict[int, str] | None = None, output: str = "ok") -> Path:
+    path = folder / "chips.yaml"
+    partial = folder / "chips.yaml.new"
+    partial.write_text(yaml.safe_dump({
+        "resource": P310, "model": "Ascend310P3", "like": "ascend", "partitioning": "vnpu", "vnpuOutput": output,
+        "chips": [{"id": i, "health": (health or {}).get(i, "OK")} for i in range(2)]}))
+    partial.replace(path)
+    return path
+
+
+def handed(name: str, uid: str, entries: list[list[Any]], cores: int = 2, *, node: str = NODE, bound_at: int = 1,
+           stamp: str | None = None, phase: str = "Pending") -> Pod:
+    """A pod asking ``cores`` AI cores (MindCluster's vNPU request) bound to ``node`` with a partition hand-off."""
+    return Pod.model_validate({
+        "metadata": {"name": name, "namespace": "default", "uid": uid,
+                     "labels": {"ring-controller.atlas": "ascend-310P"},
+                     "annotations": {PARTITIONS_ANNOTATION: json.dumps(entries), PREDICATE_TIME: str(bound_at),
+                                     HANDOFF_FOR: stamp if stamp is not None else f"{uid}/{node}"}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": {"huawei.com/npu-core":
+                                                                                          str(cores)}}}]},
+        "status": {"phase": phase}})
+
+
+@pytest.fixture
+def vnpus(tmp_path: Path) -> SimpleNamespace:
+    config = write_config(tmp_path)
+    backend = FakeBackend(config)
+    return SimpleNamespace(config=config, backend=backend, slots=VnpuBackend(backend, NODE, backend.vnpu_tool(),
+                                                                             str(backend.device_dir)),
+                           state=tmp_path / "vnpus.json", dev=tmp_path / "dev")
+
+
+def listed(state: Path) -> dict[str, list[list[Any]]]:
+    return json.loads(state.read_text()) if state.exists() else {}
+
+
+def test_slots_are_healthy_only_when_the_chip_is_and_its_vnpus_list_cleanly(vnpus: SimpleNamespace,
+                                                                            tmp_path: Path) -> None:
+    slots = vnpus.slots.chips()
+    assert len(slots) == 16 and all(s.healthy for s in slots)
+    write_config(tmp_path, health={1: "Critical"})
+    assert sum(s.healthy for s in vnpus.slots.chips()) == 8
+    for output in ("truncated", "garbage"):
+        write_config(tmp_path, output=output)
+        vnpus.slots.listed.clear()
+        vnpus.backend.vnpu_tool().create(0, 0, "vir01", 100)  # something to list (a truncated listing drops it)
+        slots = vnpus.slots.chips()
+        assert not any(s.healthy for s in slots), output  # every slot: the listing cannot vouch for any vNPU
+        assert "vNPUs cannot be listed" in slots[0].reason
+        with pytest.raises(PartitionRefused, match="cannot be listed now"):
+            vnpus.slots.admit([handed("p", "u-p", [[P310, 0, "vir02_1c", 0b1100]])], 2, set())
+        vnpus.backend.vnpu_tool().destroy(0, 0, 100)
+
+
+def test_allocate_creates_exactly_the_schedulers_vnpu_for_the_pod_being_admitted(vnpus: SimpleNamespace) -> None:
+    """The pod first in bind order gets the vNPU its placement implies (cores 2–3 of chip 1: id 118, vGroup
+    1), created now; the device is its vNPU only. A second admission of the same size finds no pod left."""
+    vnpus.slots.chips()
+    pods = [handed("second", "u2", [[P310, 0, "vir02_1c", 0b11]], bound_at=20),
+            handed("first", "u1", [[P310, 1, "vir02_1c", 0b1100]], bound_at=10)]
+    served: set[str] = set()
+    pod, devices = vnpus.slots.admit(pods, 2, served)
+    assert pod.metadata.name == "first"
+    assert devices.envs == {"ASCEND_VISIBLE_DEVICES": "118"}
+    assert devices.devices[0] == ("/dev/davinci118", f"{vnpus.dev}/vdavinci118", "rw")
+    assert [d[0] for d in devices.devices[1:]] == ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
+    assert listed(vnpus.state) == {"1": [[118, 1, "vir02_1c"]]} and (vnpus.dev / "vdavinci118").exists()
+    served.add("u1")
+    assert vnpus.slots.admit(pods, 2, served)[0].metadata.name == "second"
+    served.add("u2")
+    with pytest.raises(PartitionRefused, match="no pod being admitted"):
+        vnpus.slots.admit(pods, 2, served)
+
+
+def test_a_forged_copied_or_unhealthy_hand_off_gets_no_vnpu(vnpus: SimpleNamespace, tmp_path: Path) -> None:
+    vnpus.slots.chips()
+    forged = handed("tenant", "u-t", [[P310, 0, "vir04", 0b1111]], stamp="u-victim/npu-0")
+    elsewhere = handed("other", "u-o", [[P310, 0, "vir04", 0b1111]], node="npu-9")
+    with pytest.raises(PartitionRefused):
+        vnpus.slots.admit([forged, elsewhere], 2, set())
+    assert listed(vnpus.state) == {}
+    write_config(tmp_path, health={0: "Critical"})
+    vnpus.slots.chips()
+    with pytest.raises(PartitionRefused, match="chip 0 is Unhealthy: no vNPU is created on it"):
+        vnpus.slots.admit([handed("p", "u-p", [[P310, 0, "vir02_1c", 0b11]])], 2, set())
+    assert listed(vnpus.state) == {}
+
+
+def test_a_vnpu_is_destroyed_once_its_pod_is_gone(vnpus: SimpleNamespace) -> None:
+    vnpus.slots.chips()
+    pod = handed("p", "u-p", [[P310, 0, "vir02_1c", 0b110000]])
+    vnpus.slots.admit([pod], 2, set())
+    assert listed(vnpus.state) == {"0": [[104, 2, "vir02_1c"]]}
+    running = pod.model_copy(update={"status": pod.status.model_copy(update={"phase": "Running"})})
+    assert vnpus.slots.reconcile([running]) == []
+    assert vnpus.slots.reconcile([]) == []  # orphaned once: kept (a pod bound between two listings)
+    vnpus.slots.chips()
+    assert vnpus.slots.reconcile([]) == [104]
+    assert listed(vnpus.state) == {"0": []} and not (vnpus.dev / "vdavinci104").exists()
+
+
+@pytest.fixture
+def plugin(vnpus: SimpleNamespace) -> Iterator[SimpleNamespace]:
+    directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"vn-{os.getpid()}-{time.monotonic_ns()}"
+    directory.mkdir()
+    kubelet = FakeKubelet(directory)
+    bound: list[Pod] = []
+    served = DevicePlugin(vnpus.slots, directory=directory, period=0.2, pods=lambda: list(bound))
+    served.start()
+    channel = grpc.insecure_channel(f"unix://{served.socket}")
+    stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
+    yield SimpleNamespace(kubelet=kubelet, plugin=served, bound=bound, stub=stub, vnpus=vnpus)
+    channel.close()
+    served.stop()
+    kubelet.stop()
+    for leftover in directory.iterdir():
+        leftover.unlink()
+    directory.rmdir()
+
+
+def test_the_plugin_registers_npu_core_and_allocate_serves_or_refuses(plugin: SimpleNamespace) -> None:
+    """Over real gRPC: ``huawei.com/npu-core`` registered with 16 slots; Allocate for the admitted pod gives its
+    vNPU; with no pod to serve, Allocate is refused (FAILED_PRECONDITION) rather than guessing."""
+    assert plugin.kubelet.registered.wait(10)
+    assert plugin.kubelet.requests[0].resource_name == "huawei.com/npu-core"
+    stream = plugin.stub.ListAndWatch(api_pb2.Empty(), timeout=10)
+    first = next(iter(stream))
+    assert len(first.devices) == 16 and {d.health for d in first.devices} == {"Healthy"}
+    stream.cancel()
+    ids = [first.devices[0].ID, first.devices[1].ID]
+    request = api_pb2.AllocateRequest(container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=ids)])
+    with pytest.raises(grpc.RpcError) as error:
+        plugin.stub.Allocate(request, timeout=10)
+    assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "no pod being admitted" in (error.value.details() or "")
+    plugin.bound.append(handed("infer", "u-i", [[P310, 0, "vir02_1c", 0b11000000]]))
+    answer = plugin.stub.Allocate(request, timeout=10).container_responses[0]
+    assert dict(answer.envs) == {"ASCEND_VISIBLE_DEVICES": "106"}
+    assert answer.devices[0].container_path == "/dev/davinci106"
