@@ -85,8 +85,12 @@ def test_mig_profiles_follow_nvidias_placement_table() -> None:
     after_four = np.array([four.placements[0]])
     assert fits(a100, three, np.array([4]), np.array([20480]), zeros(), np.array([1]), after_four, memory)[0] == 1
     assert fits(a100, four, np.array([4]), np.array([20480]), zeros(), np.array([1]), after_four, memory)[0] == 0
-    assert geometry_for("mig", "H100-SXM5-80GB").name == "H100-80GB"  # type: ignore[union-attr]
-    assert geometry_for("mig", "Tesla-V100") is None  # no MIG on a V100
+    names = {model: getattr(geometry_for("mig", model), "name", None) for model in (
+        "H100-SXM5-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-40GB", "Tesla-V100",
+        "NVIDIA H100 NVL", "A100")}  # NVML's names and the node labels' alike; a model not known is no geometry
+    assert names == {"H100-SXM5-80GB": "H100-80GB", "NVIDIA H100 80GB HBM3": "H100-80GB",
+                     "NVIDIA A100 80GB PCIe": "A100-80GB", "NVIDIA A100-SXM4-40GB": "A100-40GB", "Tesla-V100": None,
+                     "NVIDIA H100 NVL": None, "A100": None}
 
 
 def test_the_cheapest_placement_keeps_the_big_profiles_possible() -> None:
@@ -180,6 +184,9 @@ def test_whole_chips_under_other_names_and_hamis_counts() -> None:
     ({"huawei.com/Ascend910B3": 1, "huawei.com/Ascend910B3-memory": 10}, {"huawei.com/vnpu-mode": "hami-core"}, {},
      "hami-core (soft vNPU slicing) is not supported"),
     ({"cambricon.com/mlu.smlu.vcore": 101}, {}, {}, "cambricon.com/mlu.smlu.vcore: 101 is over 100"),
+    ({"nvidia.com/mig-1g.5gb": 10**9}, {}, {}, "1000000000 partitions for one pod (at most 128)"),
+    ({GPU: 1, "nvidia.com/gpumem-percentage": 50}, {"nvidia.com/vgpu-mode": "mig"}, {},
+     "nvidia.com/gpumem-percentage: a share of memory by percent is not supported"),
 ])
 def test_requests_that_can_never_be_served_name_the_field(limits: dict[str, int], annotations: dict[str, str],
                                                           labels: dict[str, str], message: str) -> None:
@@ -226,6 +233,13 @@ def test_the_guides_pods_all_run_in_the_simulator(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     summary = json.loads(out.read_text())["summary"]
     assert summary["phases"] == {"Running": 10} and summary["binds"] == 10
+    # chips held per kind: whole chips, and each partition as its share of one chip's compute (gpu-number 1,
+    # hami-core 50 %, 1g.10gb 1/7, 3g.40gb 3/7 of 32 GPUs; vir02_1c twice 2/8, vir10_3c_32g 10/20 of 32 NPUs;
+    # an sMLU of 25 % of 16 MLUs); the names partitions advertise are not counted as chips
+    ratio = summary["allocationRatio"]
+    assert ratio["nvidia"] == pytest.approx((1 + 0.5 + 1 / 7 + 3 / 7) / 32)
+    assert ratio["ascend"] == pytest.approx((0.25 + 0.25 + 0.5) / 32)
+    assert ratio["cambricon"] == pytest.approx(0.25 / 16)
 
 
 # ------------------------------------------------------------------------------------------ scheduling
@@ -489,3 +503,17 @@ def test_the_partition_study_shows_whole_gpus_strand_what_partitions_keep() -> N
         assert mig["classes"][kind]["waiting"] == 0 and milli["classes"][kind]["waiting"] == 0
     assert sum(whole["classes"][k]["waiting"] for k in ("1g.5gb", "2g.10gb", "3g.20gb")) > 0
     assert mig["partitions"] > 0 and whole["partitions"] == 0 and mig["usedShare"] > whole["usedShare"]
+
+
+def test_a_pod_bound_past_the_scheduler_with_an_absurd_partition_count_carves_nothing() -> None:
+    """Anyone may create a pod with ``nodeName`` set: one asking a billion MIG instances is charged no partition
+    (its request can never be served) and the cycle goes on for everyone else."""
+    squatter = Pod.model_validate({
+        "metadata": {"name": "squatter", "namespace": "default", "uid": "u-s"},
+        "spec": {"nodeName": "g", "containers": [{"name": "c", "resources": {
+            "limits": {"nvidia.com/mig-1g.5gb": str(10**9)}}}]},
+        "status": {"phase": "Running"}})
+    h = harness([part_node("g", GPU, "A100-SXM4-40GB", "mig", chips=1), squatter,
+                 *gang("ok", 1, limits={"nvidia.com/mig-7g.40gb": 1}, cpu="1")])
+    h.cycle()
+    assert "ok-0" in carved(h)

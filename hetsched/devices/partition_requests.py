@@ -115,6 +115,9 @@ class PartitionRequest:
 
 
 NONE = PartitionRequest()
+MAX_PARTITIONS = 128
+"""Partitions one pod may ask for (a server of 16 chips × 7 partitions is 112): more is refused, so no request
+— say ``nvidia.com/mig-1g.5gb: 1000000000`` on a pod bound past the scheduler — makes anyone loop over it."""
 _KNOWN_MIG = frozenset(p.name for g in GEOMETRIES if g.mode == "mig" for p in g.profiles)
 
 
@@ -141,15 +144,11 @@ def _vgpu(requests: dict[str, int], annotations: dict[str, str], count_name: str
         return None
     if cores > 100:
         raise PartitionRequestError(f"resource {cores_name}: {cores} is over 100 (percent of one GPU)")
-    if percent > 100:
-        raise PartitionRequestError(f"resource {percent_name}: {percent} is over 100 (percent of one GPU's memory)")
-    if percent and memory:
-        raise PartitionRequestError(f"resources {memory_name} and {percent_name}: ask one of them")
-    if _mode(annotations, mode_key) == "mig":
-        return PartitionAsk(GPU_RESOURCE, "mig", count, count_name, fit_memory=memory or 1)
     if percent:
         raise PartitionRequestError(f"resource {percent_name}: a share of memory by percent is not supported; "
                                     f"ask {memory_name} in MiB")
+    if _mode(annotations, mode_key) == "mig":
+        return PartitionAsk(GPU_RESOURCE, "mig", count, count_name, fit_memory=memory or 1)
     return PartitionAsk(GPU_RESOURCE, "vgpu", count, count_name, distinct=True, cores=cores,
                         memory=memory or WHOLE_MEMORY)
 
@@ -269,6 +268,10 @@ def partition_request(requests: dict[str, int], annotations: dict[str, str],
     if _amount(requests, SMLU_VMLU) and not any(ask.mode == "smlu" for ask in asks):
         asks.append(PartitionAsk(MLU_RESOURCE, "smlu", _amount(requests, SMLU_VMLU), SMLU_VMLU, distinct=True,
                                  whole=True))
+    total = sum(ask.count for ask in asks)
+    if total > MAX_PARTITIONS:
+        raise PartitionRequestError(f"resource {asks[0].source}: {total} partitions for one pod (at most "
+                                    f"{MAX_PARTITIONS})")
     return PartitionRequest(tuple(asks), frozenset(counted), whole)
 
 

@@ -80,7 +80,9 @@ class Geometry:
     name: str
     """The model family it describes (``A100-40GB``, ``Ascend310P``) — shown in ``explain`` and metrics."""
     prefixes: tuple[str, ...]
-    """Inventory model names (lower case, without ``-``/``_``/spaces) it applies to, by prefix."""
+    """Inventory model names (lower case, without ``-``/``_``/spaces and a leading ``NVIDIA``/``Tesla``) it applies
+    to, by prefix. A model no geometry names (an H100 NVL, an A100 whose name gives no memory size) cannot be
+    carved in that mode: refused when a node says it is, never carved by a neighbour's table."""
     cores: int
     memory: int
     """MiB per chip (0: the chip's own ``memoryMiB`` from the inventory)."""
@@ -151,9 +153,9 @@ def _dynamic(mode: Mode, name: str, prefixes: tuple[str, ...], instances: int, u
 GEOMETRIES: tuple[Geometry, ...] = (
     # NVIDIA MIG (profiles and placements: NVIDIA's MIG user guide, "A100 MIG profiles" and the H100/H200 tables)
     _mig("A100-40GB", ("a100sxm440gb", "a100pcie40gb", "a10040gb"), (5, 10, 10, 20, 20, 40), "1g.5gb", 40960),
-    _mig("A100-80GB", ("a100sxm480gb", "a100pcie80gb", "a10080gb", "a100"), (10, 20, 20, 40, 40, 80), "1g.10gb",
-         81920),
-    _mig("H100-80GB", ("h100", "h800"), (10, 20, 20, 40, 40, 80), "1g.10gb", 81920),
+    _mig("A100-80GB", ("a100sxm480gb", "a100pcie80gb", "a10080gb"), (10, 20, 20, 40, 40, 80), "1g.10gb", 81920),
+    _mig("H100-80GB", ("h100sxm580gb", "h100sxm80gb", "h10080gb", "h100pcie", "h800"), (10, 20, 20, 40, 40, 80),
+         "1g.10gb", 81920),
     _mig("H200-141GB", ("h200",), (18, 35, 35, 71, 71, 141), "1g.18gb", 144384),
     Geometry("mig", "A30-24GB", ("a30",), cores=4, memory=24576, slices=4, instances=4, profiles=(
         Profile("1g.6gb", 1, 6144, placements=_placements((0, 1, 2, 3), 1)),
@@ -177,7 +179,11 @@ GEOMETRIES: tuple[Geometry, ...] = (
 
 
 def _normal(model: str) -> str:
-    return model.lower().replace("-", "").replace("_", "").replace(" ", "")
+    """``NVIDIA A100-SXM4-40GB`` (NVML's name) and ``A100-SXM4-40GB`` alike → ``a100sxm440gb``."""
+    lowered = model.lower().replace("-", "").replace("_", "").replace(" ", "")
+    for vendor in ("nvidia", "tesla"):
+        lowered = lowered.removeprefix(vendor)
+    return lowered
 
 
 @cache

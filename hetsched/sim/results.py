@@ -25,6 +25,11 @@ import numpy.typing as npt
 from hetsched.api import membership
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.api.objects import Job, Node, Pod, PodGroup
+from hetsched.devices.inventory import NODE_ANNOTATION, InventoryError, parse_node_devices
+from hetsched.devices.partition_requests import ANNOTATIONS as PARTITION_ANNOTATIONS
+from hetsched.devices.partition_requests import LABELS as PARTITION_LABELS
+from hetsched.devices.partition_requests import is_partition_resource, read_request, whole_milli
+from hetsched.devices.partitions import Profile, geometry_for
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.contract.reasons import fragments
 from hetsched.scheduler.engine.runner import CycleResult
@@ -47,6 +52,8 @@ class PodRecord:
     end: float | None = None
     """When its last run ended (finished, or deleted: evicted, aborted); None while it runs or waits to run."""
     requests: dict[str, int] = field(default_factory=dict)
+    partition: tuple[dict[str, str], dict[str, str]] = ({}, {})
+    """The annotations and labels its partition request reads (``devices.partition_requests``)."""
     runs: list[list[float]] = field(default_factory=list)
     """[start, end] of each run; the last one's end is missing while it runs."""
     phase: str = ""
@@ -227,8 +234,12 @@ class Recorder:
                 return
             if workload.kind == "Pod":
                 workload.submit = min(workload.submit, obj.metadata.creationTimestamp or now)
-            record = workload.pods.setdefault(obj.metadata.name, PodRecord(obj.metadata.name,
-                                                                           requests=dict(obj.spec.requests)))
+            record = workload.pods.get(obj.metadata.name)
+            if record is None:
+                meta = obj.metadata
+                record = workload.pods[meta.name] = PodRecord(meta.name, requests=dict(obj.spec.requests), partition=(
+                    {k: v for k, v in meta.annotations.items() if k in PARTITION_ANNOTATIONS},
+                    {k: v for k, v in meta.labels.items() if k in PARTITION_LABELS}))
             record.node = obj.spec.nodeName
             if obj.status.phase == "Running" and not record.open():
                 record.runs.append([now])
@@ -380,6 +391,43 @@ class Results:
                 "evictions": self.evictions, "faults": self.faults}
 
 
+def _partitioned(nodes: list[Node]) -> dict[str, dict[str, tuple[str, str]]]:
+    """Node → its partitioned chips: device resource → (partitioning mode, model)."""
+    found: dict[str, dict[str, tuple[str, str]]] = {}
+    for node in nodes:
+        raw = node.metadata.annotations.get(NODE_ANNOTATION)
+        if not raw:
+            continue
+        try:
+            sets = parse_node_devices(raw, node.metadata.name).devices
+        except InventoryError:
+            continue
+        partitioned = {d.resource: (str(d.partitioning), d.model) for d in sets if d.partitioning}
+        if partitioned:
+            found[node.metadata.name] = partitioned
+    return found
+
+
+def _chips_held(pod: PodRecord, partitioned: dict[str, tuple[str, str]]) -> dict[str, float]:
+    """Chips of each accelerator kind the pod holds: its whole chips (under any name), and for each partition
+    its share of one chip's compute (a ``1g.5gb`` is 1/7 of an A100)."""
+    request = read_request(pod.requests, *pod.partition)
+    held: dict[str, float] = {}
+    names = {r for r in pod.requests if accelerator_kind(r) is not None and not is_partition_resource(r)}
+    for resource in names | set(request.whole):
+        kind = accelerator_kind(resource)
+        if kind is not None:
+            held[kind] = held.get(kind, 0.0) + whole_milli(pod.requests, resource, request) / 1000
+    for ask in request.asks:
+        mode, model = partitioned.get(ask.resource, ("", ""))
+        geometry = geometry_for(mode, model) if mode == ask.mode else None
+        profile = ask.profile(geometry) if geometry is not None else None
+        kind = accelerator_kind(ask.resource)
+        if geometry is not None and isinstance(profile, Profile) and kind is not None:
+            held[kind] = held.get(kind, 0.0) + ask.count * profile.cores / max(geometry.cores, 1)
+    return held
+
+
 def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra: dict[str, Any]) -> Results:
     jobs: list[dict[str, Any]] = []
     for eviction in recorder.evictions:  # what each eviction cost: the chip-seconds since its last checkpoint
@@ -428,18 +476,17 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
     for node in nodes:
         for resource, amount in node.status.allocatable.items():
             kind = accelerator_kind(resource)
-            if kind is not None:
+            if kind is not None and not is_partition_resource(resource):  # chips, not what partitions advertise
                 capacity[kind] += amount // 1000
+    inventories = _partitioned(nodes)
     busy: dict[str, float] = {}
     for workload in recorder.workloads.values():
         for pod in workload.pods.values():
             run = pod.held(end_time)
             if run <= 0:
                 continue
-            for resource, amount in pod.requests.items():
-                kind = accelerator_kind(resource)
-                if kind is not None:
-                    busy[kind] = busy.get(kind, 0.0) + amount / 1000 * run
+            for kind, chips in _chips_held(pod, inventories.get(pod.node, {})).items():
+                busy[kind] = busy.get(kind, 0.0) + chips * run
     allocation = {kind: (busy.get(kind, 0.0) / (capacity[kind] * end_time) if end_time > 0 else 0.0)
                   for kind in sorted(capacity)}
     reasons: Counter[str] = Counter()
