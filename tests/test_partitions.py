@@ -517,3 +517,25 @@ def test_a_pod_bound_past_the_scheduler_with_an_absurd_partition_count_carves_no
                  *gang("ok", 1, limits={"nvidia.com/mig-7g.40gb": 1}, cpu="1")])
     h.cycle()
     assert "ok-0" in carved(h)
+
+
+def test_dynamic_shares_are_one_metric_label_whatever_their_size() -> None:
+    """A tenant choosing a new vGPU size per pod must not mint a new series each time: sMLU and vGPU shares are
+    counted under ``template="dynamic"``."""
+    from prometheus_client import generate_latest
+
+    from hetsched.metrics.scheduler import SchedulerMetrics
+
+    objects: list[AnyObject] = [part_node("g", GPU, "Tesla-V100", "vgpu", chips=2, chip_memory=16384)]
+    for i, (cores, memory) in enumerate(((10, 1000), (20, 1234), (30, 999))):
+        objects += gang(f"v{i}", 1, limits={"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": memory,
+                                            "volcano.sh/vgpu-cores": cores}, cpu="1")
+    h = harness(objects)
+    metrics = SchedulerMetrics()
+    h.scheduler.observers.append(metrics)
+    h.cycle()
+    h.cycle()
+    text = generate_latest(metrics.registry).decode()
+    held = [line for line in text.splitlines() if line.startswith("hetsched_partitions_allocated{")]
+    assert held == ['hetsched_partitions_allocated{geometry="GPU-vGPU",kind="nvidia",mode="vgpu",'
+                    'template="dynamic"} 3.0']

@@ -169,7 +169,8 @@ class DeviceLedger:
         self.errors: dict[str, str] = {}
         """Node → why its device inventory could not be read (its chips are then untracked)."""
         self.templates: dict[tuple[str, str, str], int] = {}
-        """(device resource, geometry name, template) → partitions held by accounted pods (the metrics)."""
+        """(device resource, geometry name, template — ``dynamic`` for sMLU/vGPU shares) → partitions held by
+        accounted pods (the metrics)."""
         self.names: dict[int, str] = {}
         """Node row → its name (a hand-off is trusted only for the node it names)."""
         self._numa_cpu: tuple[tuple[int, int], IntArray] | None = None
@@ -276,7 +277,9 @@ class DeviceLedger:
                 state.carving.add(row, chip, profile, memory, placement, sign)
                 state.carve_version += 1
                 geometry = state.carving.geometry(row, state.models[row])
-                key = (resource, geometry.name if geometry is not None else "", profile.name)
+                # a dynamic share's name carries its size: one label value for them all (bounded cardinality)
+                name = "dynamic" if geometry is None or geometry.dynamic else profile.name
+                key = (resource, geometry.name if geometry is not None else "", name)
                 self.templates[key] = self.templates.get(key, 0) + sign
         for resource, (chip, share, memory) in (record.shares or {}).items():
             state = self.devices.get(resource)
