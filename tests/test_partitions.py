@@ -539,3 +539,20 @@ def test_dynamic_shares_are_one_metric_label_whatever_their_size() -> None:
     held = [line for line in text.splitlines() if line.startswith("hetsched_partitions_allocated{")]
     assert held == ['hetsched_partitions_allocated{geometry="GPU-vGPU",kind="nvidia",mode="vgpu",'
                     'template="dynamic"} 3.0']
+
+
+def test_a_partition_pod_bound_without_a_hand_off_is_never_charged_to_a_whole_held_chip() -> None:
+    """After a restart, a MIG pod bound by someone else (no hand-off) is charged where the scheduler would have
+    carved it — never on the GPU a whole-GPU pod holds — so a third pod finds no GPU left."""
+    h = harness([part_node("g", GPU, "A100-SXM4-40GB", "mig", chips=2), *gang("whole", 1, limits={GPU: 1}, cpu="1")])
+    h.cycle()
+    bound = [p for p in h.cluster.list("Pod") if isinstance(p, Pod)]
+    bare = Pod.model_validate({
+        "metadata": {"name": "bare", "namespace": "default", "uid": "u-bare"},
+        "spec": {"nodeName": "g", "containers": [{"name": "c", "resources": {
+            "limits": {"nvidia.com/mig-7g.40gb": "1"}}}]}, "status": {"phase": "Running"}})
+    fresh = harness([part_node("g", GPU, "A100-SXM4-40GB", "mig", chips=2), *bound, bare,
+                     *gang("third", 1, limits={"nvidia.com/mig-1g.5gb": 1}, cpu="1")])
+    fresh.cycle()
+    assert "third-0" not in carved(fresh)
+    assert "room for a 1g.5gb partition" in fresh.condition("third")

@@ -334,7 +334,7 @@ class DeviceLedger:
 
     def _carved(self, record: PodRecord, row: int, request: PartitionRequest) -> list[Holding]:
         """The partitions the pod holds on node ``row``: those its trusted hand-off names (each checked against
-        what the pod asks and what the chip allows), else the first chip and placement where each fits."""
+        what the pod asks and what the chip allows), else where the scheduler would have carved each."""
         meta = record.pod.metadata
         wanted = sum(ask.count for ask in request.asks)
         named = trusted_partitions(meta.annotations, meta.uid, self.names.get(row, ""), wanted)
@@ -368,18 +368,21 @@ class DeviceLedger:
         """Where one partition sits: the hand-off's chip and placement when they are legal there, else the chip
         (not in ``taken`` for a ``distinct`` ask) and placement the scheduler would choose — the one that costs the
         fewest future templates (``devices.partitions.loss``); None if nowhere."""
-        on_node = int(state.chips[row]) & ~int(state.unhealthy[row])
+        present = int(state.chips[row])
+        usable = present & ~int(state.unhealthy[row]) & ~int(state.used[row])
         slots = carving.cores.shape[1]
         capacity = chip_memory(geometry, state.memory[row, :slots])
         room = fits(geometry, profile, carving.cores[row], carving.memory[row], carving.aicpu[row], carving.count[row],
                     carving.slices[row], capacity)
-        candidates = [c for c in range(slots) if on_node >> c & 1 and room[c] > 0
-                      and not (ask.distinct and c in taken)]
-        if entry is not None and entry[0] == ask.resource and entry[2] == profile.name and entry[1] in candidates:
-            placement = entry[3]
+        if entry is not None and entry[0] == ask.resource and entry[2] == profile.name and 0 <= entry[1] < slots:
+            chip, placement = entry[1], entry[3]
             legal = placement in profile.placements if profile.placements else placement == 0
-            if legal and not int(carving.slices[row, entry[1]]) & placement:
-                return ask.resource, entry[1], profile, int(memory_needed(profile, capacity)[entry[1]]), placement
+            # the partition exists where the hand-off says, even on a chip that has turned unhealthy since
+            if (legal and present >> chip & 1 and room[chip] > 0 and not int(carving.slices[row, chip]) & placement
+                    and not (ask.distinct and chip in taken)):
+                return ask.resource, chip, profile, int(memory_needed(profile, capacity)[chip]), placement
+        candidates = [c for c in range(slots) if usable >> c & 1 and not state.shared[row, c] and room[c] > 0
+                      and not (ask.distinct and c in taken)]
         if not candidates:
             return None
         cost, placements = loss(geometry, profile, carving.cores[row], carving.memory[row], carving.aicpu[row],

@@ -456,7 +456,7 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
         devices = self.devices[ask.resource]
         here = np.array([row])
         for geometry, profile, rows in self._ask_rows(ask):
-            if not isinstance(profile, Profile) or row not in set(rows.tolist()):
+            if not isinstance(profile, Profile) or not bool((rows == row).any()):
                 continue
             avoid = None
             if ask.distinct:
