@@ -185,6 +185,8 @@ def test_whole_chips_under_other_names_and_hamis_counts() -> None:
      "hami-core (soft vNPU slicing) is not supported"),
     ({"cambricon.com/mlu.smlu.vcore": 101}, {}, {}, "cambricon.com/mlu.smlu.vcore: 101 is over 100"),
     ({"nvidia.com/mig-1g.5gb": 10**9}, {}, {}, "1000000000 partitions for one pod (at most 128)"),
+    ({"nvidia.com/mig-1g.5gb": 1, "nvidia.com/mig-4g.20gb": 1}, {}, {},
+     "one kind of partition of nvidia.com/gpu per pod is supported"),
     ({GPU: 1, "nvidia.com/gpumem-percentage": 50}, {"nvidia.com/vgpu-mode": "mig"}, {},
      "nvidia.com/gpumem-percentage: a share of memory by percent is not supported"),
 ])

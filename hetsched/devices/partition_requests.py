@@ -268,6 +268,11 @@ def partition_request(requests: dict[str, int], annotations: dict[str, str],
     if _amount(requests, SMLU_VMLU) and not any(ask.mode == "smlu" for ask in asks):
         asks.append(PartitionAsk(MLU_RESOURCE, "smlu", _amount(requests, SMLU_VMLU), SMLU_VMLU, distinct=True,
                                  whole=True))
+    for i, ask in enumerate(asks):
+        other = next((o for o in asks[:i] if o.resource == ask.resource), None)
+        if other is not None:  # one kind per chip resource: the scheduler sizes and carves asks one at a time
+            raise PartitionRequestError(f"resources {other.source} and {ask.source}: one kind of partition of "
+                                        f"{ask.resource} per pod is supported; ask one of them")
     total = sum(ask.count for ask in asks)
     if total > MAX_PARTITIONS:
         raise PartitionRequestError(f"resource {asks[0].source}: {total} partitions for one pod (at most "
