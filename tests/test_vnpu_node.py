@@ -234,3 +234,23 @@ def test_the_plugin_registers_npu_core_and_allocate_serves_or_refuses(plugin: Si
     answer = plugin.stub.Allocate(request, timeout=10).container_responses[0]
     assert dict(answer.envs) == {"ASCEND_VISIBLE_DEVICES": "106"}
     assert answer.devices[0].container_path == "/dev/davinci106"
+
+
+def test_a_multiple_of_a_chips_ai_cores_gets_the_whole_chips_the_scheduler_chose(vnpus: SimpleNamespace) -> None:
+    """MindCluster's ``huawei.com/npu-core: 8`` is a whole 310P: the pod gets the chip its trusted
+    ``hetsched.io/allocation`` names (``/dev/davinci<phy>``), no vNPU is created; a chip already carved into
+    vNPUs is refused, never shared."""
+    from hetsched.devices.inventory import POD_ANNOTATION
+
+    vnpus.slots.chips()
+    whole = handed("whole", "u-w", [], cores=8)
+    whole.metadata.annotations[POD_ANNOTATION] = json.dumps({P310: [1]})
+    del whole.metadata.annotations[PARTITIONS_ANNOTATION]
+    pod, devices = vnpus.slots.admit([whole], 8, set())
+    assert pod.metadata.name == "whole" and devices.envs == {"ASCEND_VISIBLE_DEVICES": "1"}
+    assert devices.devices[0] == ("/dev/davinci1", f"{vnpus.dev}/davinci1", "rw")
+    assert listed(vnpus.state) == {}
+    vnpus.slots.admit([handed("p", "u-p", [[P310, 0, "vir01", 0b1]], cores=1)], 1, set())
+    whole.metadata.annotations[POD_ANNOTATION] = json.dumps({P310: [0]})
+    with pytest.raises(PartitionRefused, match="free of vNPUs"):
+        vnpus.slots.admit([whole], 8, set())

@@ -16,6 +16,8 @@ How a partition reaches a container:
   this pod and node, as many partitions as the pod asks (``devices.inventory.trusted_partitions``). No such
   pod: the allocation is refused (the pod fails admission and is recreated by its controller), never served
   with a partition the scheduler did not choose;
+- a pod asking a multiple of a chip's AI cores (``huawei.com/npu-core: 8``: a whole 310P, as MindCluster reads
+  it) gets the whole chips its trusted ``hetsched.io/allocation`` names (healthy and holding no vNPU);
 - each partition's vNPU id follows from its placement: ``100 + 16·phy + first AI core`` (placements on a chip
   never overlap, so neither do ids), vGroup = first core // 2; a vNPU not there yet is created
   (``npu-smi set -t create-vnpu … -v <id> -g <vgroup>``);
@@ -40,7 +42,7 @@ from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.agents.vnpu import STRIDE, VNpu, VnpuTool, id_range
 from hetsched.api.objects import Pod
-from hetsched.devices.inventory import PREDICATE_TIME, trusted_partitions
+from hetsched.devices.inventory import PREDICATE_TIME, trusted_allocation, trusted_partitions
 from hetsched.devices.partition_requests import NPU_CORE, read_request
 from hetsched.devices.partitions import Geometry, geometry_for
 
@@ -160,29 +162,48 @@ class VnpuBackend:
         self.listed[wanted.phy] = [*self.listed[wanted.phy], VNpu(wanted.vnpu, wanted.vgroup, "0", 0, wanted.template)]
         self.orphans.discard(wanted.vnpu)
 
+    def _whole(self, pod: Pod, slots: int) -> list[int] | None:
+        """The whole chips the pod's trusted hand-off names when it asks a multiple of a chip's AI cores
+        (MindCluster's ``huawei.com/npu-core: 8`` is one whole 310P); None otherwise."""
+        cores = self.geometry.cores if self.geometry is not None else 0
+        if not cores or slots % cores:
+            return None
+        named = trusted_allocation(pod.metadata.annotations, pod.metadata.uid, self.node,
+                                   {self.base.resource: slots // cores}).get(self.base.resource)
+        return sorted(named) if named else None
+
     def admit(self, pods: list[Pod], slots: int, served: set[str]) -> tuple[Pod, ContainerDevices]:
-        """The pod kubelet is admitting with ``slots`` AI cores, and its vNPUs as devices (created if need be)."""
+        """The pod kubelet is admitting with ``slots`` AI cores, and its vNPUs as devices (created if need be) —
+        or, for a multiple of a chip's AI cores, the whole chips the scheduler gave it."""
         candidates = []
         for pod in pods:
             admitted = pod.status.startTime is not None or bool(pod.status.containerStatuses)
             if (admitted or pod.status.phase != "Pending" or pod.metadata.uid in served
                     or pod.spec.nodeName != self.node or pod.spec.requests.get(NPU_CORE, 0) != slots * 1000):
                 continue
-            wanted = self._wanted(pod)
+            wanted: list[Wanted] | list[int] | None = self._wanted(pod) or self._whole(pod, slots)
             if wanted:
                 stamp = pod.metadata.annotations.get(PREDICATE_TIME, "")
                 order = int(stamp) if stamp.isdigit() else 1 << 62
                 candidates.append((order, pod.metadata.creationTimestamp or 0.0, pod.metadata.name, pod, wanted))
         if not candidates:
-            raise PartitionRefused(f"no pod being admitted on {self.node} asks {slots} AI core(s) with a vNPU the "
-                                   f"scheduler chose: refusing rather than guessing")
-        _, _, _, pod, wanted = min(candidates, key=lambda c: c[:3])
-        for each in wanted:
+            raise PartitionRefused(f"no pod being admitted on {self.node} asks {slots} AI core(s) with a vNPU (or "
+                                   f"whole chips) the scheduler chose: refusing rather than guessing")
+        _, _, _, pod, chosen = min(candidates, key=lambda c: c[:3])
+        shared = [(f"/dev/{name}", f"{self.device_dir}/{name}", "rw") for name in SHARED_DEVICES]
+        chips = [each for each in chosen if isinstance(each, int)]
+        if chips:  # whole chips: healthy, and holding no vNPU
+            if any(c not in self.healthy or self.listed.get(c, [None]) for c in chips):
+                raise PartitionRefused(f"chips {chips}: not all healthy and free of vNPUs here")
+            devices = [(f"/dev/davinci{c}", f"{self.device_dir}/davinci{c}", "rw") for c in chips]
+            return pod, ContainerDevices(envs={"ASCEND_VISIBLE_DEVICES": ",".join(map(str, chips))},
+                                         devices=devices + shared)
+        vnpus = [each for each in chosen if isinstance(each, Wanted)]
+        for each in vnpus:
             self._ensure(each)
-        ids = sorted(w.vnpu for w in wanted)
+        ids = sorted(w.vnpu for w in vnpus)
         devices = [(f"/dev/davinci{i}", f"{self.device_dir}/vdavinci{i}", "rw") for i in ids]
-        devices += [(f"/dev/{name}", f"{self.device_dir}/{name}", "rw") for name in SHARED_DEVICES]
-        return pod, ContainerDevices(envs={"ASCEND_VISIBLE_DEVICES": ",".join(map(str, ids))}, devices=devices)
+        return pod, ContainerDevices(envs={"ASCEND_VISIBLE_DEVICES": ",".join(map(str, ids))}, devices=devices + shared)
 
     def reconcile(self, pods: list[Pod]) -> list[int]:
         """Destroy the vNPUs no pod on this node holds any more (at the second listing that finds one

@@ -56,6 +56,7 @@ from hetsched.devices.inventory import (
     pod_allocation,
     trusted_allocation,
 )
+from hetsched.devices.partition_requests import read_request, whole_milli
 from hetsched.devices.policy import MAX_CHIPS
 from hetsched.metrics.agents import DevicePluginMetrics
 
@@ -324,6 +325,9 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             annotations = pod.metadata.annotations
             if resource in pod_allocation(annotations):  # forged, copied, stale, squatting: said, never followed
                 asked = chips_asked(pod.spec.requests, resource)  # a fractional pod's hand-off names its one chip
+                request = read_request(pod.spec.requests, annotations, pod.metadata.labels)
+                if request.whole or request.counted:  # whole chips under another name (npu-core: 8, gpu-number)
+                    asked = -(-whole_milli(pod.spec.requests, resource, request) // 1000)
                 problem = handoff_problem(annotations, pod.metadata.uid, pod.spec.nodeName, {resource: asked})
                 if problem:
                     self._tell(pod, "HandOffRefused", f"{problem}; ignored: kubelet's chips are mounted")
