@@ -11,7 +11,7 @@ partitions, and the union of their slice masks (placements never overlap, so add
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,6 +34,9 @@ class Carving:
     modes: list[str]
     """Per node row, the partitioning mode its chips of this resource are in ("" = not partitioned)."""
     _mask: IntArray | None = None
+    grouped: dict[str, list[tuple[Geometry, IntArray]]] = field(default_factory=dict)
+    """Mode → its rows grouped by chip geometry (``partition_fit.geometry_rows``), once per snapshot: every
+    plugin's every scoring round reads it, and a session changes holdings, never modes or models."""
 
     @classmethod
     def empty(cls, rows: int, slots: int) -> Carving:

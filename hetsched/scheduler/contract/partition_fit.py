@@ -21,14 +21,17 @@ def geometry_rows(devices: DeviceArrays, mode: str) -> list[tuple[Geometry, IntA
     carving = devices.carving
     if carving is None:
         return []
-    groups: dict[str, tuple[Geometry, list[int]]] = {}
-    for row, row_mode in enumerate(carving.modes):
-        if row_mode == mode and devices.topology[row]:
-            geometry = geometry_for(mode, devices.models[row])
-            if geometry is not None:
-                groups.setdefault(geometry.name, (geometry, []))[1].append(row)
-    return [(geometry, np.asarray(rows, dtype=np.int64)) for geometry, rows in groups.values()]
-
+    found = carving.grouped.get(mode)
+    if found is None:
+        groups: dict[str, tuple[Geometry, list[int]]] = {}
+        for row, row_mode in enumerate(carving.modes):
+            if row_mode == mode and devices.topology[row]:
+                geometry = geometry_for(mode, devices.models[row])
+                if geometry is not None:
+                    groups.setdefault(geometry.name, (geometry, []))[1].append(row)
+        found = carving.grouped[mode] = [(geometry, np.asarray(rows, dtype=np.int64))
+                                         for geometry, rows in groups.values()]
+    return found
 
 State = tuple[IntArray, IntArray, IntArray, IntArray, IntArray, IntArray]
 
