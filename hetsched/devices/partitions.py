@@ -48,7 +48,6 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 Mode = Literal["mig", "vnpu", "smlu", "vgpu"]
-MODES: tuple[Mode, ...] = ("mig", "vnpu", "smlu", "vgpu")
 WHOLE_MEMORY = -1
 """A profile's ``memory`` meaning "all of the chip's memory" (a vGPU asked without a memory size)."""
 BIG = 1 << 40

@@ -44,9 +44,6 @@ class Carving:
             return np.zeros((rows, slots), dtype=np.int64)
         return cls(zeros(), zeros(), zeros(), zeros(), zeros(), modes=[""] * rows)
 
-    def arrays(self) -> list[IntArray]:
-        return [self.cores, self.memory, self.aicpu, self.count, self.slices]
-
     def grow(self, rows: int) -> None:
         extra = rows - len(self.modes)
         if extra > 0:
