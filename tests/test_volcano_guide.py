@@ -22,12 +22,11 @@ GUIDE = Path(__file__).resolve().parent / "fixtures" / "volcano-guide"
 NOT_SERVED = {
     "enable-dra-1.conf": "predicate.DynamicResourceAllocationEnable: Dynamic Resource Allocation",
     "dra-quota-1.conf": "capacity.DynamicResourceAllocationEnable: quotas on Dynamic Resource Allocation",
-    "vgpu-2.conf": "deviceshare.GPUExclusiveRules: exclusive GPUs for label-matched pods are not supported",
 }
-"""Blocks that turn on what hetsched does not do — Dynamic Resource Allocation, GPU exclusivity rules: each is
-refused, naming the argument, never loaded to silently do less. The device-sharing back-ends (GPU number, GPU
-sharing, vGPU, vNPU with MindCluster's ``init-params``) load: hetsched serves them with its chip partitions
-(issue 34)."""
+"""Blocks that turn on what hetsched does not do — Dynamic Resource Allocation: each is refused, naming the
+argument, never loaded to silently do less. The device-sharing back-ends (GPU number, GPU sharing, vGPU with
+its GPU exclusivity rules, vNPU with MindCluster's ``init-params``) load: hetsched serves them with its chip
+partitions (issue 34)."""
 CONFS = sorted(p.name for p in GUIDE.glob("*.conf"))
 
 
@@ -61,12 +60,12 @@ def test_validate_checks_them_in_volcanos_configmap(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=200, check=False)
     assert run.returncode == 0, run.stderr
     assert f"{len(good)} ConfigMap" in run.stdout
-    bad = configmap("vgpu-2.conf")
+    bad = configmap("enable-dra-1.conf")
     run = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "validate", str(bad)],
                          capture_output=True, text=True, timeout=200, check=False)
     assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert ('(ConfigMap/volcano-scheduler-configmap): data["volcano-scheduler.conf"]: tiers[0].plugins[1].arguments: '
-            "plugin deviceshare: argument deviceshare.GPUExclusiveRules") in run.stderr
+    assert ('(ConfigMap/volcano-scheduler-configmap): data["volcano-scheduler.conf"]: tiers[1].plugins[1].arguments: '
+            "plugin predicates: argument predicate.DynamicResourceAllocationEnable") in run.stderr
 
 
 EXAMPLES = Path(__file__).resolve().parent / "fixtures" / "volcano-examples"

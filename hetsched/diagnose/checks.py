@@ -93,6 +93,8 @@ class ClusterFacts:
     def snapshot(self) -> Snapshot:
         if self._snapshot is None:
             cache = SchedulerCache(self.scheduler_names)
+            if self.conf is not None:  # the labels its plugins read (GPU exclusivity rules) stay on each group
+                cache.read_labels = self.conf.read_labels()
             for kind in ("PriorityClass", "Queue", "ConfigMap", "Node", "PodGroup", "Pod", "PodDisruptionBudget"):
                 for obj in self.objects:
                     if obj.kind == kind:

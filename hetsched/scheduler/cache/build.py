@@ -67,9 +67,10 @@ def _placement(record: PodRecord) -> tuple[str, str, str, bool, Pairs, Pairs]:
     return record.placement
 
 
-def _read_labels(labels: Pairs) -> Pairs:
-    """The labels plugins read even where no selector needs them all (``READ_LABELS``)."""
-    return tuple(pair for pair in labels if pair[0] in READ_LABELS)
+def _read_labels(labels: Pairs, configured: frozenset[str]) -> Pairs:
+    """The labels plugins read even where no selector needs them all (``READ_LABELS``, and the ``configured``
+    ones: ``Plugin.read_labels``)."""
+    return tuple(pair for pair in labels if pair[0] in READ_LABELS or pair[0] in configured)
 
 
 def _budget(podgroup: PodGroup, pods: int) -> int | None:
@@ -83,7 +84,7 @@ def _budget(podgroup: PodGroup, pods: int) -> int | None:
 
 def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: ResourceIndex, default_queue: str,
          keep_labels: bool, class_value: Callable[[str, str], int], class_preempts: Callable[[PodGroup], bool],
-         settled: SettledJobs) -> tuple[dict[str, JobInfo], dict[str, int]]:
+         settled: SettledJobs, read_labels: frozenset[str] = frozenset()) -> tuple[dict[str, JobInfo], dict[str, int]]:
     """The :class:`JobInfo` of every PodGroup a session may act on — all but the settled ones, which stay in
     ``settled`` (a Completed one with nothing pending left out) — and the pending pods per PodGroup key that
     does not exist (they wait for it). Only ``settled.unsettled`` keys are built, and a job that just
@@ -118,7 +119,7 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
                     subgroups[subgroup] = member[1]
             by_placement.setdefault((record.task, record.pod.spec.placement_key, record.priority, models,
                                      mlu_link, numa_policy,
-                                     labels if keep_labels else _read_labels(labels), subgroup, scoring),
+                                     labels if keep_labels else _read_labels(labels, read_labels), subgroup, scoring),
                                     []).append(pod_key)
         job = JobInfo(
             key=key, podgroup=podgroup, queue=podgroup.spec.queue or default_queue,
@@ -242,6 +243,7 @@ def running(jobs: dict[str, JobInfo], groups: dict[str, Group], pods: dict[str, 
                 if policy.permits(pod.spec.priorityClassName, pod.metadata.namespace or "default") else "",
                 chips=dict(record.chips or {}), shares=dict(record.shares or {}),
                 partitions=tuple(record.partitions or ()),
+                labels=pod.metadata.labels,
                 numa=record.numa if record.numa is not None else -1,
                 budgets=tuple(i for i, b in enumerate(budgets) if pod.status.phase == "Running" and covers(b, pod)),
                 job_priority=jobs[job_key].priority, preemptable=preemptable(pod),

@@ -274,7 +274,7 @@ class DeviceLedger:
         for resource, chip, profile, memory, placement in record.partitions or ():
             state = self.devices.get(resource)
             if state is not None and state.carving is not None:
-                state.carving.add(row, chip, profile, memory, placement, sign)
+                state.carving.add(row, chip, profile, memory, placement, sign, owner=record.pod.metadata.labels)
                 state.carve_version += 1
                 geometry = state.carving.geometry(row, state.models[row])
                 # a dynamic share's name carries its size: one label value for them all (bounded cardinality)

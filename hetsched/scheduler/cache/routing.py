@@ -92,6 +92,9 @@ class SchedulerCache:
         """Pods (any state, any scheduler's) with pod affinity, anti-affinity or spread rules. While there are
         none, no placement depends on other pods' labels, so pending pods are grouped without them (an
         operator's pods differ in an index label each: 1,000 workers are one group, not 1,000)."""
+        self.read_labels: frozenset[str] = frozenset()
+        """Pod label keys the configured plugins read (``Plugin.read_labels``): kept on every task group, so
+        pods differing in them are never one group."""
         self._queues: dict[str, Queue] = {}
         self._priority_classes: dict[str, PriorityClass] = {}
         self._budgets: dict[str, PodDisruptionBudget] = {}
@@ -349,7 +352,8 @@ class SchedulerCache:
         self.settled.epoch += 1
         epoch = self.settled.epoch
         active, missing = build.jobs(self.groups.by_key, self._pods, self.resources, self.default_queue,
-                                     self._label_readers > 0, self._class_value, self._class_preempts, self.settled)
+                                     self._label_readers > 0, self._class_value, self._class_preempts, self.settled,
+                                     self.read_labels)
         settled = self.settled.jobs
         rows = self.nodes.rows
         devices, numa = self.devices.arrays(rows, self.nodes.alloc[self.resources.columns["cpu"], :rows],

@@ -35,6 +35,7 @@ import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 
 from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
@@ -105,9 +106,25 @@ class Plugin:
     SWITCHES: ClassVar[frozenset[str]] = frozenset()
     """Configuration switches that are no extension point's and that this plugin reads itself (``capacity``:
     Volcano's ``enableHierarchy``); given ones reach it as :attr:`Arguments.switches`."""
+    NEEDS: ClassVar[tuple[str, ...]] = ()
+    """Plugins this one's work needs beside it: a configuration naming this one and not them gets them, with
+    their default arguments, right after it (``deviceshare`` needs ``devicetopology``, which carves what
+    Volcano's ``deviceshare`` allocates itself)."""
+    BORROWS: ClassVar[Mapping[str, frozenset[str]]] = MappingProxyType({})
+    """Arguments of another configured plugin that this one reads too (plugin name → keys), when the two
+    split one Volcano plugin's work: ``devicetopology`` carves the vGPUs ``deviceshare`` configures, so it
+    reads ``deviceshare.GPUExclusiveRules``. The session adds them to :attr:`Arguments.values` when that
+    plugin is configured; the owner checks them."""
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
+
+    @classmethod
+    def read_labels(cls, arguments: Arguments) -> frozenset[str]:
+        """Pod label keys this plugin reads from a task group's labels (``TaskGroup.labels``) when configured
+        with ``arguments``: the cache keeps them on every group (else it keeps only the labels pod affinity
+        or spread selectors need, and only while some pod has such a selector)."""
+        return frozenset()
 
     def on_session_open(self, session: SessionView) -> None:
         """Compute per-cycle state (shares, deserved resources) from the snapshot."""
@@ -128,6 +145,8 @@ class Plugin:
 
 HOOKS = ("on_session_open", "on_session_close", "on_allocate", "on_deallocate")
 """Lifecycle hooks every plugin has (no-ops unless overridden); not extension points."""
+DECLARATIONS = ("read_labels",)
+"""Class methods every plugin has, read when a scheduler starts (what its configuration makes it read)."""
 
 
 # ---------------------------------------------------------------------------------- extension points
@@ -376,7 +395,7 @@ def check_plugin(cls: object, origin: str = "") -> None:
                 raise PluginContractError(f"{label}: declares {point.name} but does not define {method}()")
             _check_signature(label, method, implementation, vars(point.protocol)[method])
     for name in _public_methods(cls):
-        if name in allowed or name in HOOKS:
+        if name in allowed or name in HOOKS or name in DECLARATIONS:
             continue
         if name in every:
             raise PluginContractError(f"{label}: defines {name}() but does not declare {every[name].name} "

@@ -11,7 +11,7 @@ import numpy as np
 
 from hetsched.devices.partitions import Geometry, Profile, chip_memory, fits, geometry_for, loss, memory_needed
 from hetsched.devices.policy import popcounts
-from hetsched.scheduler.contract.arrays import FloatArray, IntArray
+from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
 from hetsched.scheduler.contract.snapshot import DeviceArrays
 
 
@@ -48,18 +48,20 @@ def _state(devices: DeviceArrays, geometry: Geometry, rows: IntArray) -> State:
 
 
 def chip_fits(devices: DeviceArrays, geometry: Geometry, profile: Profile, rows: IntArray, *,
-              exclude_network: bool) -> IntArray:
+              exclude_network: bool, avoid: BoolArray | None = None) -> IntArray:
     """rows × chip slot: how many more ``profile`` partitions each chip takes (0 on chips that are absent,
-    unhealthy, held whole, shared by ``…-milli`` pods, or network-unhealthy for a multi-pod job)."""
+    unhealthy, held whole, shared by ``…-milli`` pods, network-unhealthy for a multi-pod job, or ``avoid``)."""
     cores, memory, aicpu, count, slices, capacity = _state(devices, geometry, rows)
     counts = fits(geometry, profile, cores, memory, aicpu, count, slices, capacity)
     usable = devices.carvable(rows, exclude_network=exclude_network)[:, :counts.shape[1]]
+    if avoid is not None:
+        usable = usable & ~avoid[:, :counts.shape[1]]
     result: IntArray = np.where(usable, counts, 0)
     return result
 
 
 def cheapest(devices: DeviceArrays, geometry: Geometry, profile: Profile, rows: IntArray, *,
-             exclude_network: bool, avoid: IntArray | None = None) -> tuple[FloatArray, IntArray, IntArray, IntArray]:
+             exclude_network: bool, avoid: BoolArray | None = None) -> tuple[FloatArray, IntArray, IntArray, IntArray]:
     """Per row: the fragmentation cost of the cheapest chip to carve ``profile`` on (``inf`` where none fits),
     that chip (-1 where none), its slice mask, and the MiB it takes. Ties go to the chip already carved most
     (partitions gather on few chips, whole chips stay whole), then the lowest id. ``avoid``: rows × slot chips
@@ -68,7 +70,7 @@ def cheapest(devices: DeviceArrays, geometry: Geometry, profile: Profile, rows: 
     cost, placement = loss(geometry, profile, cores, memory, aicpu, count, slices, capacity)
     usable = devices.carvable(rows, exclude_network=exclude_network)[:, :cost.shape[1]]
     if avoid is not None:
-        usable &= ~avoid
+        usable = usable & ~avoid[:, :cost.shape[1]]
     cost = np.where(usable, cost, np.inf)
     carved = cores / max(geometry.cores, 1)
     ranked = np.where(np.isfinite(cost), cost - 1e-3 * carved, np.inf)

@@ -52,6 +52,9 @@ class ReasonCode(enum.Enum):
     """The node's chips are not carved in the mode the partition asks for (or no template fits the model)."""
     NO_PARTITION_ROOM = "NoPartitionRoom"
     """The node's chips are carved in the right mode, but none has room left for the template."""
+    EXCLUSIVE_GPUS = "ExclusiveGPUsTaken"
+    """The node's GPUs with room for the vGPU each hold one of a pod matching the same
+    ``deviceshare.GPUExclusiveRules`` rule."""
     ACCELERATOR_MODEL = "AcceleratorModel"
     CANN_DRIVER = "CannDriverMismatch"
     """The pod's declared CANN (``hetsched.io/cann-version``) is not supported by the node's Ascend driver."""
@@ -210,6 +213,9 @@ SPECS: dict[ReasonCode, Spec] = {
     ReasonCode.NO_PARTITION_ROOM: Spec(
         ("resource", "template"), "node(s) had no {resource} chip with room for a {template} partition",
         "no partition room"),
+    ReasonCode.EXCLUSIVE_GPUS: Spec(
+        ("resource", "rule"), "node(s) had no {resource} chip with room that no pod of the same exclusivity rule "
+                              "({rule}) shares", "exclusive GPUs taken"),
     ReasonCode.ACCELERATOR_MODEL: Spec(
         ("models",), lambda r: f"node(s) didn't have an accepted accelerator model ({'|'.join(r['models'])})",
         "accelerator model"),

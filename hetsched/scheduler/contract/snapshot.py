@@ -14,7 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -427,6 +427,8 @@ class RunningPod:
     """Fractional holdings per accelerator resource: (chip, milli, memory MiB)."""
     partitions: tuple[Holding, ...] = ()
     """Chip partitions it holds (``devices.partitions``)."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Its labels (what ``deviceshare``'s GPU exclusivity rules match, on the chips it frees)."""
     numa: int = -1
     """NUMA node its CPUs are pinned to (-1: not pinned)."""
     budgets: tuple[int, ...] = ()

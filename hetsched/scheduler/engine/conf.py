@@ -173,6 +173,31 @@ class SchedulerConf(BaseModel):
     def action_names(self) -> list[str]:
         return [a.strip() for a in self.actions.split(",") if a.strip()]
 
+    def read_labels(self) -> frozenset[str]:
+        """The pod label keys the configured plugins read (``Plugin.read_labels``)."""
+        keys: set[str] = set()
+        for tier in self.tiers:
+            for option in tier.plugins:
+                cls = self._classes.get(option.name)
+                if cls is not None:
+                    keys |= cls.read_labels(self.arguments_for(option, cls))
+        return frozenset(keys)
+
+    def arguments_for(self, option: PluginOption, cls: type[Plugin]) -> Arguments:
+        """What ``cls`` (configured as ``option``) is built from: its arguments and switches, plus the
+        arguments it borrows from another configured plugin (``Plugin.BORROWS``; its own win)."""
+        arguments = option.arguments_for(cls)
+        if not cls.BORROWS:
+            return arguments
+        borrowed: dict[str, Any] = {}
+        for name, keys in cls.BORROWS.items():
+            lender = next((o for tier in self.tiers for o in tier.plugins if o.name == name), None)
+            if lender is not None:
+                borrowed.update({key: lender.arguments[key] for key in keys if key in lender.arguments})
+        if not borrowed:
+            return arguments
+        return Arguments(arguments.plugin, {**borrowed, **arguments.values}, arguments.switches)
+
 
 
 def parse_conf(text: str, source: str = "<scheduler.conf>", *, registry: PluginRegistry) -> SchedulerConf:
@@ -228,11 +253,37 @@ def parse_conf(text: str, source: str = "<scheduler.conf>", *, registry: PluginR
                 conf._notes.append(f"{where}: {said}; turning it off is accepted, as Volcano's own configurations "
                                    "do for its plugin of this name")
             try:
-                cls(option.arguments_for(cls))
+                cls(conf.arguments_for(option, cls))
             except ValueError as exc:
                 raise ConfError(f"{source}: tiers[{t}].plugins[{p}].arguments: {exc}") from None
             conf._classes[option.name] = cls
-    return conf
+    return _with_needed(conf, registry)
+
+
+def _with_needed(conf: SchedulerConf, registry: PluginRegistry) -> SchedulerConf:
+    """``conf`` with the plugins its plugins need (``Plugin.NEEDS``) and it leaves out, each added with its
+    default arguments right after the first plugin needing it (``deviceshare`` → ``devicetopology``, which
+    carves the partitions Volcano's ``deviceshare`` allocates itself)."""
+    named = {option.name for tier in conf.tiers for option in tier.plugins}
+    tiers: list[Tier] = []
+    added: dict[str, type[Plugin]] = {}
+    for tier in conf.tiers:
+        plugins: list[PluginOption] = []
+        for option in tier.plugins:
+            plugins.append(option)
+            for needed in conf.plugin_class(option.name).NEEDS:
+                if needed not in named and needed not in added:
+                    added[needed] = registry.resolve(needed)
+                    plugins.append(PluginOption(name=needed))
+        tiers.append(Tier(plugins=plugins))
+    if not added:
+        return conf
+    result = conf.model_copy(update={"tiers": tiers})
+    result._classes = {**conf._classes, **added}
+    result._notes = list(conf._notes)
+    for name, cls in added.items():
+        cls(result.arguments_for(next(o for t in tiers for o in t.plugins if o.name == name), cls))
+    return result
 
 
 def read_conf(path: str | Path) -> str:

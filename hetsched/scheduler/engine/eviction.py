@@ -110,7 +110,7 @@ def _release(session: Session, unit: Unit, sign: int) -> None:
         for resource, chip, profile, memory, placement in pod.partitions:
             devices = snapshot.devices.get(resource)
             if devices is not None and devices.carving is not None:
-                devices.carving.add(pod.node, chip, profile, memory, placement, -sign)
+                devices.carving.add(pod.node, chip, profile, memory, placement, -sign, owner=pod.labels)
         if pod.numa >= 0 and snapshot.numa is not None:
             column = snapshot.resources.columns["cpu"]
             snapshot.numa.used[pod.node, pod.numa] -= sign * int(pod.request[column])

@@ -161,6 +161,7 @@ class Scheduler:
         self.clock = clock
         self.conf = conf
         self.cache = SchedulerCache(scheduler_names, default_queue, priority_policy)
+        self.cache.read_labels = conf.read_labels()
         self._unwatch = store.watch(KINDS, self.cache.handle)
         self.cycles = 0
         self.set_aside: dict[str, SetAside] = {}

@@ -102,7 +102,7 @@ class Session:
                 cls = conf.plugin_class(option.name)
                 if cls.NAME in without:  # set aside: it raised opening or closing an earlier session
                     continue
-                plugin = cls(option.arguments_for(cls))
+                plugin = cls(conf.arguments_for(option, cls))
                 self.plugins.append(plugin)
                 self._tier[id(plugin)] = number
                 for point in declared_points(type(plugin)):

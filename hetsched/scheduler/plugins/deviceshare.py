@@ -10,7 +10,8 @@ Volcano's ``deviceshare`` turns on, one argument each, its sharing back-ends: GP
 (``deviceshare.VGPUEnable``, ``volcano.sh/vgpu-number``/``-memory``/``-cores``) and Ascend vNPU
 (``deviceshare.AscendMindClusterVNPUEnable``, ``deviceshare.AscendHAMiVNPUEnable``). In hetsched every one of
 these requests is served by the chip-partition model (``devices.partition_requests``, ``devices.partitions``)
-inside ``devicetopology``, which chooses the chip and the carving jointly with the node, fragmentation-aware;
+inside ``devicetopology``, which chooses the chip and the carving jointly with the node, fragmentation-aware
+(a configuration naming ``deviceshare`` without it gets it: ``Plugin.NEEDS``);
 the back-end switches are accepted with that meaning and turn nothing off (a request is served wherever a
 node's inventory says its chips are partitioned in that mode).
 
@@ -22,7 +23,8 @@ scheduler race for a node's chips; hetsched's scheduler is the only writer of a 
 nothing to lock.
 ``deviceshare.KnownGeometriesCMName``/``…Namespace`` are accepted; hetsched carves with its built-in
 geometries (docs/devices.md, the same templates HAMi's device ConfigMap lists). ``deviceshare.GPUExclusiveRules``
-(keeping label-matched pods off each other's GPUs) is not implemented: a non-empty list is refused.
+(label-matched pods never share a GPU with each other: ``contract.gpu_exclusive``) is checked here and
+enforced where the vGPUs are carved, in ``devicetopology`` (which borrows the argument).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import numpy as np
 from hetsched.devices.partition_requests import PartitionRequestError, partition_request
 from hetsched.scheduler.contract.arrays import FloatArray, IntArray
 from hetsched.scheduler.contract.framework import Arguments, NodeScore, Plugin
+from hetsched.scheduler.contract.gpu_exclusive import KEY as EXCLUSIVE_RULES
+from hetsched.scheduler.contract.gpu_exclusive import parse_rules
 from hetsched.scheduler.contract.partition_fit import busy_fraction, geometry_rows
 from hetsched.scheduler.contract.snapshot import TaskGroup
 
@@ -50,11 +54,12 @@ BACK_ENDS = {
 }
 SETTINGS = {"deviceshare.SchedulePolicy", "deviceshare.ScheduleWeight", "deviceshare.NodeLockEnable",
             "deviceshare.KnownGeometriesCMName", "deviceshare.KnownGeometriesCMNamespace",
-            "deviceshare.GPUExclusiveRules"}
+            EXCLUSIVE_RULES}
 
 
 class DeviceShare(Plugin, NodeScore):
     NAME = NAME
+    NEEDS = ("devicetopology",)
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
@@ -72,13 +77,7 @@ class DeviceShare(Plugin, NodeScore):
         arguments.flag("deviceshare.NodeLockEnable", False)
         arguments.text("deviceshare.KnownGeometriesCMName", "")
         arguments.text("deviceshare.KnownGeometriesCMNamespace", "")
-        rules = arguments.values.get("deviceshare.GPUExclusiveRules", [])
-        if not isinstance(rules, list) or not all(isinstance(rule, dict) for rule in rules):
-            raise ValueError(f"plugin {NAME}: argument deviceshare.GPUExclusiveRules must be a list of maps")
-        if rules:
-            raise ValueError(f"plugin {NAME}: argument deviceshare.GPUExclusiveRules: exclusive GPUs for label-matched "
-                             f"pods are not supported by hetsched yet; remove the rules (partitions are isolated "
-                             f"per pod already)")
+        parse_rules(arguments.values.get(EXCLUSIVE_RULES), NAME)  # enforced by devicetopology
 
     def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
         """0–10 × weight per node for pods asking for partitions: how busy the node's chips are (binpack) or

@@ -21,6 +21,10 @@ Health: unhealthy chips are never free; network-unhealthy chips are free only fo
 with faulty chips ranks below healthy nodes. The chips chosen are written on the pod at bind
 (``hetsched.io/allocation``, plus Ascend's ``huawei.com/Ascend910`` and ``predicate-time``).
 
+Exclusive GPUs: with ``deviceshare.GPUExclusiveRules`` configured (borrowed from ``deviceshare``), a pod
+matching a rule never takes a vGPU on a GPU where a pod matching the same rule holds one
+(``contract.gpu_exclusive``).
+
 Arguments::
 
     - name: devicetopology
@@ -32,7 +36,9 @@ Arguments::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -65,6 +71,8 @@ from hetsched.scheduler.contract import numa_fit
 from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
 from hetsched.scheduler.contract.carving import Holding
 from hetsched.scheduler.contract.framework import Arguments, NodeCapacity, NodeFilter, NodeScore, Plugin
+from hetsched.scheduler.contract.gpu_exclusive import KEY as EXCLUSIVE_RULES
+from hetsched.scheduler.contract.gpu_exclusive import describe, matching, parse_rules, reserved
 from hetsched.scheduler.contract.partition_fit import busy_fraction, cheapest, chip_fits, geometry_rows
 from hetsched.scheduler.contract.reasons import Reason, ReasonCode
 from hetsched.scheduler.contract.snapshot import (
@@ -90,10 +98,14 @@ def policy_settings(arguments: Arguments) -> PolicySettings:
 
 class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
     NAME = NAME
+    BORROWS: ClassVar[Mapping[str, frozenset[str]]] = MappingProxyType({"deviceshare": frozenset({EXCLUSIVE_RULES})})
 
     def __init__(self, arguments: Arguments) -> None:
         super().__init__(arguments)
-        arguments.check_known({"ascend910.policy", "cambricon.mluLinkPolicy", "weight"})
+        arguments.check_known({"ascend910.policy", "cambricon.mluLinkPolicy", "weight", EXCLUSIVE_RULES})
+        self.rules = parse_rules(arguments.values.get(EXCLUSIVE_RULES), "deviceshare")
+        self.reserved: dict[tuple[str, tuple[int, ...]], tuple[int, BoolArray | None]] = {}
+        """(resource, matched rules) → (carving version, GPUs those rules' pods hold a vGPU on)."""
         self.settings = policy_settings(arguments)
         self.weight = arguments.number("weight", 1)
         self.devices: dict[str, DeviceArrays] = {}
@@ -112,6 +124,12 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
         self.ask_rows: dict[PartitionAsk, list[tuple[Geometry, Profile | str, IntArray]]] = {}
         """A partition ask → per chip geometry among the nodes: its template there (or why none) and the rows."""
 
+    @classmethod
+    def read_labels(cls, arguments: Arguments) -> frozenset[str]:
+        """The labels ``deviceshare.GPUExclusiveRules`` match."""
+        rules = parse_rules(arguments.values.get(EXCLUSIVE_RULES), "deviceshare")
+        return frozenset(label for rule in rules for label, _value in rule)
+
     def _held(self, group: TaskGroup, size: int) -> IntArray:
         held = self.held.get(id(group))
         if held is None:
@@ -127,6 +145,7 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
     def on_session_close(self, session: SessionView) -> None:
         self.session = None  # kept only while the session is open (framework.Plugin)
         self.ask_rows.clear()
+        self.reserved.clear()
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -187,6 +206,21 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
             groups = geometry_rows(devices, ask.mode) if devices is not None else []
             found = self.ask_rows[ask] = [(geometry, ask.profile(geometry), rows) for geometry, rows in groups]
         return found
+
+    def _exclusive(self, group: TaskGroup, ask: PartitionAsk) -> tuple[tuple[int, ...], BoolArray | None]:
+        """The exclusivity rules a pod of ``group`` matches, and node row × chip: the GPUs it may not take a
+        vGPU of ``ask`` on (None: none)."""
+        if not self.rules or ask.mode != "vgpu":
+            return (), None
+        matched = matching(group.labels, self.rules)
+        devices = self.devices.get(ask.resource)
+        if not matched or devices is None or devices.carving is None:
+            return matched, None
+        key = (ask.resource, matched)
+        cached = self.reserved.get(key)
+        if cached is None or cached[0] != devices.carving.version:
+            cached = self.reserved[key] = (devices.carving.version, reserved(devices.carving, self.rules, matched))
+        return matched, cached[1]
 
     def _requests(self, group: TaskGroup) -> list[tuple[str, int]]:
         return self._asks(group)[0]
@@ -296,15 +330,18 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
         partitions = self._partitions(group)
         if not isinstance(partitions, str):
             for ask in partitions:
-                capacity = np.minimum(capacity, self._partition_capacity(ask, size, self._multi_pod(group)))
+                avoid = self._exclusive(group, ask)[1]
+                capacity = np.minimum(capacity, self._partition_capacity(ask, size, self._multi_pod(group), avoid))
         return capacity
 
-    def _partition_capacity(self, ask: PartitionAsk, size: int, multi_pod: bool) -> IntArray:
-        """Per node, how many pods' worth of this ask its chips still take."""
+    def _partition_capacity(self, ask: PartitionAsk, size: int, multi_pod: bool,
+                            avoid: BoolArray | None = None) -> IntArray:
+        """Per node, how many pods' worth of this ask its chips still take (never on the ``avoid`` chips)."""
         per_node = np.zeros(size, dtype=np.int64)
         for geometry, profile, rows in self._ask_rows(ask):
             if isinstance(profile, Profile):
-                counts = chip_fits(self.devices[ask.resource], geometry, profile, rows, exclude_network=multi_pod)
+                counts = chip_fits(self.devices[ask.resource], geometry, profile, rows, exclude_network=multi_pod,
+                                   avoid=avoid[rows] if avoid is not None else None)
                 held = (counts > 0).sum(axis=1) if ask.distinct else counts.sum(axis=1)
                 per_node[rows] = held // ask.count
         return per_node
@@ -320,6 +357,10 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
         for ask in partitions:
             full, template = np.zeros(size, dtype=bool), ask.template or ask.source
             capacity = self._partition_capacity(ask, size, self._multi_pod(group))
+            matched, avoid = self._exclusive(group, ask)
+            kept_off = np.zeros(size, dtype=bool)
+            if avoid is not None:  # room there, but only on GPUs the pod's rules keep it off
+                kept_off = (self._partition_capacity(ask, size, self._multi_pod(group), avoid) == 0) & (capacity > 0)
             for _geometry, profile, rows in self._ask_rows(ask):
                 if isinstance(profile, Profile):
                     full[rows] = capacity[rows] == 0
@@ -327,6 +368,9 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
             if full.any():
                 reasons.append((Reason.of(ReasonCode.NO_PARTITION_ROOM, resource=ask.resource, template=template),
                                 full))
+            if kept_off.any():
+                reasons.append((Reason.of(ReasonCode.EXCLUSIVE_GPUS, resource=ask.resource,
+                                          rule=describe(self.rules, matched)), kept_off))
         return reasons
 
     def node_score(self, session: SessionView, group: TaskGroup, nodes: IntArray, placed: IntArray) -> FloatArray:
@@ -351,10 +395,11 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
         partitions = self._partitions(group)
         if not isinstance(partitions, str):
             for ask in partitions:
-                score += self._partition_score(ask, nodes, self._multi_pod(group))
+                score += self._partition_score(ask, nodes, self._multi_pod(group), self._exclusive(group, ask)[1])
         return self.weight * score
 
-    def _partition_score(self, ask: PartitionAsk, nodes: IntArray, multi_pod: bool) -> FloatArray:
+    def _partition_score(self, ask: PartitionAsk, nodes: IntArray, multi_pod: bool,
+                         avoid: BoolArray | None = None) -> FloatArray:
         """Fragmentation-aware: the node whose cheapest chip loses the fewest future templates when carved
         (0–100), and the node whose chips are busiest (0–100, by the share of its chips holding anything):
         partitions gather on few servers and keep whole servers free for gangs of whole chips (without that
@@ -368,7 +413,8 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
                 continue
             here = nodes[positions]
             devices = self.devices[ask.resource]
-            cost, _chip, _placement, _memory = cheapest(devices, geometry, profile, here, exclude_network=multi_pod)
+            cost, _chip, _placement, _memory = cheapest(devices, geometry, profile, here, exclude_network=multi_pod,
+                                                        avoid=avoid[here] if avoid is not None else None)
             scale = float(max(geometry.cores, 1) * len(geometry.shapes()))
             fullness = busy_fraction(devices, here)
             score[positions] = np.where(np.isfinite(cost), 100.0 - 100.0 * np.minimum(cost, scale) / scale
@@ -443,7 +489,7 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
                 devices.share(row, chip, milli, memory)
                 self.shared_taken.setdefault(pod, []).append((resource, chip, milli, memory))
                 allocation[resource] = [chip]
-            entries = [self._carve(pod, ask, row, multi_pod) for ask in asks for _ in range(ask.count)]
+            entries = [self._carve(pod, group, ask, row, multi_pod) for ask in asks for _ in range(ask.count)]
             self.taken[pod] = (row, taken)
             self._held(group, len(self.session.nodes))[row] += 1
             annotations = self.session.bind_annotations.setdefault(pod, {})
@@ -451,24 +497,29 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
             if entries:
                 annotations[PARTITIONS_ANNOTATION] = partitions_handoff(entries)
 
-    def _carve(self, pod: str, ask: PartitionAsk, row: int, multi_pod: bool) -> PartitionEntry:
-        """Carve one partition of ``ask`` for ``pod`` on node ``row``: the cheapest chip and placement."""
+    def _carve(self, pod: str, group: TaskGroup, ask: PartitionAsk, row: int, multi_pod: bool) -> PartitionEntry:
+        """Carve one partition of ``ask`` for ``pod`` on node ``row``: the cheapest chip and placement (never
+        a GPU its exclusivity rules keep it off)."""
         devices = self.devices[ask.resource]
         here = np.array([row])
         for geometry, profile, rows in self._ask_rows(ask):
             if not isinstance(profile, Profile) or not bool((rows == row).any()):
                 continue
             avoid = None
-            if ask.distinct:
+            reserved_here = self._exclusive(group, ask)[1]
+            if ask.distinct or reserved_here is not None:
                 mine = [h[1] for h in self.carved_taken.get(pod, []) if h[0] == ask.resource]
                 avoid = np.zeros((1, devices.shared.shape[1]), dtype=bool)
                 avoid[0, mine] = True
+                if reserved_here is not None:
+                    width = min(avoid.shape[1], reserved_here.shape[1])
+                    avoid[0, :width] |= reserved_here[row, :width]
             _cost, chips, placements, memory = cheapest(devices, geometry, profile, here, exclude_network=multi_pod,
                                                         avoid=avoid)
             chip = int(chips[0])
             assert chip >= 0, f"{NAME}: no chip with room for {profile.name} on node row {row} for {pod}"
             assert devices.carving is not None
-            devices.carving.add(row, chip, profile, int(memory[0]), int(placements[0]))
+            devices.carving.add(row, chip, profile, int(memory[0]), int(placements[0]), owner=group.labels)
             self.carved_taken.setdefault(pod, []).append((ask.resource, chip, profile, int(memory[0]),
                                                           int(placements[0])))
             return ask.resource, chip, profile.name, int(placements[0])
@@ -488,6 +539,6 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
             for resource, chip, profile, memory, placement in self.carved_taken.pop(pod, []):
                 carving = self.devices[resource].carving
                 assert carving is not None
-                carving.add(row, chip, profile, memory, placement, -1)
+                carving.add(row, chip, profile, memory, placement, -1, owner=group.labels)
             self._held(group, len(self.session.nodes))[row] -= 1
             self.session.bind_annotations.pop(pod, None)
