@@ -316,6 +316,11 @@ def test_smlu_memory_is_rounded_to_256_mib_units() -> None:
     placed = carved(h)
     assert placed["a-0"][1][0][2] == "10%-768MiB"
     assert len(placed) == 2  # 768 × 3 > 2048
+    # Cambricon's device plugin (dynamic-smlu mode) makes the instance from its own hand-off: chip, vcore
+    # percent, memory in 256 MiB units, and the "not assigned yet" flag in both spellings
+    annotations = h.cluster.get("Pod", "default/a-0").metadata.annotations
+    assert (annotations["CAMBRICON_DSMLU_PROFILE"], annotations["CAMBRICON_DSMLU_ASSIGHED"],
+            annotations["CAMBRICON_DSMLU_ASSIGNED"]) == ("0_10_3", "false", "false")
 
 
 def test_mindcluster_vnpu_levels_choose_the_template() -> None:

@@ -43,6 +43,8 @@ NODES = {
     "ascend-1": {"hetsched.io/vendor": "fake", "huawei.com/Ascend910": "true"},
     "mlu-0": {"hetsched.io/vendor": "fake", "cambricon.com/mlu": "true"},
     "npu-0": {"hetsched.io/vendor": "fake"},
+    "gpu-0": {"hetsched.io/vendor": "fake"},
+    "gpu-1": {"hetsched.io/vendor": "fake"},
 }
 CHIPS = {
     "ascend-0": {"resource": "huawei.com/Ascend910", "model": "Ascend910", "like": "ascend", "count": 8, "superPod": 0},
@@ -50,6 +52,10 @@ CHIPS = {
     "mlu-0": {"resource": "cambricon.com/mlu", "model": "MLU370", "like": "cambricon", "count": 4},
     "npu-0": {"resource": "huawei.com/Ascend310P", "model": "Ascend310P3", "like": "ascend", "count": 2,
               "partitioning": "vnpu"},  # an Atlas 300I Duo carved into vNPUs on demand
+    "gpu-0": {"resource": "nvidia.com/gpu", "model": "Tesla-V100-SXM2-16GB", "like": "nvidia", "count": 2,
+              "partitioning": "vgpu"},  # GPUs shared as HAMi-core vGPUs
+    "gpu-1": {"resource": "nvidia.com/gpu", "model": "NVIDIA A100-SXM4-40GB", "like": "nvidia", "count": 1,
+              "partitioning": "mig"},  # an A100 in MIG mode, instances made on demand
 }
 VALUES = {  # what a cluster without a pod network or kube-proxy needs; nothing else differs from the defaults
     "hostNetwork": True,
@@ -185,7 +191,8 @@ def test_each_node_advertises_its_chips_through_our_device_plugin(installed: Rea
         node = node_status(client, name)
         assert node["status"]["allocatable"][spec["resource"]] == str(spec["count"])
         labels, annotations = node["metadata"]["labels"], node["metadata"]["annotations"]
-        assert labels["accelerator"] == ("huawei-ascend" if spec["like"] == "ascend" else "cambricon-mlu")
+        assert labels["accelerator"] == {"ascend": "huawei-ascend", "cambricon": "cambricon-mlu",
+                                         "nvidia": "nvidia-gpu"}[str(spec["like"])]
         inventory = json.loads(annotations["hetsched.io/devices"])
         assert inventory  # the node agent's chip inventory
         condition = next(c for c in node["status"]["conditions"] if c["type"] == "AcceleratorHealthy")
@@ -488,6 +495,65 @@ def test_a_vnpu_pod_sees_only_the_vnpu_carved_for_it_which_goes_with_the_pod(ins
     assert json.loads(state.read_text())[str(phy)] == [[vnpu, (vnpu - 100 - 16 * phy) // 2, "vir02_1c"]]
     delete_job(client, "vnpu-infer")
     wait_for("the vNPU destroyed with its pod", lambda: json.loads(state.read_text()).get(str(phy)) == [], 60,
+             explain=lambda: installed.logs("hetsched", "device-plugin"))
+
+
+def test_vgpu_pods_see_only_the_gpu_their_vgpu_was_carved_on_with_its_caps(installed: RealCluster) -> None:
+    """Issue 34: two pods asking one vGPU each the Volcano way (``volcano.sh/vgpu-number: 1``, ``-memory: 6000``,
+    ``-cores: 30``) land on the node whose GPUs are shared as HAMi-core vGPUs (the node agent publishes the
+    vGPU memory and compute it has, the device plugin the vGPU slots); each container sees exactly the GPU
+    its own hand-off names, with HAMi-core's caps for its vGPU — no other GPU."""
+    client = installed.client
+    wait_for("gpu-0 advertises 20 vGPU slots and 32768 MiB of vGPU memory", lambda: {
+        key: node_status(client, "gpu-0")["status"].get("allocatable", {}).get(key)
+        for key in ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory")} == {
+        "volcano.sh/vgpu-number": "20", "volcano.sh/vgpu-memory": "32768"}, 120,
+        explain=lambda: installed.logs("hetsched", "device-plugin") + installed.logs("hetsched", "node-agent"))
+    show = ('echo "visible: $NVIDIA_VISIBLE_DEVICES"; echo "memory: $CUDA_DEVICE_MEMORY_LIMIT_0 '
+            '${CUDA_DEVICE_MEMORY_LIMIT_1:-}"; echo "sm: $CUDA_DEVICE_SM_LIMIT"; sleep 3600')
+    template = {"spec": workload({"containers": [{"name": "infer", "resources": {"limits": {
+        "volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": 6000, "volcano.sh/vgpu-cores": 30}}}]}, show)}
+    submit(client, job("vgpu-infer", [{"name": "infer", "replicas": 2, "template": template}], minAvailable=2))
+    wait_for("the vGPU pods Running", lambda: running(job_pods(client, "vgpu-infer")), 180,
+             explain=lambda: installed.logs("hetsched", "device-plugin") + installed.logs("hetsched", "scheduler"))
+    for pod in job_pods(client, "vgpu-infer"):
+        assert pod["spec"]["nodeName"] == "gpu-0"
+        (entry,) = json.loads(pod["metadata"]["annotations"]["hetsched.io/partitions"])
+        resource, phy, template_name, _placement = entry
+        assert resource == "nvidia.com/gpu" and template_name == "30%-6000MiB"
+        lines = printed_lines(installed, pod, "visible:", "memory:", "sm:")
+        assert lines["visible:"] == f"visible: {phy}", lines  # its GPU, nothing else
+        assert lines["memory:"].strip() == "memory: 6000m" and lines["sm:"] == "sm: 30", lines
+    delete_job(client, "vgpu-infer")
+
+
+def test_a_mig_pod_sees_only_the_instance_made_for_it_which_goes_with_the_pod(installed: RealCluster) -> None:
+    """Issue 34: a pod asking ``nvidia.com/mig-3g.20gb: 1`` (NVIDIA's mixed-strategy name) lands on the node
+    whose A100 is in MIG mode; the scheduler hands off a 3g.20gb and its memory slices; at admission the
+    device plugin creates that instance through NVML (the fake node's emulation of it) and the container
+    sees that instance's UUID only. Deleting the Job destroys the instance."""
+    client = installed.client
+    wait_for("gpu-1 advertises two 3g.20gb slots", lambda: node_status(client, "gpu-1")["status"]
+             .get("allocatable", {}).get("nvidia.com/mig-3g.20gb") == "2", 120,
+             explain=lambda: installed.logs("hetsched", "device-plugin"))
+    show = 'echo "visible: $NVIDIA_VISIBLE_DEVICES"; sleep 3600'
+    template = {"spec": workload({"containers": [{"name": "infer", "resources": {"limits": {
+        "nvidia.com/mig-3g.20gb": 1}}}]}, show)}
+    submit(client, job("mig-infer", [{"name": "infer", "replicas": 1, "template": template}], minAvailable=1))
+    wait_for("the MIG pod Running", lambda: running(job_pods(client, "mig-infer")), 180,
+             explain=lambda: installed.logs("hetsched", "device-plugin") + installed.logs("hetsched", "scheduler"))
+    (pod,) = job_pods(client, "mig-infer")
+    assert pod["spec"]["nodeName"] == "gpu-1"
+    (entry,) = json.loads(pod["metadata"]["annotations"]["hetsched.io/partitions"])
+    resource, phy, template_name, placement = entry
+    assert resource == "nvidia.com/gpu" and template_name == "3g.20gb" and placement in (0b1111, 0b11110000)
+    state = installed.nodes["gpu-1"].path("/etc/hetsched/fake/migs.json")
+    ((gi, profile, start, size, _compute),) = json.loads(state.read_text())[str(phy)]
+    assert (profile, ((1 << size) - 1) << start) == ("3g.20gb", placement)  # made where the scheduler said
+    lines = printed_lines(installed, pod, "visible:")
+    assert lines["visible:"] == f"visible: MIG-fa4e0000-{phy:04d}-{gi:04d}", lines  # that instance only
+    delete_job(client, "mig-infer")
+    wait_for("the instance destroyed with its pod", lambda: json.loads(state.read_text()).get(str(phy)) == [], 60,
              explain=lambda: installed.logs("hetsched", "device-plugin"))
 
 

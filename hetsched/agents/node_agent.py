@@ -62,6 +62,7 @@ from hetsched.devices.inventory import (
     parse_node_devices,
     to_ascend_device_info,
 )
+from hetsched.devices.partition_requests import VGPU_CORES, VGPU_MEMORY
 from hetsched.ports import Conflict, NotFound, ObjectStore
 
 SUPERNODE_LABEL = TIER_LABEL.format(tier=1)
@@ -223,10 +224,13 @@ class NodeAgent:
         taints = [t for t in node.spec.taints if t.key != TAINT.key]
         if not usable:
             taints.append(TAINT)
+        status: dict[str, object] = {"conditions": conditions}
+        if device_set is not None and device_set.partitioning == "vgpu":
+            status.update(_vgpu_resources(node, device_set))
         return node.model_copy(update={
             "metadata": node.metadata.model_copy(update={"annotations": annotations, "labels": labels}),
             "spec": node.spec.model_copy(update={"taints": taints}),
-            "status": node.status.model_copy(update={"conditions": conditions}),
+            "status": node.status.model_copy(update=status),
         })
 
     def _publish_ascend(self, device_set: DeviceSet) -> None:
@@ -251,3 +255,13 @@ class NodeAgent:
             except Conflict:  # made meanwhile (Huawei's plugin beside us): the next period writes it over
                 return
         self._ascend_written = (chips, now)
+
+
+def _vgpu_resources(node: Node, device_set: DeviceSet) -> dict[str, dict[str, int]]:
+    """The node's capacity and allocatable with HAMi-core vGPU memory and compute as node-level extended
+    resources (``volcano.sh/vgpu-memory``: the healthy GPUs' MiB; ``volcano.sh/vgpu-cores``: 100 per healthy
+    GPU): kubelet checks pods asking them against these, nothing allocates them; ``volcano.sh/vgpu-number`` is
+    the device plugin's (``agents.deviceplugin.vgpu``), and which GPU a vGPU goes on is the scheduler's."""
+    healthy = [c for c in device_set.chips if c.health == "Healthy"]
+    amounts = {VGPU_MEMORY: 1000 * sum(c.memoryMiB for c in healthy), VGPU_CORES: 1000 * 100 * len(healthy)}
+    return {"capacity": {**node.status.capacity, **amounts}, "allocatable": {**node.status.allocatable, **amounts}}

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from hetsched.agents.backends import make_backend
-from hetsched.agents.deviceplugin import DEFAULT_DIR
+from hetsched.agents.deviceplugin import DEFAULT_DIR, VGPU_LIBRARY
 from hetsched.agents.kubelet_config import DEFAULT_PATH as DEFAULT_KUBELET_CONFIG
 from hetsched.agents.node_agent import CONDITION, SUPERNODE_LABEL, NodeAgent
+from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Node, Pod, label_key_ok
 from hetsched.cli.extras import need
@@ -55,7 +56,9 @@ def _connect(kubeconfig: str | None, server: str | None, token_file: Path | None
 
 Partitioning = Annotated[str, typer.Option(
     help="Ascend: 'vnpu' — the chips are carved into vNPUs on demand (the node's inventory says so; the device "
-         "plugin also serves huawei.com/npu-core); a fake node says it in its chips file")]
+         "plugin also serves huawei.com/npu-core); NVIDIA: 'vgpu' — the GPUs are shared as HAMi-core vGPUs (the "
+         "device plugin also serves volcano.sh/vgpu-number), 'mig' — the GPUs are in MIG mode, instances made on "
+         "demand (it also serves nvidia.com/mig-<profile>); a fake node says it in its chips file")]
 
 
 def device_plugin(
@@ -76,6 +79,9 @@ def device_plugin(
                                                       "the Ascend container runtime, not as device nodes")]
     = False,
     partitioning: Partitioning = "",
+    vgpu_library: Annotated[str, typer.Option(help="vGPU: HAMi-core's library on this node, mounted with an "
+                                                   "/etc/ld.so.preload into vGPU containers (absent: the caps "
+                                                   "are environment only)")] = VGPU_LIBRARY,
     metrics_address: Annotated[str, typer.Option(envvar="HETSCHED_METRICS_ADDRESS",
                                                  help="serve Prometheus /metrics on HOST:PORT (off or empty: none)")]
     = f"127.0.0.1:{PORTS['device-plugin']}",
@@ -83,8 +89,10 @@ def device_plugin(
 ) -> None:
     """Serve one vendor's chips to kubelet (Device Plugin API v1beta1) until SIGTERM."""
     need("agents", "the device plugin")
+    from hetsched.agents.deviceplugin.mig import MigBackend, MigState
     from hetsched.agents.deviceplugin.partitions import VnpuBackend
     from hetsched.agents.deviceplugin.server import DevicePlugin
+    from hetsched.agents.deviceplugin.vgpu import VgpuBackend
     from hetsched.cluster.kubernetes import KubeCluster, from_api
 
     configure(log_level, log_format)
@@ -115,15 +123,29 @@ def device_plugin(
     health = serve_health(health_address, period)
     plugins = [DevicePlugin(backend, directory=directory, period=period, pods=pods, metrics=metrics, events=events,
                             beat=health.beat)]
-    if getattr(backend, "partitioning", "") == "vnpu":  # a second resource: the vNPUs, carved on demand
+    mode = getattr(backend, "partitioning", "")
+    if mode:  # a second resource: the partitions (vNPUs carved on demand, HAMi-core vGPUs)
         if pods is None or not node:
-            say(errors, "error", "--partitioning vnpu needs --node and a cluster connection (which vNPU a pod gets "
-                                 "is read from its hand-off)")
+            say(errors, "error", f"--partitioning {mode} needs --node and a cluster connection (which partition a "
+                                 "pod gets is read from its hand-off)")
             raise typer.Exit(2)
-        vnpus = VnpuBackend(backend, node, backend.vnpu_tool(),  # type: ignore[attr-defined]
-                            str(getattr(backend, "device_dir", "/dev")))
-        plugins.append(DevicePlugin(vnpus, directory=directory, period=period, pods=pods, metrics=metrics,
-                                    events=events))
+        served: list[VnpuBackend | VgpuBackend | MigBackend]
+        if mode == "vnpu":
+            served = [VnpuBackend(backend, node, backend.vnpu_tool(),  # type: ignore[attr-defined]
+                                  str(getattr(backend, "device_dir", "/dev")))]
+        elif mode == "vgpu":
+            served = [VgpuBackend(backend, node, vgpu_library)]
+        else:  # one resource per MIG profile of the GPUs' model, over one shared state
+            state = MigState(backend, node, backend.mig_tool())  # type: ignore[attr-defined]
+            try:
+                state.refresh()
+            except (ToolError, ToolOutputError) as exc:
+                say(errors, "error", f"--partitioning mig: {exc}")
+                raise typer.Exit(1) from None
+            assert state.geometry is not None
+            served = [MigBackend(state, profile, primary=i == 0) for i, profile in enumerate(state.geometry.profiles)]
+        plugins += [DevicePlugin(each, directory=directory, period=period, pods=pods, metrics=metrics, events=events)
+                    for each in served]
     shutdown = Shutdown()
     try:
         for plugin in plugins:

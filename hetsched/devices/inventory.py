@@ -23,6 +23,10 @@ Pod hand-off (written by the scheduler at bind, read by device plugins in Alloca
   shared chip; its share is its ``hetsched.io/<kind>-milli`` request);
 - Ascend, for the Ascend device plugin: ``huawei.com/Ascend910: "Ascend910-0,Ascend910-1"`` (the resource
   name as key, ``<Type>-<phyID>`` values) and ``predicate-time: <unix nanoseconds>``;
+- Cambricon sMLU, for Cambricon's device plugin in ``dynamic-smlu`` mode (which makes the instance with cndev):
+  ``CAMBRICON_DSMLU_PROFILE: "<chip>_<vcore percent>_<vmemory in 256 MiB units>"`` and the "not yet assigned"
+  flag it reads, ``CAMBRICON_DSMLU_ASSIGHED: "false"`` (its spelling) and ``CAMBRICON_DSMLU_ASSIGNED``
+  (HAMi's);
 - provenance: ``hetsched.io/allocation-for: <pod uid>/<node>`` — written by the scheduler in the same bind,
   so a hand-off is tied to the one pod it was decided for. Anyone who creates a pod can write annotations:
   a hand-off is *trusted* (:func:`trusted_allocation`) only when this stamp names the pod's own uid and the
@@ -158,7 +162,13 @@ PARTITIONS_ANNOTATION = "hetsched.io/partitions"
 """The partitions chosen for a pod (``devices.partitions``): a JSON list of ``[resource, chip, template,
 slice mask]``, one entry per partition, written with :data:`HANDOFF_FOR` at bind; the node agent creates
 them and the device plugin mounts them."""
-HANDOFF_KEYS = frozenset({POD_ANNOTATION, HANDOFF_FOR, PREDICATE_TIME, PARTITIONS_ANNOTATION})
+DSMLU_PROFILE = "CAMBRICON_DSMLU_PROFILE"
+DSMLU_ASSIGNED = ("CAMBRICON_DSMLU_ASSIGHED", "CAMBRICON_DSMLU_ASSIGNED")
+"""The flag Cambricon's plugin reads (its spelling) and HAMi's spelling: "false" until the plugin made the
+instance (it then writes "true" itself, so these are not hand-off keys only the scheduler may write)."""
+DSMLU_UNIT = 256
+"""MiB per sMLU memory unit (the plugin's ``--min-dsmlu-unit``, HAMi's default)."""
+HANDOFF_KEYS = frozenset({POD_ANNOTATION, HANDOFF_FOR, PREDICATE_TIME, PARTITIONS_ANNOTATION, DSMLU_PROFILE})
 """The hand-off annotations only the scheduler writes (and Ascend's ``huawei.com/<resource>`` ones:
 :func:`is_handoff_key`)."""
 
@@ -228,6 +238,11 @@ def handoff_annotations(allocation: dict[str, list[int]], now_seconds: float) ->
 
 PartitionEntry = tuple[str, int, str, int]
 """(device resource, chip id, template name, slice mask) of one partition a pod holds."""
+
+
+def dsmlu_handoff(chip: int, vcore: int, memory_mib: int) -> dict[str, str]:
+    """Cambricon's dynamic-sMLU hand-off for one sMLU of ``vcore`` percent and ``memory_mib`` MiB on ``chip``."""
+    return {DSMLU_PROFILE: f"{chip}_{vcore}_{memory_mib // DSMLU_UNIT}", **dict.fromkeys(DSMLU_ASSIGNED, "false")}
 
 
 def partitions_handoff(entries: list[PartitionEntry]) -> str:

@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from hetsched.agents.deviceplugin import VGPU_LIBRARY, VGPU_STATE
 from hetsched.api.priority_policy import SYSTEM_CLASSES
 from hetsched.devices.inventory import HANDOFF_KEYS
 from hetsched.install.render import Doc, Reader
@@ -492,7 +493,7 @@ def agents(v: Reader) -> list[Doc]:
             mounts.append(({"name": "fake", "hostPath": {"path": folder, "type": "DirectoryOrCreate"}},
                            {"name": "fake", "mountPath": folder}))
             args.append(f"--config={v.get(f'{key}.config')}")
-        if vendor == "ascend":  # vNPUs carved on demand (the fake vendor says it in its chips file)
+        if vendor in ("ascend", "nvidia"):  # vNPUs, vGPUs (the fake vendor says it in its chips file)
             args.append(f"--partitioning={v.get(f'{key}.partitioning')}")
         kubelet_dir = v.expr(v.get("kubeletConfig").rsplit("/", 1)[0] or "/", "{{ dir .Values.kubeletConfig }}")
         kubelet_file = v.expr(v.get("kubeletConfig").rsplit("/", 1)[-1], "{{ base .Values.kubeletConfig }}")
@@ -522,6 +523,10 @@ def agents(v: Reader) -> list[Doc]:
                          else "--no-ascend-runtime",
                          f"{{{{ if .Values.{key}.devicePlugin.ascendRuntime }}}}--ascend-runtime{{{{ else }}}}"
                          "--no-ascend-runtime{{ end }}")
+        vgpu = []  # HAMi-core's library and the ld.so.preload naming it, mounted into vGPU containers from the host
+        if vendor in ("nvidia", "fake"):
+            vgpu = [_host_volume("vgpu-library", VGPU_LIBRARY.rsplit("/", 1)[0], "DirectoryOrCreate"),
+                    _host_volume("vgpu-state", VGPU_STATE, "DirectoryOrCreate", read_only=False)]
         plugin = _pod(v, "device-plugin", {
             "name": "device-plugin",
             "args": ["device-plugin", *args, f"--period={v.num(f'{key}.devicePlugin.period')}", runtime],
@@ -531,11 +536,11 @@ def agents(v: Reader) -> list[Doc]:
             "resources": v.map(f"{key}.devicePlugin.resources"),
             "securityContext": v.map(f"{key}.securityContext"),
             "volumeMounts": [{"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"},
-                             {"name": "dev", "mountPath": "/dev"}, *(mount for _, mount in mounts)],
+                             {"name": "dev", "mountPath": "/dev"}, *(mount for _, mount in [*mounts, *vgpu])],
         }, volumes=[{"name": "device-plugins", "hostPath": {"path": "/var/lib/kubelet/device-plugins",
                                                               "type": "Directory"}},
                     {"name": "dev", "hostPath": {"path": "/dev", "type": "Directory"}},
-                    *(volume for volume, _ in mounts)],
+                    *(volume for volume, _ in [*mounts, *vgpu])],
             port_key="metrics.devicePlugin", image="nodeImage",
             extra={"nodeSelector": v.map(f"{key}.nodeSelector"), "tolerations": tolerations,
                    "priorityClassName": v.get(f"{key}.priorityClassName")})

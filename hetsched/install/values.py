@@ -12,7 +12,7 @@ import copy
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from hetsched.api.objects import INT32_MAX
 from hetsched.api.validation import first_problem
@@ -129,9 +129,12 @@ class Vendor(_Model):
     nodeAgent: NodeAgent = Field(default_factory=NodeAgent)
     config: str = Field("", description="fake vendor only: the chips file on each node (its directory is "
                                         "mounted; the fake device files are made beside it)")
-    partitioning: Literal["", "vnpu"] = Field("", description="ascend only: vnpu — the nodes' chips are carved into "
-                                              "vNPUs on demand (npu-smi); the device plugin then also serves "
-                                              "huawei.com/npu-core (docs/devices.md, chip partitions)")
+    partitioning: Literal["", "vnpu", "vgpu", "mig"] = Field(
+        "", description="ascend: vnpu — the nodes' chips are carved into vNPUs on demand (npu-smi); the device "
+                        "plugin then also serves huawei.com/npu-core; nvidia: vgpu — the GPUs are shared as HAMi-core "
+                        "vGPUs; the device plugin then also serves volcano.sh/vgpu-number; nvidia: mig — the GPUs are "
+                        "in MIG mode, instances made on demand (NVML); the device plugin then also serves "
+                        "nvidia.com/mig-<profile> (docs/devices.md, chip partitions)")
     securityContext: dict[str, Any] = Field(default_factory=dict, description="the node agent's and device "
                                             "plugin's container securityContext")
     tolerations: list[dict[str, Any]] = Field(
@@ -164,6 +167,17 @@ class Vendors(_Model):
     nvidia: Vendor = _vendor("nvidia", context=DROPPED)
     fake: Vendor = _vendor("fake", config="/etc/hetsched/fake/chips.yaml",  # it makes its fake device files
                            context={**DROPPED, "capabilities": {"drop": ["ALL"], "add": ["MKNOD"]}})
+
+    @model_validator(mode="after")
+    def _partitioning_fits_the_vendor(self) -> Vendors:
+        for name, mode in (("cambricon", self.cambricon.partitioning), ("fake", self.fake.partitioning),
+                           ("ascend", "" if self.ascend.partitioning in ("", "vnpu") else self.ascend.partitioning),
+                           ("nvidia", "" if self.nvidia.partitioning in ("", "vgpu", "mig")
+                            else self.nvidia.partitioning)):
+            if mode:
+                raise ValueError(f"vendors.{name}.partitioning: {mode} is not served for {name} (ascend: vnpu, "
+                                 f"nvidia: vgpu or mig; a fake node says it in its chips file)")
+        return self
 
 
 class ServiceMonitor(_Model):

@@ -21,16 +21,17 @@ __all__ = ["Backend", "ContainerDevices", "make_backend"]
 def make_backend(vendor: str, *, config: Path | None = None, ascend_runtime: bool = False,
                  resource: str | None = None, partitioning: str = "") -> Backend:
     """The backend for ``vendor`` (ascend, cambricon, nvidia, fake); a ValueError names a bad choice.
-    ``partitioning`` (Ascend: ``vnpu``) says the node's chips are carved on demand."""
-    if partitioning and (vendor != "ascend" or partitioning != "vnpu"):
-        raise ValueError(f"--partitioning {partitioning[:20]}: creating partitions on the node is supported for "
-                         f"Ascend vNPUs (--vendor ascend --partitioning vnpu; a fake node says it in its chips file)")
+    ``partitioning`` (Ascend: ``vnpu``, NVIDIA: ``vgpu`` or ``mig``) says the node's chips are carved on demand."""
+    if partitioning and (vendor, partitioning) not in (("ascend", "vnpu"), ("nvidia", "vgpu"), ("nvidia", "mig")):
+        raise ValueError(f"--partitioning {partitioning[:20]}: partitions are served on the node for Ascend vNPUs "
+                         f"(--vendor ascend --partitioning vnpu), HAMi-core vGPUs and MIG (--vendor nvidia "
+                         f"--partitioning vgpu or mig); a fake node says it in its chips file")
     if vendor == "ascend":
         return ascend.AscendBackend(runtime=ascend_runtime, resource=resource, partitioning=partitioning)
     if vendor == "cambricon":
         return cambricon.CambriconBackend(resource=resource)
     if vendor == "nvidia":
-        return nvidia.NvidiaBackend(resource=resource)
+        return nvidia.NvidiaBackend(resource=resource, partitioning=partitioning)
     if vendor == "fake":
         if config is None:
             raise ValueError("--vendor fake needs --config FILE (the fake chips and their health)")

@@ -13,8 +13,11 @@ File::
     superPod: 3                     # optional: the supernode the server reports, as an Ascend A3 does
     driverVersion: 24.1.0           # optional: the driver and host CANN releases the node agent publishes
     cannVersion: 8.0.RC1
-    partitioning: vnpu              # optional, with like: ascend: the chips are carved into vNPUs on demand
+    partitioning: vnpu              # optional, with like: ascend: the chips are carved into vNPUs on demand;
+                                    # vgpu, with like: nvidia: the GPUs are shared as HAMi-core vGPUs;
+                                    # mig, with like: nvidia: the GPUs are in MIG mode, instances made on demand
     vnpuOutput: ok                  # ok | truncated | garbage: how the emulated npu-smi lists vNPUs
+    migOutput: ok                   # ok | garbage: how the emulated NVML lists MIG instances
 
 With ``like: ascend`` or ``cambricon``, containers get real device files: the backend makes them in
 ``dev/`` beside the file (character devices with /dev/null's numbers — reading gives nothing, writing
@@ -27,7 +30,8 @@ With ``partitioning: vnpu`` the backend also emulates ``npu-smi``'s vNPU command
 same text the real tool prints, state in ``vnpus.json`` beside the file, device files ``dev/vdavinci<id>``),
 so the device plugin's vNPU path (``agents.deviceplugin.partitions``) runs unchanged on a fake node; the
 emulation refuses what the chip could not hold, as the driver does, and ``vnpuOutput`` makes it print
-truncated or garbled listings.
+truncated or garbled listings. With ``partitioning: mig`` it emulates NVML's MIG calls the same way
+(``fake_nvml``: instances in ``migs.json``; ``migOutput: garbage`` for a broken listing).
 
 Who calls it: ``agents.backends.make_backend("fake", config=FILE)``. A missing or unreadable file is a
 ``ToolError``; a file that does not follow the format is a ``ToolOutputError`` naming the field (the
@@ -49,7 +53,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hetsched.agents.backends import ascend, cambricon
 from hetsched.agents.backends.base import ContainerDevices
+from hetsched.agents.backends.fake_nvml import FakeNvml
 from hetsched.agents.chips import Level, ToolChip
+from hetsched.agents.mig import MigTool
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.agents.vnpu import VnpuTool, id_range
@@ -81,8 +87,9 @@ class _File(BaseModel):
     cannVersion: str = Field("", max_length=40, description="with like: ascend, the host's CANN toolkit release")
     superPod: int | None = Field(default=None, ge=-1, le=1_000_000)
     """The supernode the server reports, as an Ascend A3 does (-1: in none; absent: the hardware cannot tell)."""
-    partitioning: Literal["", "vnpu"] = ""
+    partitioning: Literal["", "vnpu", "vgpu", "mig"] = ""
     vnpuOutput: Literal["ok", "truncated", "garbage"] = "ok"
+    migOutput: Literal["ok", "garbage"] = "ok"
 
 
 class FakeBackend:
@@ -96,8 +103,13 @@ class FakeBackend:
         self.label = LABELS[spec.like]
         self.topology = "generic"
         self.device_dir = config.parent / "dev"
-        self.partitioning = spec.partitioning if spec.like == "ascend" else ""
-        """The chips are carved into partitions of this mode (only ``vnpu``, with ``like: ascend``)."""
+        wants = {"vnpu": "ascend", "vgpu": "nvidia", "mig": "nvidia"}.get(spec.partitioning)
+        if wants is not None and spec.like != wants:
+            raise ToolOutputError(f"fake device config {self.config}: partitioning: {spec.partitioning} needs "
+                                  f"like: {wants}")
+        self.partitioning = spec.partitioning
+        """The chips are carved into partitions of this mode (``vnpu`` with ``like: ascend``, ``vgpu`` and ``mig``
+        with ``like: nvidia``)."""
         self.model = spec.model
 
     def _read(self) -> _File:
@@ -166,6 +178,13 @@ class FakeBackend:
     def vnpu_tool(self) -> VnpuTool:
         """``npu-smi``'s vNPU commands, emulated on this fake node (:class:`FakeNpuSmi`)."""
         return VnpuTool(run=FakeNpuSmi(self).run)
+
+    def mig_tool(self) -> MigTool:
+        """NVML's MIG calls, emulated on this fake node (``fake_nvml.FakeNvml``)."""
+        return MigTool(FakeNvml(self))
+
+    def mig_output(self) -> str:
+        return self._read().migOutput
 
 
 def _answer(status: str, message: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from hetsched.agents.backends.base import ContainerDevices
 from hetsched.agents.chips import Level, ToolChip
+from hetsched.agents.mig import MigTool
 from hetsched.agents.tools import ToolError
 from hetsched.devices.catalog import default_topology
 
@@ -28,8 +29,11 @@ class NvidiaBackend:
     vendor = "nvidia"
     label = "nvidia-gpu"
 
-    def __init__(self, *, resource: str | None = None, nvml: Any = None) -> None:
+    def __init__(self, *, resource: str | None = None, nvml: Any = None, partitioning: str = "") -> None:
         self.resource = resource or "nvidia.com/gpu"
+        self.partitioning = partitioning
+        """``vgpu``: the GPUs are shared as HAMi-core vGPUs (``agents.deviceplugin.vgpu``); ``mig``: they are in
+        MIG mode, instances made on demand (``agents.deviceplugin.mig``)."""
         self.topology = "generic"
         self._nvml = nvml
         self._events: Any = None
@@ -107,6 +111,10 @@ class NvidiaBackend:
 
     def supernode(self) -> str | None:
         return None  # NVLink domains across servers (NVL72 cliques) are not read yet
+
+    def mig_tool(self) -> MigTool:
+        """MIG instances of these GPUs through the same NVML (``agents.mig``)."""
+        return MigTool(self._lib())
 
     def container_devices(self, chips: list[ToolChip]) -> ContainerDevices:
         return ContainerDevices(envs={"NVIDIA_VISIBLE_DEVICES": ",".join(c.uuid or str(c.id) for c in chips)})

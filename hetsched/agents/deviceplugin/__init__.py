@@ -6,3 +6,7 @@ from pathlib import Path
 
 DEFAULT_DIR = Path("/var/lib/kubelet/device-plugins")
 """kubelet's device-plugin directory (its Registration socket, and ours)."""
+VGPU_LIBRARY = "/usr/local/vgpu/libvgpu.so"
+"""Where HAMi's images and installer put HAMi-core's library (``vgpu``)."""
+VGPU_STATE = "/var/lib/hetsched/vgpu"
+"""The host folder where the vGPU plugin writes the ``ld.so.preload`` it mounts into vGPU containers."""

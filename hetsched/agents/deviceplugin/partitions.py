@@ -33,7 +33,9 @@ poll that finds it orphaned (a pod bound between two listings is not raced).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from hetsched.agents.backends.ascend import SHARED_DEVICES
 from hetsched.agents.backends.base import Backend, ContainerDevices
@@ -51,6 +53,33 @@ log = logging.getLogger("hetsched.device-plugin")
 
 class PartitionRefused(RuntimeError):
     """Allocate cannot say which partitions the pod being admitted gets (the message says why)."""
+
+
+T = TypeVar("T")
+
+
+def admitting(pods: list[Pod], node: str, served: set[str], resource: str, slots: int,
+              wanted: Callable[[Pod], T | None]) -> tuple[Pod | None, T | None]:
+    """The pod kubelet is admitting with ``slots`` of ``resource``, and what ``wanted`` says it gets: the first
+    by bind order (``predicate-time``, then creation, then name) of this node's pods that kubelet has not
+    started and this plugin has not served, asking exactly ``slots`` of ``resource``, for which ``wanted``
+    answers (its trusted hand-off); (None, None) when there is none. Kubelet admits pods one at a time, in
+    the order they were bound."""
+    candidates = []
+    for pod in pods:
+        admitted = pod.status.startTime is not None or bool(pod.status.containerStatuses)
+        if (admitted or pod.status.phase != "Pending" or pod.metadata.uid in served
+                or pod.spec.nodeName != node or pod.spec.requests.get(resource, 0) != slots * 1000):
+            continue
+        found = wanted(pod)
+        if found:
+            stamp = pod.metadata.annotations.get(PREDICATE_TIME, "")
+            order = int(stamp) if stamp.isdigit() else 1 << 62
+            candidates.append((order, pod.metadata.creationTimestamp or 0.0, pod.metadata.name, pod, found))
+    if not candidates:
+        return None, None
+    _, _, _, pod, chosen = min(candidates, key=lambda c: c[:3])
+    return pod, chosen
 
 
 @dataclass(frozen=True)
@@ -175,21 +204,14 @@ class VnpuBackend:
     def admit(self, pods: list[Pod], slots: int, served: set[str]) -> tuple[Pod, ContainerDevices]:
         """The pod kubelet is admitting with ``slots`` AI cores, and its vNPUs as devices (created if need be) —
         or, for a multiple of a chip's AI cores, the whole chips the scheduler gave it."""
-        candidates = []
-        for pod in pods:
-            admitted = pod.status.startTime is not None or bool(pod.status.containerStatuses)
-            if (admitted or pod.status.phase != "Pending" or pod.metadata.uid in served
-                    or pod.spec.nodeName != self.node or pod.spec.requests.get(NPU_CORE, 0) != slots * 1000):
-                continue
-            wanted: list[Wanted] | list[int] | None = self._wanted(pod) or self._whole(pod, slots)
-            if wanted:
-                stamp = pod.metadata.annotations.get(PREDICATE_TIME, "")
-                order = int(stamp) if stamp.isdigit() else 1 << 62
-                candidates.append((order, pod.metadata.creationTimestamp or 0.0, pod.metadata.name, pod, wanted))
-        if not candidates:
+        def wanted(pod: Pod) -> list[Wanted | int] | None:
+            found = self._wanted(pod) or self._whole(pod, slots)
+            return list(found) if found else None
+
+        pod, chosen = admitting(pods, self.node, served, NPU_CORE, slots, wanted)
+        if pod is None or not chosen:
             raise PartitionRefused(f"no pod being admitted on {self.node} asks {slots} AI core(s) with a vNPU (or "
                                    f"whole chips) the scheduler chose: refusing rather than guessing")
-        _, _, _, pod, chosen = min(candidates, key=lambda c: c[:3])
         shared = [(f"/dev/{name}", f"{self.device_dir}/{name}", "rw") for name in SHARED_DEVICES]
         chips = [each for each in chosen if isinstance(each, int)]
         if chips:  # whole chips: healthy, and holding no vNPU

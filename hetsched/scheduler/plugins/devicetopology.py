@@ -54,6 +54,7 @@ from hetsched.devices.inventory import (
     SHARE_OF,
     SHARE_RESOURCES,
     PartitionEntry,
+    dsmlu_handoff,
     handoff_annotations,
     partitions_handoff,
 )
@@ -496,6 +497,11 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
             annotations.update(handoff_annotations(allocation, self.session.now))
             if entries:
                 annotations[PARTITIONS_ANNOTATION] = partitions_handoff(entries)
+            for ask in asks:  # an sMLU: Cambricon's plugin makes the instance from its own hand-off
+                held = [h for h in self.carved_taken.get(pod, []) if h[0] == ask.resource]
+                if ask.mode == "smlu" and not ask.whole and held:
+                    _resource, chip, profile, memory, _placement = held[-1]
+                    annotations.update(dsmlu_handoff(chip, profile.cores, memory))
 
     def _carve(self, pod: str, group: TaskGroup, ask: PartitionAsk, row: int, multi_pod: bool) -> PartitionEntry:
         """Carve one partition of ``ask`` for ``pod`` on node ``row``: the cheapest chip and placement (never
