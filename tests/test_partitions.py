@@ -188,7 +188,10 @@ def test_whole_chips_under_other_names_and_hamis_counts() -> None:
     ({"nvidia.com/mig-1g.5gb": 1, "nvidia.com/mig-4g.20gb": 1}, {}, {},
      "one kind of partition of nvidia.com/gpu per pod is supported"),
     ({GPU: 1, "nvidia.com/gpumem-percentage": 50}, {"nvidia.com/vgpu-mode": "mig"}, {},
-     "nvidia.com/gpumem-percentage: a share of memory by percent is not supported"),
+     "nvidia.com/gpumem-percentage: a MIG instance is chosen by MiB"),
+    ({GPU: 1, "nvidia.com/gpumem-percentage": 50, "nvidia.com/gpumem": 1000}, {}, {},
+     "nvidia.com/gpumem and nvidia.com/gpumem-percentage: ask the vGPU's memory one way"),
+    ({GPU: 1, "nvidia.com/gpumem-percentage": 150}, {}, {}, "150 is over 100 (percent of one GPU's memory)"),
 ])
 def test_requests_that_can_never_be_served_name_the_field(limits: dict[str, int], annotations: dict[str, str],
                                                           labels: dict[str, str], message: str) -> None:
@@ -306,6 +309,30 @@ def test_vgpus_of_one_pod_sit_on_distinct_gpus_within_cores_and_memory() -> None
     assert "had no nvidia.com/gpu chip with room" in h.condition("more")
 
 
+def test_hamis_memory_percentage_is_a_share_of_each_gpus_own_memory() -> None:
+    """``nvidia.com/gpumem-percentage: 50`` takes half of whichever GPU it lands on: two fit on a 16 GiB GPU, a
+    third does not (the GPUs' memory differs by node, so the MiB are worked out per chip)."""
+    objects: list[AnyObject] = [part_node("g", GPU, "Tesla-V100", "vgpu", chips=1, chip_memory=16384)]
+    for name in ("a", "b", "c"):
+        objects += gang(name, 1, limits={GPU: 1, "nvidia.com/gpumem-percentage": 50}, cpu="1")
+    h = harness(objects)
+    h.cycle()
+    placed = carved(h)
+    assert sorted(placed) == ["a-0", "b-0"] and placed["a-0"][1][0][2] == "0%-50%mem"
+    assert "c-0" not in placed and "nvidia.com/gpumem-percentage" in h.condition("c")
+    # on a 32 GiB GPU the same ask is 16 GiB: a vGPU of 20000 MiB still fits beside one of them
+    objects = [part_node("big", GPU, "Tesla-V100", "vgpu", chips=1, chip_memory=32768),
+               *gang("half", 1, limits={GPU: 1, "nvidia.com/gpumem-percentage": 50}, cpu="1"),
+               *gang("more", 1, limits={GPU: 1, "nvidia.com/gpumem": 16384}, cpu="1")]
+    h = harness(objects)
+    h.cycle()
+    assert sorted(carved(h)) == ["half-0", "more-0"]
+    for obj in gang("over", 1, limits={GPU: 1, "nvidia.com/gpumem": 1}, cpu="1"):
+        h.cluster.create(obj)
+    h.cycle()
+    assert "over-0" not in carved(h)  # 16384 + 16384 MiB: the GPU's memory is all held
+
+
 def test_smlu_memory_is_rounded_to_256_mib_units() -> None:
     objects: list[AnyObject] = [part_node("m", MLU, "MLU370-X8", "smlu", chips=1, chip_memory=2048)]
     for name in ("a", "b", "c"):
@@ -409,7 +436,8 @@ def test_no_chip_is_ever_over_carved(mode: str, asks: list[tuple[int, int, int, 
             if profile is None:  # a dynamic share: "<cores>%-<MiB>MiB"
                 percent, size_text = template.split("%-")
                 cores += int(percent)
-                mib_total += int(size_text.removesuffix("MiB")) if size_text != "all" else memory
+                mib_total += (memory if size_text == "all" else memory * int(size_text[:-4]) // 100
+                              if size_text.endswith("%mem") else int(size_text.removesuffix("MiB")))
             else:
                 cores, aicpu = cores + profile.cores, aicpu + profile.aicpu
                 mib_total += profile.memory if profile.memory != WHOLE_MEMORY else memory

@@ -211,6 +211,9 @@ class ClusterSpec(BaseModel):
                                                + advertised_chips * accelerator.memoryMiB * 1000)
                 for partition, per_chip in advertised(accelerator.partitioning, accelerator.model,
                                                       accelerator.memoryMiB).items():
+                    if partition == name:  # the chips' own name counted in partitions (HAMi's vGPUs): instead
+                        capacity[name] -= accelerator.count * 1000
+                        allocatable[name] -= advertised_chips * 1000
                     capacity[partition] = capacity.get(partition, 0) + accelerator.count * per_chip * 1000
                     allocatable[partition] = allocatable.get(partition, 0) + advertised_chips * per_chip * 1000
             capacity.update(pool.extraResources)

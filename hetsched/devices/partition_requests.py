@@ -30,7 +30,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hetsched.api.objects import CronJob, Job, JobTemplate, Pod, PodSpec
-from hetsched.devices.partitions import GEOMETRIES, WHOLE_MEMORY, Geometry, Mode, Profile, geometry_for, pack_table
+from hetsched.devices.partitions import (
+    GEOMETRIES,
+    WHOLE_MEMORY,
+    Geometry,
+    Mode,
+    Profile,
+    geometry_for,
+    memory_percent,
+    pack_table,
+    percent_memory,
+)
 
 MIG_PREFIX = "nvidia.com/mig-"
 VGPU_NUMBER, VGPU_MEMORY, VGPU_CORES = "volcano.sh/vgpu-number", "volcano.sh/vgpu-memory", "volcano.sh/vgpu-cores"
@@ -99,8 +109,9 @@ class PartitionAsk:
         if not geometry.dynamic:
             return f"{geometry.name} chips are carved by template, not by cores and memory"
         unit = geometry.memory_unit
-        memory = self.memory if self.memory == WHOLE_MEMORY else -(-self.memory // unit) * unit
-        shown = "all" if memory == WHOLE_MEMORY else f"{memory}MiB"
+        percent = memory_percent(self.memory)
+        memory = self.memory if percent is not None else -(-self.memory // unit) * unit
+        shown = "all" if percent == 100 else f"{percent}%mem" if percent is not None else f"{memory}MiB"
         return Profile(f"{self.cores}%-{shown}", self.cores, memory)
 
 
@@ -144,13 +155,17 @@ def _vgpu(requests: dict[str, int], annotations: dict[str, str], count_name: str
         return None
     if cores > 100:
         raise PartitionRequestError(f"resource {cores_name}: {cores} is over 100 (percent of one GPU)")
-    if percent:
-        raise PartitionRequestError(f"resource {percent_name}: a share of memory by percent is not supported; "
-                                    f"ask {memory_name} in MiB")
+    if percent and memory:
+        raise PartitionRequestError(f"resources {memory_name} and {percent_name}: ask the vGPU's memory one way")
+    if percent > 100:
+        raise PartitionRequestError(f"resource {percent_name}: {percent} is over 100 (percent of one GPU's memory)")
     if _mode(annotations, mode_key) == "mig":
+        if percent:
+            raise PartitionRequestError(f"resource {percent_name}: a MIG instance is chosen by MiB; ask "
+                                        f"{memory_name}")
         return PartitionAsk(GPU_RESOURCE, "mig", count, count_name, fit_memory=memory or 1)
-    return PartitionAsk(GPU_RESOURCE, "vgpu", count, count_name, distinct=True, cores=cores,
-                        memory=memory or WHOLE_MEMORY)
+    asked = memory or (percent_memory(percent) if 0 < percent < 100 else WHOLE_MEMORY)
+    return PartitionAsk(GPU_RESOURCE, "vgpu", count, count_name, distinct=True, cores=cores, memory=asked)
 
 
 def _npu_core(requests: dict[str, int], labels: dict[str, str]) -> tuple[PartitionAsk | None, int]:
@@ -322,7 +337,8 @@ def advertised(mode: str, model: str, memory: int) -> dict[str, int]:
         return {**result, VGPU_NUMBER: geometry.instances, VGPU_MEMORY: memory}
     if mode == "vgpu":
         return {VGPU_NUMBER: geometry.instances, VGPU_MEMORY: memory, VGPU_CORES: 100, HAMI_MEMORY: memory,
-                HAMI_CORES: 100, GPU_SHARE_MEMORY: memory, GPU_NUMBER: 1}
+                HAMI_CORES: 100, HAMI_MEMORY_PERCENT: 100, GPU_SHARE_MEMORY: memory, GPU_NUMBER: 1,
+                HAMI_GPU: geometry.instances}  # HAMi counts nvidia.com/gpu in vGPUs: 10 per GPU
     if mode == "smlu":
         return {SMLU_VMLU: 100, "cambricon.com/mlu.smlu.vcore": 100, "cambricon.com/mlu.smlu.vmemory": memory}
     chip = next((c for c, g in HAMI_ASCEND.items() if g == geometry.name), "")

@@ -50,6 +50,20 @@ FloatArray = npt.NDArray[np.float64]
 Mode = Literal["mig", "vnpu", "smlu", "vgpu"]
 WHOLE_MEMORY = -1
 """A profile's ``memory`` meaning "all of the chip's memory" (a vGPU asked without a memory size)."""
+PERCENT_MEMORY = -1000
+"""A profile's ``memory`` of ``PERCENT_MEMORY - p`` means p % of the chip's memory (HAMi's
+``nvidia.com/gpumem-percentage``): :func:`percent_memory`, read by :func:`memory_needed`."""
+
+
+def percent_memory(percent: int) -> int:
+    return PERCENT_MEMORY - percent
+
+
+def memory_percent(memory: int) -> int | None:
+    """The percent a profile's ``memory`` stands for (100 for ``WHOLE_MEMORY``), None for MiB."""
+    if memory == WHOLE_MEMORY:
+        return 100
+    return PERCENT_MEMORY - memory if memory <= PERCENT_MEMORY else None
 BIG = 1 << 40
 
 
@@ -65,7 +79,7 @@ class Profile:
     cores: int
     """Compute units of its geometry (MIG: GPU slices; vNPU: AI cores; sMLU and vGPU: percent)."""
     memory: int
-    """MiB (``WHOLE_MEMORY``: all of the chip's)."""
+    """MiB (``WHOLE_MEMORY``: all of the chip's; :func:`percent_memory`: a share of it)."""
     aicpu: int = 0
     placements: tuple[int, ...] = ()
     """Slice masks it may occupy (empty: no placement rule, only the sums)."""
@@ -217,8 +231,9 @@ def pack_table(slices: int, placements: tuple[int, ...]) -> IntArray:
 
 def memory_needed(profile: Profile, capacity: IntArray) -> IntArray:
     """MiB the profile takes on chips of ``capacity`` MiB."""
-    if profile.memory == WHOLE_MEMORY:
-        return capacity
+    percent = memory_percent(profile.memory)
+    if percent is not None:
+        return capacity if percent == 100 else capacity * percent // 100
     return np.full_like(capacity, profile.memory)
 
 

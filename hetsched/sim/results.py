@@ -28,7 +28,7 @@ from hetsched.api.objects import Job, Node, Pod, PodGroup
 from hetsched.devices.inventory import NODE_ANNOTATION, InventoryError, parse_node_devices
 from hetsched.devices.partition_requests import ANNOTATIONS as PARTITION_ANNOTATIONS
 from hetsched.devices.partition_requests import LABELS as PARTITION_LABELS
-from hetsched.devices.partition_requests import is_partition_resource, read_request, whole_milli
+from hetsched.devices.partition_requests import advertised, is_partition_resource, read_request, whole_milli
 from hetsched.devices.partitions import Profile, geometry_for
 from hetsched.ports import WatchEvent
 from hetsched.scheduler.contract.reasons import fragments
@@ -473,12 +473,14 @@ def build_results(recorder: Recorder, nodes: list[Node], end_time: float, extra:
                                                 "it and wait for it"})
     completions = [w.end - w.submit for w in recorder.workloads.values() if w.end is not None]
     capacity: Counter[str] = Counter()
+    inventories = _partitioned(nodes)
     for node in nodes:
         for resource, amount in node.status.allocatable.items():
             kind = accelerator_kind(resource)
             if kind is not None and not is_partition_resource(resource):  # chips, not what partitions advertise
-                capacity[kind] += amount // 1000
-    inventories = _partitioned(nodes)
+                mode, model = inventories.get(node.metadata.name, {}).get(resource, ("", ""))
+                per_chip = advertised(mode, model, 0).get(resource, 1) if mode else 1  # HAMi: 10 vGPUs a GPU
+                capacity[kind] += amount // 1000 // max(per_chip, 1)
     busy: dict[str, float] = {}
     for workload in recorder.workloads.values():
         for pod in workload.pods.values():

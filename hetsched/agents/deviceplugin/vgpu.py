@@ -38,7 +38,7 @@ from hetsched.agents.vnpu import STRIDE
 from hetsched.api.objects import Pod
 from hetsched.devices.inventory import trusted_partitions
 from hetsched.devices.partition_requests import VGPU_NUMBER, read_request
-from hetsched.devices.partitions import WHOLE_MEMORY, Geometry, geometry_for
+from hetsched.devices.partitions import Geometry, geometry_for, memory_percent
 
 log = logging.getLogger("hetsched.device-plugin")
 
@@ -102,8 +102,9 @@ class VgpuBackend:
     # ------------------------------------------------------------------------------------- partitions
 
     def _wanted(self, pod: Pod, slots: int) -> list[tuple[int, int, int]] | None:
-        """(GPU, memory MiB cap or 0, compute percent cap or 0) for each vGPU the pod's trusted hand-off names
-        on this node (None: no trusted hand-off for ``slots`` vGPUs of the pod's own request)."""
+        """(GPU, memory cap: MiB, or minus the percent of the GPU's memory, compute percent cap or 0) for each
+        vGPU the pod's trusted hand-off names on this node (None: no trusted hand-off for ``slots`` vGPUs of
+        the pod's own request)."""
         request = read_request(pod.spec.requests, pod.metadata.annotations, pod.metadata.labels)
         asks = [ask for ask in request.asks if ask.mode == "vgpu" and ask.source == VGPU_NUMBER]
         if len(asks) != 1 or asks[0].count != slots or len(request.asks) != 1 or self.geometry is None:
@@ -115,7 +116,8 @@ class VgpuBackend:
                 if resource == ask.resource and not isinstance(profile, str) and template == profile.name]
         if len(gpus) != slots or len(set(gpus)) != slots:
             return None
-        return [(phy, 0 if ask.memory == WHOLE_MEMORY else ask.memory, ask.cores) for phy in gpus]
+        percent = memory_percent(ask.memory)
+        return [(phy, -percent if percent is not None else ask.memory, ask.cores) for phy in gpus]
 
     def admit(self, pods: list[Pod], slots: int, served: set[str]) -> tuple[Pod, ContainerDevices]:
         """The pod kubelet is admitting with ``slots`` vGPUs, and its GPUs with HAMi-core's caps."""
@@ -130,7 +132,7 @@ class VgpuBackend:
             if gpu is None or not gpu.healthy:
                 raise PartitionRefused(f"GPU {phy}: not on this node or not healthy now; no vGPU is handed out on it")
             visible.append(gpu.uuid or str(gpu.id))
-            cap = memory or gpu.memory_mib
+            cap = memory if memory > 0 else gpu.memory_mib * -memory // 100
             if cap > 0:
                 envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = f"{cap}m"
         envs["NVIDIA_VISIBLE_DEVICES"] = ",".join(visible)
