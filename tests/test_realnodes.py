@@ -86,6 +86,12 @@ PATHS = {  # kind → collection path
 FIGURES: dict[str, float] = {}
 
 
+def advertised_chips(spec: dict[str, Any]) -> str:
+    """What kubelet's allocatable shows for the chips' own name: the chips, or on a vGPU node the vGPUs (10 per
+    GPU, as HAMi's plugin advertises ``nvidia.com/gpu``)."""
+    return str(int(spec["count"]) * (10 if spec.get("partitioning") == "vgpu" else 1))
+
+
 def write_chips(cluster: RealCluster, node: str, bad: tuple[int, ...] = ()) -> None:
     spec = CHIPS[node]
     chips = [{"id": i, "health": "Critical" if i in bad else "OK"} for i in range(int(spec["count"]))]
@@ -180,7 +186,7 @@ def install(cluster: RealCluster, folder: Path) -> None:
         for entry in client.request("GET", f"/apis/admissionregistration.k8s.io/v1/{path}")["webhooks"]), 60)
     for name, spec in CHIPS.items():
         wait_for(f"{name} advertises its chips", lambda name=name, spec=spec: node_status(client, name)["status"]
-                 .get("allocatable", {}).get(spec["resource"]) == str(spec["count"]), 120,
+                 .get("allocatable", {}).get(spec["resource"]) == advertised_chips(spec), 120,
                  explain=lambda: cluster.logs("hetsched", "device-plugin"))
     FIGURES["install_to_ready_s"] = time.monotonic() - started
 
@@ -189,7 +195,7 @@ def test_each_node_advertises_its_chips_through_our_device_plugin(installed: Rea
     client = installed.client
     for name, spec in CHIPS.items():
         node = node_status(client, name)
-        assert node["status"]["allocatable"][spec["resource"]] == str(spec["count"])
+        assert node["status"]["allocatable"][spec["resource"]] == advertised_chips(spec)
         labels, annotations = node["metadata"]["labels"], node["metadata"]["annotations"]
         assert labels["accelerator"] == {"ascend": "huawei-ascend", "cambricon": "cambricon-mlu",
                                          "nvidia": "nvidia-gpu"}[str(spec["like"])]
@@ -500,9 +506,10 @@ def test_a_vnpu_pod_sees_only_the_vnpu_carved_for_it_which_goes_with_the_pod(ins
 
 def test_vgpu_pods_see_only_the_gpu_their_vgpu_was_carved_on_with_its_caps(installed: RealCluster) -> None:
     """Issue 34: two pods asking one vGPU each the Volcano way (``volcano.sh/vgpu-number: 1``, ``-memory: 6000``,
-    ``-cores: 30``) land on the node whose GPUs are shared as HAMi-core vGPUs (the node agent publishes the
-    vGPU memory and compute it has, the device plugin the vGPU slots); each container sees exactly the GPU
-    its own hand-off names, with HAMi-core's caps for its vGPU — no other GPU."""
+    ``-cores: 30``) and one in HAMi's names (``nvidia.com/gpu: 1``, ``nvidia.com/gpumem: 3000``) land on the
+    node whose GPUs are shared as HAMi-core vGPUs (the node agent publishes the vGPU memory and compute it
+    has, the device plugin the vGPU slots under both names); each container sees exactly the GPU its own
+    hand-off names, with HAMi-core's caps for its vGPU — no other GPU."""
     client = installed.client
     wait_for("gpu-0 advertises 20 vGPU slots and 32768 MiB of vGPU memory", lambda: {
         key: node_status(client, "gpu-0")["status"].get("allocatable", {}).get(key)
@@ -513,17 +520,24 @@ def test_vgpu_pods_see_only_the_gpu_their_vgpu_was_carved_on_with_its_caps(insta
             '${CUDA_DEVICE_MEMORY_LIMIT_1:-}"; echo "sm: $CUDA_DEVICE_SM_LIMIT"; sleep 3600')
     template = {"spec": workload({"containers": [{"name": "infer", "resources": {"limits": {
         "volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": 6000, "volcano.sh/vgpu-cores": 30}}}]}, show)}
-    submit(client, job("vgpu-infer", [{"name": "infer", "replicas": 2, "template": template}], minAvailable=2))
+    hami = {"spec": workload({"containers": [{"name": "hami", "resources": {"limits": {
+        "nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}}}]}, show)}
+    submit(client, job("vgpu-infer", [{"name": "infer", "replicas": 2, "template": template},
+                                      {"name": "hami", "replicas": 1, "template": hami}], minAvailable=3))
     wait_for("the vGPU pods Running", lambda: running(job_pods(client, "vgpu-infer")), 180,
              explain=lambda: installed.logs("hetsched", "device-plugin") + installed.logs("hetsched", "scheduler"))
-    for pod in job_pods(client, "vgpu-infer"):
+    pods_seen = job_pods(client, "vgpu-infer")
+    assert len(pods_seen) == 3
+    for pod in pods_seen:
         assert pod["spec"]["nodeName"] == "gpu-0"
         (entry,) = json.loads(pod["metadata"]["annotations"]["hetsched.io/partitions"])
         resource, phy, template_name, _placement = entry
-        assert resource == "nvidia.com/gpu" and template_name == "30%-6000MiB"
+        volcano = "-infer-" in pod["metadata"]["name"]
+        assert resource == "nvidia.com/gpu" and template_name == ("30%-6000MiB" if volcano else "0%-3000MiB")
         lines = printed_lines(installed, pod, "visible:", "memory:", "sm:")
         assert lines["visible:"] == f"visible: {phy}", lines  # its GPU, nothing else
-        assert lines["memory:"].strip() == "memory: 6000m" and lines["sm:"] == "sm: 30", lines
+        assert lines["memory:"].strip() == ("memory: 6000m" if volcano else "memory: 3000m"), lines
+        assert lines["sm:"].strip() == ("sm: 30" if volcano else "sm:"), lines
     delete_job(client, "vgpu-infer")
 
 

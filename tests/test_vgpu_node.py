@@ -48,13 +48,15 @@ def write_config(folder: Path, health: dict[int, str] | None = None, like: str =
 
 
 def handed(name: str, uid: str, entries: list[list[Any]], *, vgpus: int = 1, memory: int | None = 8000,
-           cores: int | None = 30, node: str = NODE, bound_at: int = 1, stamp: str | None = None) -> Pod:
-    """A pod asking ``vgpus`` vGPUs the Volcano way, bound to ``node`` with a partition hand-off."""
-    limits: dict[str, str] = {"volcano.sh/vgpu-number": str(vgpus)}
-    if memory is not None:
-        limits["volcano.sh/vgpu-memory"] = str(memory)
-    if cores is not None:
-        limits["volcano.sh/vgpu-cores"] = str(cores)
+           cores: int | None = 30, node: str = NODE, bound_at: int = 1, stamp: str | None = None,
+           limits: dict[str, str] | None = None) -> Pod:
+    """A pod asking ``vgpus`` vGPUs the Volcano way (or ``limits``), bound to ``node`` with a partition hand-off."""
+    if limits is None:
+        limits = {"volcano.sh/vgpu-number": str(vgpus)}
+        if memory is not None:
+            limits["volcano.sh/vgpu-memory"] = str(memory)
+        if cores is not None:
+            limits["volcano.sh/vgpu-cores"] = str(cores)
     return Pod.model_validate({
         "metadata": {"name": name, "namespace": "default", "uid": uid,
                      "annotations": {PARTITIONS_ANNOTATION: json.dumps(entries), PREDICATE_TIME: str(bound_at),
@@ -200,3 +202,46 @@ def test_the_chart_refuses_a_partitioning_its_vendor_does_not_serve() -> None:
     assert load_values([], ["vendors.nvidia.partitioning=vgpu"]).vendors.nvidia.partitioning == "vgpu"
     with pytest.raises(ValueError, match=r"vendors\.cambricon\.partitioning: vgpu is not served for cambricon"):
         load_values([], ["vendors.cambricon.partitioning=vgpu"])
+
+
+def test_hamis_names_and_whole_gpus_are_served_under_the_gpus_own_name(vgpus: SimpleNamespace) -> None:
+    """On a vGPU node ``nvidia.com/gpu`` counts vGPUs, 10 per GPU, as HAMi's plugin advertises it: a HAMi pod
+    (``nvidia.com/gpu: 1`` + ``gpumem``/``gpucores``, or ``gpumem-percentage``) gets its GPU with its caps; a
+    pod asking ``nvidia.com/gpu`` alone gets the whole GPUs its trusted allocation names, uncapped."""
+    from hetsched.devices.inventory import POD_ANNOTATION
+
+    slots = VgpuBackend(vgpus.backend, NODE, library=str(vgpus.folder / "absent"), state_dir=str(vgpus.folder),
+                        resource=GPU)
+    assert slots.resource == GPU and len(slots.chips()) == 20
+
+    def hami(name: str, limits: dict[str, str], entries: list[list[Any]]) -> Pod:
+        return handed(name, f"u-{name}", entries, limits=limits)
+
+    capped = hami("capped", {GPU: "1", "nvidia.com/gpumem": "4000", "nvidia.com/gpucores": "20"},
+                  [[GPU, 1, "20%-4000MiB", 0]])
+    _, devices = slots.admit([capped], 1, set())
+    assert (devices.envs["NVIDIA_VISIBLE_DEVICES"], devices.envs["CUDA_DEVICE_MEMORY_LIMIT_0"],
+            devices.envs["CUDA_DEVICE_SM_LIMIT"]) == ("1", "4000m", "20")
+    share = hami("share", {GPU: "1", "nvidia.com/gpumem-percentage": "25"}, [[GPU, 0, "0%-25%mem", 0]])
+    assert slots.admit([share], 1, set())[1].envs["CUDA_DEVICE_MEMORY_LIMIT_0"] == "8192m"  # 25 % of 32768
+    whole = hami("whole", {GPU: "2"}, [])
+    whole.metadata.annotations[POD_ANNOTATION] = json.dumps({GPU: [0, 1]})
+    _, devices = slots.admit([whole], 2, set())
+    assert devices.envs == {"NVIDIA_VISIBLE_DEVICES": "0,1"} and devices.mounts == []
+    whole.metadata.annotations[HANDOFF_FOR] = "u-other/gpu-0"  # a copied allocation: nothing
+    with pytest.raises(PartitionRefused):
+        slots.admit([whole], 2, set())
+
+
+def test_a_vgpu_node_counts_as_its_chips_in_the_chip_accounts() -> None:
+    """``nvidia.com/gpu`` is 10 per GPU on a vGPU node: the chip tables (``doctor``'s allocatable-matches-chips,
+    ``explain``) count it back in GPUs, so a healthy vGPU node is not called one handing out broken chips."""
+    from hetsched.scheduler.contract.chips import ChipAccounts
+    from tests.builders import harness
+    from tests.test_partitions import part_node
+
+    h = harness([part_node("g", GPU, "Tesla-V100", "vgpu", chips=2, chip_memory=16384)])
+    snapshot = h.scheduler.cache.snapshot()
+    assert snapshot.nodes.alloc[snapshot.resources.columns[GPU]][0] == 20 * 1000
+    (table,) = [t for t in ChipAccounts().tables(snapshot) if t.resource == GPU]
+    assert int(table.advertised[0]) == int(table.healthy[0]) == 2

@@ -27,6 +27,7 @@ from hetsched.agents.kubelet_config import read_policies
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Node
+from hetsched.devices.partition_requests import advertised as partition_advertised
 from hetsched.diagnose.findings import Finding, Severity, passed
 
 CHECKPOINT = "kubelet_internal_checkpoint"
@@ -145,6 +146,9 @@ def allocatable_matches_chips(facts: NodeFacts) -> list[Finding]:
             continue
         healthy = sum(1 for c in chips if c.healthy)
         advertised = facts.node.status.allocatable.get(backend.resource, 0) // 1000
+        mode = getattr(backend, "partitioning", "")
+        if mode and chips:  # a vGPU node counts its GPUs' own name in vGPUs (HAMi's): back to chips
+            advertised //= max(partition_advertised(mode, chips[0].model, 0).get(backend.resource, 1), 1)
         obj = f"Node/{facts.node.metadata.name}"
         if advertised > healthy:
             findings.append(Finding(check, "error", obj,

@@ -62,7 +62,7 @@ from hetsched.devices.inventory import (
     parse_node_devices,
     to_ascend_device_info,
 )
-from hetsched.devices.partition_requests import VGPU_CORES, VGPU_MEMORY
+from hetsched.devices.partition_requests import HAMI_CORES, HAMI_MEMORY, HAMI_MEMORY_PERCENT, VGPU_CORES, VGPU_MEMORY
 from hetsched.ports import Conflict, NotFound, ObjectStore
 
 SUPERNODE_LABEL = TIER_LABEL.format(tier=1)
@@ -259,9 +259,13 @@ class NodeAgent:
 
 def _vgpu_resources(node: Node, device_set: DeviceSet) -> dict[str, dict[str, int]]:
     """The node's capacity and allocatable with HAMi-core vGPU memory and compute as node-level extended
-    resources (``volcano.sh/vgpu-memory``: the healthy GPUs' MiB; ``volcano.sh/vgpu-cores``: 100 per healthy
-    GPU): kubelet checks pods asking them against these, nothing allocates them; ``volcano.sh/vgpu-number`` is
-    the device plugin's (``agents.deviceplugin.vgpu``), and which GPU a vGPU goes on is the scheduler's."""
+    resources, in Volcano's and HAMi's names (``volcano.sh/vgpu-memory``, ``nvidia.com/gpumem``: the healthy
+    GPUs' MiB; ``volcano.sh/vgpu-cores``, ``nvidia.com/gpucores``, ``nvidia.com/gpumem-percentage``: 100 per
+    healthy GPU): kubelet checks pods asking them against these, nothing allocates them; the vGPU counts
+    (``volcano.sh/vgpu-number``, ``nvidia.com/gpu``) are the device plugin's (``agents.deviceplugin.vgpu``),
+    and which GPU a vGPU goes on is the scheduler's."""
     healthy = [c for c in device_set.chips if c.health == "Healthy"]
-    amounts = {VGPU_MEMORY: 1000 * sum(c.memoryMiB for c in healthy), VGPU_CORES: 1000 * 100 * len(healthy)}
+    memory, percent = 1000 * sum(c.memoryMiB for c in healthy), 1000 * 100 * len(healthy)
+    amounts = {VGPU_MEMORY: memory, HAMI_MEMORY: memory, VGPU_CORES: percent, HAMI_CORES: percent,
+               HAMI_MEMORY_PERCENT: percent}
     return {"capacity": {**node.status.capacity, **amounts}, "allocatable": {**node.status.allocatable, **amounts}}

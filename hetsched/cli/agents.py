@@ -133,7 +133,10 @@ def device_plugin(
         if mode == "vnpu":
             served = [VnpuBackend(backend, node, backend.vnpu_tool(),  # type: ignore[attr-defined]
                                   str(getattr(backend, "device_dir", "/dev")))]
-        elif mode == "vgpu":
+        elif mode == "vgpu":  # the GPUs' own name counts vGPUs too (HAMi's): it replaces the whole-GPU plugin
+            plugins = [DevicePlugin(VgpuBackend(backend, node, vgpu_library, resource=backend.resource),
+                                    directory=directory, period=period, pods=pods, metrics=metrics, events=events,
+                                    beat=health.beat)]
             served = [VgpuBackend(backend, node, vgpu_library)]
         else:  # one resource per MIG profile of the GPUs' model, over one shared state
             state = MigState(backend, node, backend.mig_tool())  # type: ignore[attr-defined]

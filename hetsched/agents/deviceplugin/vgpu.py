@@ -1,15 +1,19 @@
-"""The device plugin's HAMi-core vGPU resource: ``volcano.sh/vgpu-number`` slots, whose containers get exactly
-the GPUs the scheduler carved their vGPUs on, with the memory and compute caps HAMi-core's library enforces.
+"""The device plugin's HAMi-core vGPU resources: ``volcano.sh/vgpu-number`` (Volcano's name) and the GPUs' own
+``nvidia.com/gpu`` counted in vGPUs (HAMi's), whose containers get exactly the GPUs the scheduler carved their
+vGPUs on, with the memory and compute caps HAMi-core's library enforces.
 
-Who calls it: ``hetsched device-plugin`` serves a second :class:`~hetsched.agents.deviceplugin.server.DevicePlugin`
-with a :class:`VgpuBackend` when the node's GPUs are shared as vGPUs (``--partitioning vgpu``; a fake node says
-``partitioning: vgpu`` in its chips file); the plugin calls :meth:`VgpuBackend.admit` from ``Allocate``.
+Who calls it: ``hetsched device-plugin`` serves two :class:`~hetsched.agents.deviceplugin.server.DevicePlugin`
+with a :class:`VgpuBackend` each — one per name, the second in place of the whole-GPU plugin — when the node's
+GPUs are shared as vGPUs (``--partitioning vgpu``; a fake node says ``partitioning: vgpu`` in its chips file);
+the plugins call :meth:`VgpuBackend.admit` from ``Allocate``.
 
 How a vGPU reaches a container:
-- kubelet counts ``volcano.sh/vgpu-number`` in slots, as many per GPU as vGPUs a GPU may hold (10, HAMi's
-  ``deviceSplitCount``); which slots it picks does not matter. ``volcano.sh/vgpu-memory`` and
-  ``volcano.sh/vgpu-cores`` are node-level extended resources the node agent publishes (``agents.node_agent``):
-  kubelet checks them, nothing allocates them;
+- kubelet counts each name in slots, as many per GPU as vGPUs a GPU may hold (10, HAMi's ``deviceSplitCount``,
+  which is how HAMi's plugin advertises ``nvidia.com/gpu``); which slots it picks does not matter.
+  ``volcano.sh/vgpu-memory`` and ``volcano.sh/vgpu-cores`` are node-level extended resources the node agent
+  publishes (``agents.node_agent``): kubelet checks them, nothing allocates them;
+- a pod asking ``nvidia.com/gpu`` alone (no memory or cores: whole GPUs, which the scheduler gives on vGPU nodes
+  too) gets the GPUs its trusted ``hetsched.io/allocation`` names, uncapped;
 - ``Allocate`` finds the pod being admitted (``partitions.admitting``: first by bind order among this node's
   pods kubelet has not started, asking as many vGPUs as slots were allocated) whose trusted partition hand-off
   names as many distinct GPUs of this node, each for the pod's own request (``<cores>%-<memory>`` as the
@@ -36,7 +40,7 @@ from hetsched.agents.deviceplugin.partitions import PartitionRefused, admitting
 from hetsched.agents.tools import ToolError
 from hetsched.agents.vnpu import STRIDE
 from hetsched.api.objects import Pod
-from hetsched.devices.inventory import trusted_partitions
+from hetsched.devices.inventory import trusted_allocation, trusted_partitions
 from hetsched.devices.partition_requests import VGPU_NUMBER, read_request
 from hetsched.devices.partitions import Geometry, geometry_for, memory_percent
 
@@ -44,17 +48,20 @@ log = logging.getLogger("hetsched.device-plugin")
 
 CACHE = "/tmp/vgpu"
 """HAMi-core's usage files inside the container."""
+WHOLE = 1 << 62
+"""In :meth:`VgpuBackend._wanted`'s answer: a whole GPU (no cap)."""
 
 
 class VgpuBackend:
     """``volcano.sh/vgpu-number`` slots over the GPUs of ``chips`` (an NVIDIA backend, or a fake one like it)."""
 
-    def __init__(self, chips: Backend, node: str, library: str = VGPU_LIBRARY, state_dir: str = VGPU_STATE
-                 ) -> None:
+    def __init__(self, chips: Backend, node: str, library: str = VGPU_LIBRARY, state_dir: str = VGPU_STATE,
+                 resource: str = VGPU_NUMBER) -> None:
         self.base = chips
         self.node = node
-        self.vendor = f"{chips.vendor}-vgpu"
-        self.resource = VGPU_NUMBER
+        self.resource = resource
+        """``volcano.sh/vgpu-number``, or the GPUs' own resource (``chips.resource``: HAMi's names, whole GPUs)."""
+        self.vendor = f"{chips.vendor}-vgpu" if resource == VGPU_NUMBER else chips.vendor
         self.label = chips.label
         self.topology = "generic"
         self.geometry: Geometry | None = None
@@ -106,7 +113,7 @@ class VgpuBackend:
         vGPU the pod's trusted hand-off names on this node (None: no trusted hand-off for ``slots`` vGPUs of
         the pod's own request)."""
         request = read_request(pod.spec.requests, pod.metadata.annotations, pod.metadata.labels)
-        asks = [ask for ask in request.asks if ask.mode == "vgpu" and ask.source == VGPU_NUMBER]
+        asks = [ask for ask in request.asks if ask.mode == "vgpu" and ask.source == self.resource]
         if len(asks) != 1 or asks[0].count != slots or len(request.asks) != 1 or self.geometry is None:
             return None
         ask = asks[0]
@@ -119,9 +126,20 @@ class VgpuBackend:
         percent = memory_percent(ask.memory)
         return [(phy, -percent if percent is not None else ask.memory, ask.cores) for phy in gpus]
 
+    def _whole(self, pod: Pod, slots: int) -> list[tuple[int, int, int]] | None:
+        """The whole GPUs the pod's trusted hand-off names when it asks the GPUs' own name and no vGPU."""
+        if self.resource == VGPU_NUMBER or read_request(pod.spec.requests, pod.metadata.annotations,
+                                                        pod.metadata.labels).asks:
+            return None
+        named = trusted_allocation(pod.metadata.annotations, pod.metadata.uid, self.node,
+                                   {self.resource: slots}).get(self.resource)
+        return [(phy, WHOLE, 0) for phy in sorted(named)] if named else None
+
     def admit(self, pods: list[Pod], slots: int, served: set[str]) -> tuple[Pod, ContainerDevices]:
-        """The pod kubelet is admitting with ``slots`` vGPUs, and its GPUs with HAMi-core's caps."""
-        pod, wanted = admitting(pods, self.node, served, VGPU_NUMBER, slots, lambda p: self._wanted(p, slots))
+        """The pod kubelet is admitting with ``slots`` of this resource, and its GPUs: with HAMi-core's caps for
+        vGPUs, uncapped for whole GPUs."""
+        pod, wanted = admitting(pods, self.node, served, self.resource, slots,
+                                lambda p: self._wanted(p, slots) or self._whole(p, slots))
         if pod is None or wanted is None:
             raise PartitionRefused(f"no pod being admitted on {self.node} asks {slots} vGPU(s) the scheduler "
                                    f"carved: refusing rather than guessing")
@@ -132,10 +150,14 @@ class VgpuBackend:
             if gpu is None or not gpu.healthy:
                 raise PartitionRefused(f"GPU {phy}: not on this node or not healthy now; no vGPU is handed out on it")
             visible.append(gpu.uuid or str(gpu.id))
+            if memory == WHOLE:
+                continue
             cap = memory if memory > 0 else gpu.memory_mib * -memory // 100
             if cap > 0:
                 envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = f"{cap}m"
         envs["NVIDIA_VISIBLE_DEVICES"] = ",".join(visible)
+        if wanted[0][1] == WHOLE:  # whole GPUs: no caps, no library
+            return pod, ContainerDevices(envs=envs)
         cores = wanted[0][2]
         if 0 < cores < 100:
             envs["CUDA_DEVICE_SM_LIMIT"] = str(cores)

@@ -21,6 +21,7 @@ import numpy as np
 
 from hetsched.api.accelerators import accelerator_kind
 from hetsched.devices.catalog import PolicySettings, policy_for
+from hetsched.devices.partition_requests import advertised
 from hetsched.devices.policy import TopologyPolicy, popcounts
 from hetsched.scheduler.contract.arrays import IntArray
 from hetsched.scheduler.contract.snapshot import DeviceArrays, Snapshot
@@ -82,6 +83,12 @@ class ChipAccounts:
         rows = np.flatnonzero(present).astype(np.int64)
         if not len(rows):
             return None
+        advertised_chips = advertised_all[rows].copy()
+        if devices.carving is not None:  # a vGPU node counts its GPUs' own name in vGPUs (HAMi's): back to chips
+            for position, row in enumerate(rows.tolist()):
+                mode = devices.carving.modes[row]
+                per_chip = advertised(mode, devices.models[row], 0).get(resource, 1) if mode else 1
+                advertised_chips[position] //= max(per_chip, 1)
         chips = devices.chips[rows]
         unhealthy = devices.unhealthy[rows]
         sharing = devices.sharing()[rows]
@@ -107,7 +114,7 @@ class ChipAccounts:
             resource=resource, kind=kind, nodes=[nodes.names[r] for r in rows.tolist()],
             models=[devices.models[r] or resource.rsplit("/", 1)[-1] for r in rows.tolist()],
             physical=popcounts(chips), healthy=popcounts(chips & ~unhealthy),
-            network_unhealthy=popcounts(devices.network[rows] & chips), advertised=advertised_all[rows],
+            network_unhealthy=popcounts(devices.network[rows] & chips), advertised=advertised_chips,
             held=popcounts(held_masks), free=popcounts(free_masks), stranded=stranded)
 
 
