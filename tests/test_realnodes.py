@@ -532,7 +532,7 @@ def test_vgpu_pods_see_only_the_gpu_their_vgpu_was_carved_on_with_its_caps(insta
         assert pod["spec"]["nodeName"] == "gpu-0"
         (entry,) = json.loads(pod["metadata"]["annotations"]["hetsched.io/partitions"])
         resource, phy, template_name, _placement = entry
-        volcano = "-infer-" in pod["metadata"]["name"]
+        volcano = pod["metadata"]["name"].startswith("vgpu-infer-infer-")  # the hami task's: vgpu-infer-hami-0
         assert resource == "nvidia.com/gpu" and template_name == ("30%-6000MiB" if volcano else "0%-3000MiB")
         lines = printed_lines(installed, pod, "visible:", "memory:", "sm:")
         assert lines["visible:"] == f"visible: {phy}", lines  # its GPU, nothing else

@@ -105,8 +105,8 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
         super().__init__(arguments)
         arguments.check_known({"ascend910.policy", "cambricon.mluLinkPolicy", "weight", EXCLUSIVE_RULES})
         self.rules = parse_rules(arguments.values.get(EXCLUSIVE_RULES), "deviceshare")
-        self.reserved: dict[tuple[str, tuple[int, ...]], tuple[int, BoolArray | None]] = {}
-        """(resource, matched rules) → (carving version, GPUs those rules' pods hold a vGPU on)."""
+        self.reserved: dict[tuple[str, tuple[int, ...]], tuple[tuple[int, int], BoolArray | None]] = {}
+        """(resource, matched rules) → ((the carving, its version), GPUs those rules' pods hold a vGPU on)."""
         self.settings = policy_settings(arguments)
         self.weight = arguments.number("weight", 1)
         self.devices: dict[str, DeviceArrays] = {}
@@ -218,9 +218,10 @@ class DeviceTopology(Plugin, NodeFilter, NodeCapacity, NodeScore):
         if not matched or devices is None or devices.carving is None:
             return matched, None
         key = (ask.resource, matched)
+        stamp = (id(devices.carving), devices.carving.version)
         cached = self.reserved.get(key)
-        if cached is None or cached[0] != devices.carving.version:
-            cached = self.reserved[key] = (devices.carving.version, reserved(devices.carving, self.rules, matched))
+        if cached is None or cached[0] != stamp:
+            cached = self.reserved[key] = (stamp, reserved(devices.carving, self.rules, matched))
         return matched, cached[1]
 
     def _requests(self, group: TaskGroup) -> list[tuple[str, int]]:
