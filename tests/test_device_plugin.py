@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -82,6 +83,28 @@ class Deadlines:
             return method(request, **kwargs)
 
         return call
+
+
+@contextmanager
+def serving(backend: Any, prefix: str) -> Iterator[SimpleNamespace]:
+    """``backend`` served by a real gRPC device plugin registered with a :class:`FakeKubelet`, its pods read from
+    ``bound`` (append the pods kubelet would admit); torn down after."""
+    directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"{prefix}-{os.getpid()}-{time.monotonic_ns()}"
+    directory.mkdir()
+    kubelet = FakeKubelet(directory)
+    bound: list[Pod] = []
+    served = DevicePlugin(backend, directory=directory, period=0.2, pods=lambda: list(bound))
+    served.start()
+    channel = grpc.insecure_channel(f"unix://{served.socket}")
+    try:
+        yield SimpleNamespace(kubelet=kubelet, plugin=served, bound=bound, stub=plugin_stub(channel))
+    finally:
+        channel.close()
+        served.stop()
+        kubelet.stop()
+        for leftover in directory.iterdir():
+            leftover.unlink()
+        directory.rmdir()
 
 
 def plugin_stub(channel: Any) -> Any:

@@ -8,8 +8,6 @@ could not hold as the driver does."""
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,16 +19,15 @@ import yaml
 
 from hetsched.agents.backends.fake import FakeBackend
 from hetsched.agents.backends.fake_nvml import FakeNvml
-from hetsched.agents.deviceplugin import api_pb2, api_pb2_grpc
+from hetsched.agents.deviceplugin import api_pb2
 from hetsched.agents.deviceplugin.mig import MigBackend, MigState
 from hetsched.agents.deviceplugin.partitions import PartitionRefused
-from hetsched.agents.deviceplugin.server import DevicePlugin
 from hetsched.agents.mig import MigTool
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
 from hetsched.api.objects import Pod
 from hetsched.devices.inventory import HANDOFF_FOR, PARTITIONS_ANNOTATION, PREDICATE_TIME
-from tests.test_device_plugin import FakeKubelet
+from tests.test_device_plugin import serving
 
 pytestmark = pytest.mark.timeout(120)
 NODE = "gpu-1"
@@ -184,21 +181,9 @@ def test_an_instance_is_destroyed_once_its_pod_is_gone(mig: SimpleNamespace) -> 
 
 @pytest.fixture
 def plugin(mig: SimpleNamespace) -> Iterator[SimpleNamespace]:
-    directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"mg-{os.getpid()}-{time.monotonic_ns()}"
-    directory.mkdir()
-    kubelet = FakeKubelet(directory)
-    bound: list[Pod] = []
-    served = DevicePlugin(mig.plugins["1g.5gb"], directory=directory, period=0.2, pods=lambda: list(bound))
-    served.start()
-    channel = grpc.insecure_channel(f"unix://{served.socket}")
-    stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
-    yield SimpleNamespace(kubelet=kubelet, bound=bound, stub=stub, mig=mig)
-    channel.close()
-    served.stop()
-    kubelet.stop()
-    for leftover in directory.iterdir():
-        leftover.unlink()
-    directory.rmdir()
+    with serving(mig.plugins["1g.5gb"], "mg") as served:
+        served.mig = mig
+        yield served
 
 
 def test_the_plugin_registers_the_profile_and_allocate_serves_or_refuses(plugin: SimpleNamespace) -> None:

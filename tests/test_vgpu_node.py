@@ -7,8 +7,6 @@ resources. The GPUs are the fake backend's (``like: nvidia``)."""
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,9 +18,8 @@ import yaml
 
 from hetsched.agents.backends import make_backend
 from hetsched.agents.backends.fake import FakeBackend
-from hetsched.agents.deviceplugin import api_pb2, api_pb2_grpc
+from hetsched.agents.deviceplugin import api_pb2
 from hetsched.agents.deviceplugin.partitions import PartitionRefused
-from hetsched.agents.deviceplugin.server import DevicePlugin
 from hetsched.agents.deviceplugin.vgpu import VgpuBackend
 from hetsched.agents.node_agent import NodeAgent
 from hetsched.agents.tables import ToolOutputError
@@ -30,7 +27,7 @@ from hetsched.api.objects import Node, Pod
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.devices.inventory import HANDOFF_FOR, PARTITIONS_ANNOTATION, PREDICATE_TIME
 from hetsched.sim.kernel import SimClock
-from tests.test_device_plugin import FakeKubelet
+from tests.test_device_plugin import serving
 
 pytestmark = pytest.mark.timeout(120)
 NODE = "gpu-0"
@@ -160,21 +157,8 @@ def test_the_node_agent_publishes_vgpu_memory_and_compute_of_the_healthy_gpus(vg
 
 @pytest.fixture
 def plugin(vgpus: SimpleNamespace) -> Iterator[SimpleNamespace]:
-    directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"vg-{os.getpid()}-{time.monotonic_ns()}"
-    directory.mkdir()
-    kubelet = FakeKubelet(directory)
-    bound: list[Pod] = []
-    served = DevicePlugin(vgpus.slots, directory=directory, period=0.2, pods=lambda: list(bound))
-    served.start()
-    channel = grpc.insecure_channel(f"unix://{served.socket}")
-    stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
-    yield SimpleNamespace(kubelet=kubelet, bound=bound, stub=stub)
-    channel.close()
-    served.stop()
-    kubelet.stop()
-    for leftover in directory.iterdir():
-        leftover.unlink()
-    directory.rmdir()
+    with serving(vgpus.slots, "vg") as served:
+        yield served
 
 
 def test_the_plugin_registers_vgpu_number_and_allocate_serves_or_refuses(plugin: SimpleNamespace) -> None:

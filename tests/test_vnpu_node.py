@@ -7,8 +7,6 @@ which prints the real tool's format."""
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,14 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hetsched.agents.backends.fake import FakeBackend
-from hetsched.agents.deviceplugin import api_pb2, api_pb2_grpc
+from hetsched.agents.deviceplugin import api_pb2
 from hetsched.agents.deviceplugin.partitions import PartitionRefused, VnpuBackend
-from hetsched.agents.deviceplugin.server import DevicePlugin
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.vnpu import check_status, id_range, parse_info
 from hetsched.api.objects import Pod
 from hetsched.devices.inventory import HANDOFF_FOR, PARTITIONS_ANNOTATION, PREDICATE_TIME
-from tests.test_device_plugin import FakeKubelet
+from tests.test_device_plugin import serving
 
 pytestmark = pytest.mark.timeout(120)
 NODE = "npu-0"
@@ -198,21 +195,9 @@ def test_a_vnpu_is_destroyed_once_its_pod_is_gone(vnpus: SimpleNamespace) -> Non
 
 @pytest.fixture
 def plugin(vnpus: SimpleNamespace) -> Iterator[SimpleNamespace]:
-    directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"vn-{os.getpid()}-{time.monotonic_ns()}"
-    directory.mkdir()
-    kubelet = FakeKubelet(directory)
-    bound: list[Pod] = []
-    served = DevicePlugin(vnpus.slots, directory=directory, period=0.2, pods=lambda: list(bound))
-    served.start()
-    channel = grpc.insecure_channel(f"unix://{served.socket}")
-    stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
-    yield SimpleNamespace(kubelet=kubelet, plugin=served, bound=bound, stub=stub, vnpus=vnpus)
-    channel.close()
-    served.stop()
-    kubelet.stop()
-    for leftover in directory.iterdir():
-        leftover.unlink()
-    directory.rmdir()
+    with serving(vnpus.slots, "vn") as served:
+        served.vnpus = vnpus
+        yield served
 
 
 def test_the_plugin_registers_npu_core_and_allocate_serves_or_refuses(plugin: SimpleNamespace) -> None:

@@ -59,26 +59,28 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def _code(error: Exception) -> int:
-    return int(getattr(error, "value", -1))
+NOT_FOUND = (2, 6)
+"""NVML's "invalid argument" and "not found": on a lookup by id or index, no such instance."""
+
+
+def _found(call: Any, *args: Any) -> Any:
+    """``call(*args)``, or None when NVML says there is no such instance (other errors raise)."""
+    try:
+        return call(*args)
+    except Exception as exc:
+        if int(getattr(exc, "value", -1)) in NOT_FOUND:
+            return None
+        raise
 
 
 class MigTool:
-    """MIG operations on the GPUs NVML (``nvml``: the ``pynvml`` module, or an object with the same calls)
-    reports. NVML error "not found" (6) and "invalid argument" (2) on a lookup mean "no such instance"."""
+    """MIG operations on the GPUs NVML reports (``nvml``: the ``pynvml`` module the NVIDIA backend loaded, or
+    an object with the same calls)."""
 
-    NOT_FOUND = (2, 6)
-
-    def __init__(self, nvml: Any = None) -> None:
+    def __init__(self, nvml: Any) -> None:
         self._nvml = nvml
 
     def _lib(self) -> Any:
-        if self._nvml is None:
-            try:
-                import pynvml
-            except ImportError:
-                raise ToolError("nvidia-ml-py is not installed") from None
-            self._nvml = pynvml
         nvml = self._nvml
         try:
             nvml.nvmlInit()
@@ -104,12 +106,9 @@ class MigTool:
         try:
             uuids = self._uuids(nvml, handle, gpu)
             for gi_id in range(MAX_GI):
-                try:
-                    instance = nvml.nvmlDeviceGetGpuInstanceById(handle, gi_id)
-                except Exception as exc:
-                    if _code(exc) in self.NOT_FOUND:
-                        continue
-                    raise
+                instance = _found(nvml.nvmlDeviceGetGpuInstanceById, handle, gi_id)
+                if instance is None:
+                    continue
                 info = nvml.nvmlGpuInstanceGetInfo(instance)
                 profile = nvml.nvmlDeviceGetGpuInstanceProfileInfoById(handle, int(info.profileId))
                 found.append(self._checked(gpu, int(info.id), _text(profile.name), int(info.placement.start),
@@ -145,12 +144,9 @@ class MigTool:
         """GI id → its MIG device's UUID (GIs with a compute instance have one)."""
         result: dict[int, str] = {}
         for index in range(int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))):
-            try:
-                device = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, index)
-            except Exception as exc:
-                if _code(exc) in self.NOT_FOUND:
-                    continue
-                raise
+            device = _found(nvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, index)
+            if device is None:
+                continue
             result[int(nvml.nvmlDeviceGetGpuInstanceId(device))] = _text(nvml.nvmlDeviceGetUUID(device))
         return result
 
@@ -195,13 +191,9 @@ class MigTool:
         try:
             instance = nvml.nvmlDeviceGetGpuInstanceById(handle, gi)
             for ci_id in range(MAX_SLICES):
-                try:
-                    compute = nvml.nvmlGpuInstanceGetComputeInstanceById(instance, ci_id)
-                except Exception as exc:
-                    if _code(exc) in self.NOT_FOUND:
-                        continue
-                    raise
-                nvml.nvmlComputeInstanceDestroy(compute)
+                compute = _found(nvml.nvmlGpuInstanceGetComputeInstanceById, instance, ci_id)
+                if compute is not None:
+                    nvml.nvmlComputeInstanceDestroy(compute)
             nvml.nvmlGpuInstanceDestroy(instance)
         except Exception as exc:
             raise ToolError(f"GPU {gpu}: destroying GPU instance {gi}: {exc}") from None

@@ -41,7 +41,6 @@ device plugin then reports every chip Unhealthy, never an empty list); device fi
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Sequence
@@ -51,7 +50,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hetsched.agents.backends import ascend, cambricon
+from hetsched.agents.backends import ascend, cambricon, fake_state
 from hetsched.agents.backends.base import ContainerDevices
 from hetsched.agents.backends.fake_nvml import FakeNvml
 from hetsched.agents.chips import Level, ToolChip
@@ -202,16 +201,10 @@ class FakeNpuSmi:
         self.state = backend.config.parent / "vnpus.json"
 
     def _load(self) -> dict[str, list[list[Any]]]:
-        try:
-            data = json.loads(self.state.read_text())
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        return fake_state.load(self.state)
 
     def _save(self, data: dict[str, list[list[Any]]]) -> None:
-        partial = self.state.with_name("vnpus.json.new")
-        partial.write_text(json.dumps(data))
-        partial.replace(self.state)
+        fake_state.save(self.state, data)
 
     def _phy(self, card: str, chip: str) -> int:
         """The chip's device id: the ``chip``-th chip of NPU ``card`` (a fake card holds one chip each)."""

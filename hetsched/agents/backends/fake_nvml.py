@@ -12,11 +12,11 @@ markup, a placement past the GPU's slices), as a broken driver might.
 from __future__ import annotations
 
 import ctypes
-import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from hetsched.agents.backends import fake_state
 from hetsched.devices.partitions import Geometry, geometry_for
 
 INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND, INSUFFICIENT_RESOURCES, IN_USE = 2, 3, 6, 7, 19
@@ -47,16 +47,10 @@ class FakeNvml:
     # ------------------------------------------------------------------------------------- state
 
     def _load(self) -> dict[str, list[list[Any]]]:
-        try:
-            data = json.loads(self.state.read_text())
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        return fake_state.load(self.state)
 
     def _save(self, data: dict[str, list[list[Any]]]) -> None:
-        partial = self.state.with_name("migs.json.new")
-        partial.write_text(json.dumps(data))
-        partial.replace(self.state)
+        fake_state.save(self.state, data)
 
     def _geometry(self) -> Geometry:
         geometry = geometry_for("mig", self.backend.model)
