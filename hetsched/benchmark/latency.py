@@ -9,6 +9,9 @@ per second (a Poisson stream of gangs of 1–32 pods, mean ≈ 6; one job in six
 one accelerator kind) and finish after an exponential run time whose mean, ``running / rate``, keeps the
 number of running pods steady (Little's law). A finished job's pods and PodGroup are deleted.
 
+Cycles are bounded as the scheduler process bounds them (``--cycle-budget``, ``Scheduler.cycle_budget``):
+a cycle starts no new job after the budget, and the next cycle runs at once for the jobs it deferred.
+
 Time is the scheduler's own work. One thread does everything, as the scheduler process does: it takes the
 watch events that are due (arrivals, completions) into its cache, then, while some job waits, runs a cycle
 (snapshot, session, applying the binds to the embedded store). Virtual time advances by the wall-clock time
@@ -44,7 +47,7 @@ from hetsched.api.objects import AnyObject, Pod, PodGroup, Queue
 from hetsched.benchmark.workload import ACCELERATORS, QUEUES, gang, synthetic_cluster
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.metrics.gc_pauses import CollectionSchedule, PauseMeter
-from hetsched.ports import ManualClock
+from hetsched.ports import CYCLE_BUDGET_MS, ManualClock
 from hetsched.scheduler.defaults import default_conf
 from hetsched.scheduler.engine.runner import Scheduler
 
@@ -116,10 +119,15 @@ class LatencyRun:
     """One steady-state run (see the module docstring)."""
 
     def __init__(self, nodes: int, running: int, rate: float, seconds: float, seed: int,
-                 collector: str = "scheduled") -> None:
+                 collector: str = "scheduled", cycle_budget_ms: float = CYCLE_BUDGET_MS) -> None:
         if collector not in COLLECTORS:
             raise ValueError(f"bench latency: --collector must be one of {', '.join(COLLECTORS)}, not {collector!r}")
+        if not (cycle_budget_ms >= 0 and math.isfinite(cycle_budget_ms)):
+            raise ValueError(f"bench latency: --cycle-budget must be 0 (no limit) or a positive number of "
+                             f"milliseconds, not {cycle_budget_ms}")
         self.collector = collector
+        self.cycle_budget = cycle_budget_ms / 1000 if cycle_budget_ms > 0 else None
+        """As the scheduler process bounds its cycles (``Scheduler.cycle_budget``), from the end of the fill."""
         self.rng = random.Random(seed)
         self.mean_duration = running / rate
         self.clock = ManualClock()
@@ -131,6 +139,8 @@ class LatencyRun:
         self.waiting: dict[str, Job] = {}
         self.jobs: list[Job] = []
         self.cycles: list[float] = []
+        self.cut = 0
+        """Cycles whose time budget deferred jobs to the next one."""
         self.snapshots: list[float] = []
         self.busy = 0.0
         self.index = 0
@@ -187,6 +197,7 @@ class LatencyRun:
         # which a real scheduler would not hold) is out of the collector's way
         self.collections.settle()
         self.frozen_after_fill = gc.get_freeze_count()
+        self.scheduler.cycle_budget = self.cycle_budget  # the fill is a one-off: it ran unbounded
         return bound
 
     def _create(self, job: Job) -> None:
@@ -239,6 +250,7 @@ class LatencyRun:
                 self.busy += spent
                 self.cycles.append(spent)
                 self.snapshots.append(result.timings.snapshot)
+                self.cut += result.deferred
                 self._decided(result.decisions.binds)
                 for key in result.decisions.unschedulable:
                     refused = self.waiting.get(key)
@@ -282,6 +294,8 @@ class LatencyRun:
             "latency_after_waiting_for_capacity_ms": stats(waited),
             "cycles": len(self.cycles),
             "cycle_ms": stats(self.cycles),
+            "cycle_budget_ms": round(self.cycle_budget * 1000, 3) if self.cycle_budget is not None else None,
+            "cycles_cut_by_budget": self.cut,
             "snapshot_ms": stats(self.snapshots),
             "busy_share": round(self.busy / self.clock.time, 3) if self.clock.time else None,
             "collector": self.collector,
@@ -316,10 +330,11 @@ def check_sizes(nodes: int, running: int, rate: float, seconds: float) -> None:
 
 
 def run_latency_benchmark(nodes: int, running: int, rate: float, *, seconds: float = 10.0,
-                          seed: int = 1, collector: str = "scheduled") -> dict[str, Any]:
+                          seed: int = 1, collector: str = "scheduled",
+                          cycle_budget_ms: float = CYCLE_BUDGET_MS) -> dict[str, Any]:
     check_sizes(nodes, running, rate, seconds)
     started = time.perf_counter()
-    run = LatencyRun(nodes, running, rate, seconds, seed, collector)
+    run = LatencyRun(nodes, running, rate, seconds, seed, collector, cycle_budget_ms)
     bound = run.fill()
     filled = time.perf_counter()
     fill_peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -29,6 +29,7 @@ from hetsched.cli.jobs import job_app
 from hetsched.cli.options import DEFAULT_TRACE_DIR, check_jobs, parse_seeds
 from hetsched.cli.output import say, stderr_console, stdout_console, write_file, writing
 from hetsched.cli.queues import queue_app
+from hetsched.ports import CYCLE_BUDGET_MS
 from hetsched.scheduler.defaults import ConfError, SchedulerConf, load_conf, parse_conf
 from hetsched.sim.results import Results
 
@@ -423,6 +424,9 @@ def bench_latency(
     collector: Annotated[str, typer.Option(
         help="scheduled (as the scheduler process: between cycles, old objects frozen), automatic (CPython's "
              "own collections only) or off; embedded runs only")] = "scheduled",
+    cycle_budget: Annotated[float, typer.Option(
+        help="milliseconds after which a cycle starts no new job, as the scheduler process's --cycle-budget "
+             "(0: no limit); embedded runs only")] = CYCLE_BUDGET_MS,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the figures here")] = None,
 ) -> None:
     """Time from a job's arrival to its gang's bind in a busy steady state: the scheduler's own work on the
@@ -438,16 +442,17 @@ def bench_latency(
             from hetsched.benchmark.latency_live import run_live_latency_benchmark
 
             check_sizes(size, kept, rate, seconds)
-            if collector != "scheduled":
-                raise ValueError("bench latency: --collector applies to embedded runs only (the scheduler process "
-                                 "always schedules its collections)")
+            if collector != "scheduled" or cycle_budget != CYCLE_BUDGET_MS:
+                raise ValueError("bench latency: --collector and --cycle-budget apply to embedded runs only (the "
+                                 "scheduler process runs with its own)")
             try:
                 figures = run_live_latency_benchmark(size, kept, rate, seconds=seconds, seed=seed)
             except RuntimeError as exc:  # no binaries here, or the scheduler process never bound anything
                 say(errors, "error", f"{exc}")
                 raise typer.Exit(1) from None
         else:
-            figures = run_latency_benchmark(size, kept, rate, seconds=seconds, seed=seed, collector=collector)
+            figures = run_latency_benchmark(size, kept, rate, seconds=seconds, seed=seed, collector=collector,
+                                            cycle_budget_ms=cycle_budget)
     _print_figures(figures, json_out)
 
 

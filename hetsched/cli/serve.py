@@ -39,6 +39,7 @@ from hetsched.cli.shutdown import Shutdown
 from hetsched.cluster.backoff import Backoff
 from hetsched.metrics.gc_pauses import CollectionSchedule, PauseMeter
 from hetsched.metrics.serve import PORTS, MetricsServer, leader_gauge
+from hetsched.ports import CYCLE_BUDGET_MS
 
 if TYPE_CHECKING:  # imported where they run: `hetsched --help` and the replay commands never load the client
     from hetsched.cluster.kubernetes import KubeClient, KubeCluster
@@ -156,12 +157,13 @@ def _start(make: Callable[[], KubeCluster], setup: Callable[[KubeCluster], S],
 
 
 def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: Callable[[KubeCluster], S],
-         step: Callable[[S], None], period: float, leader_elect: bool, lease_namespace: str, lease_duration: float,
+         step: Callable[[S], bool], period: float, leader_elect: bool, lease_namespace: str, lease_duration: float,
          renew_deadline: float, retry_period: float, identity: str | None,
          registry: CollectorRegistry | None = None, health: Health | None = None) -> None:
     """The shared loop: the elector takes and renews the Lease on its own thread (when electing); once this
     replica holds it, ``make`` the cluster connection (its writes fenced by the Lease and the shutdown),
-    ``setup`` what watches it, wait for the informers to sync, then ``step`` every period. A replica that
+    ``setup`` what watches it, wait for the informers to sync, then ``step`` every period (at once when a
+    step says it left work for the next one: a scheduler cycle its time budget cut short). A replica that
     stops holding the Lease after it began work exits (status 1) for its Deployment to restart it, as
     kube-scheduler does. On SIGTERM: writes stop at once (a bind batch under way sends nothing more), the
     Lease is given up, then the cluster stops (its watches cut) within the shutdown's deadline, and the
@@ -214,10 +216,11 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
                     cluster, state = started
                     if leading is not None:
                         leading.set(1)
-                step(state)
+                more = step(state)
                 collections.between_cycles()
                 backoff.reset()
-                shutdown.wait(period)
+                if not more:
+                    shutdown.wait(period)
             except typer.Exit:
                 raise
             except Exception as exc:  # an API server away: wait, then resume from fresh state
@@ -280,6 +283,10 @@ def scheduler(
     scheduler_conf: Annotated[Path | None, typer.Option(envvar="HETSCHED_SCHEDULER_CONF",
                                                         help="Volcano scheduler configuration")] = None,
     period: Annotated[float, typer.Option(envvar="HETSCHED_PERIOD", help="seconds between cycles")] = 1.0,
+    cycle_budget: Annotated[float, typer.Option(
+        envvar="HETSCHED_CYCLE_BUDGET", min=0.0,
+        help="milliseconds after which a cycle starts no new job; the rest go in the next cycle, run at once "
+             "(0: no limit)")] = CYCLE_BUDGET_MS,
     qps: Annotated[float, typer.Option(envvar="HETSCHED_QPS")] = 1000.0,
     burst: Annotated[int, typer.Option(envvar="HETSCHED_BURST")] = 2000,
     bind_workers: Annotated[int, typer.Option(envvar="HETSCHED_BIND_WORKERS")] = 16,
@@ -311,28 +318,30 @@ def scheduler(
 
     def setup(cluster: KubeCluster) -> tuple[KubeCluster, Scheduler]:
         engine = Scheduler(cluster, cluster, cluster, WallClock(), conf, evictor=cluster, stopwatch=time.perf_counter,
-                           priority_policy=policy)
+                           priority_policy=policy, cycle_budget=cycle_budget / 1000 if cycle_budget > 0 else None)
         engine.observers.append(metrics)
         cluster.start(KINDS)
         return cluster, engine
 
-    def step(state: tuple[KubeCluster, Scheduler]) -> None:
+    def step(state: tuple[KubeCluster, Scheduler]) -> bool:
         cluster, engine = state
         cluster.pump()
         result = engine.run_once()
         decisions = result.decisions
         said = {"binds": len(decisions.binds) - len(result.failed_binds), "evictions": len(decisions.evictions),
                 "pipelined": len(decisions.nominations), "unschedulable": len(decisions.unschedulable),
-                "seconds": round(result.timings.total, 4)}
+                "deferred": len(decisions.deferred), "seconds": round(result.timings.total, 4)}
         # a cycle that changed something is worth a line; an idle one only at debug level
         log.log(logging.INFO if said["binds"] or said["evictions"] else logging.DEBUG,
-                "cycle: %d bind(s), %d eviction(s), %d job(s) unschedulable in %.3fs", said["binds"],
-                said["evictions"], said["unschedulable"], said["seconds"], extra=said)
+                "cycle: %d bind(s), %d eviction(s), %d job(s) unschedulable, %d deferred to the next cycle in %.3fs",
+                said["binds"], said["evictions"], said["unschedulable"], said["deferred"], said["seconds"],
+                extra=said)
         for key, error in result.set_aside:
             log.warning("set aside %s: %s", key, error, extra={"job": key})
         if result.failed_binds:
             first = result.failed_binds[0]
             log.warning("%d bind(s) failed, first: %s: %s", len(result.failed_binds), first.pod, first.error)
+        return result.deferred
 
     _run("scheduler", client, make, setup, step, period, leader_elect, lease_namespace, lease_duration,
          renew_deadline, retry_period, identity, metrics.registry, serve_health(health_address, period))
@@ -389,7 +398,7 @@ def controller(
                 discovery, CronJobController(cluster, clock, events=cluster),
                 JobFlowController(cluster, clock, events=cluster), QueueController(cluster, events=cluster))
 
-    def step(state: Controllers) -> None:
+    def step(state: Controllers) -> bool:
         cluster, jobs, groups, faults, discovery, cronjobs, jobflows, queues = state
         started = time.perf_counter()
         cluster.pump()
@@ -409,6 +418,7 @@ def controller(
                 break
             cluster.pump()
         metrics.observe_round(cluster, time.perf_counter() - started, items)
+        return False  # a round runs until nothing is left to do
 
     _run("controller", client, lambda: KubeCluster(client), setup, step, period, leader_elect, lease_namespace,
          lease_duration, renew_deadline, retry_period, identity, metrics.registry,

@@ -86,6 +86,8 @@ class SchedulerMetrics:
         self.bind_failures = Counter("hetsched_bind_failures", "Binds the API refused", registry=r)
         self.set_aside = Counter("hetsched_scheduler_set_aside", "Jobs set aside because handling them raised "
                                  "(the rest of the cycle went on without them)", registry=r)
+        self.deferred = Counter("hetsched_scheduler_deferred_jobs", "Jobs a cycle's time budget left to the next "
+                                "cycle, which ran at once (--cycle-budget)", registry=r)
         self.evictions = Counter("hetsched_evictions", "Evictions requested", ["action"], registry=r)
         self.eviction_failures = Counter("hetsched_eviction_failures", "Evictions refused or moot", registry=r)
         self.accounts = ChipAccounts(settings)
@@ -156,6 +158,7 @@ class SchedulerMetrics:
                 child.observe(value)
         self.bind_failures.inc(len(result.failed_binds))
         self.set_aside.inc(len(result.set_aside))
+        self.deferred.inc(len(decisions.deferred))
         for eviction in decisions.evictions:
             self.evictions.labels(eviction.action).inc()
         self.eviction_failures.inc(len(result.failed_evictions))

@@ -51,3 +51,5 @@ class Decisions:
     enqueued: list[str] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
     """Applied before the binds: a preemptor's pods bind in the same cycle, after its victims are gone."""
+    deferred: list[str] = field(default_factory=list)
+    """Jobs the cycle's time budget left for the next cycle, which the caller runs at once."""

@@ -38,6 +38,10 @@ class Attempt:
     set_aside: bool = False
     """Handling this job raised in an earlier attempt (``engine.runner``'s fault isolation): no action
     places, admits or evicts for it until its back-off ends."""
+    deferred: bool = False
+    """The cycle's time budget ran out before ``allocate`` came to this job (or before it could lend to it):
+    no later action touches it and it gets no status this cycle; the next cycle, run at once, takes it
+    (``Session.out_of_time``)."""
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,12 @@ Either way the cycle completes, is counted in ``set_aside`` as ``plugin/<name>``
 running; only an exception no job or plugin can be blamed for raises to the process, which logs it and
 retries the cycle.
 
+Time budget: given ``cycle_budget`` (and a stopwatch), ``allocate`` starts no new job once the cycle has
+run that long; the jobs it did not come to are *deferred* (``Decisions.deferred``, ``CycleResult.deferred``)
+and the caller runs the next cycle at once. The scheduler process bounds its cycles so (its watch events and
+Lease renewals wait for no long cycle); the simulator does not, as its outcome must not depend on the
+machine's speed.
+
 Observation: given a stopwatch (``ports.Stopwatch``; the process passes ``time.perf_counter``), a cycle
 measures its snapshot, each action, each plugin's session open/close, the apply phase and the whole cycle
 into :class:`CycleTimings`; every observer (``metrics.scheduler`` for Prometheus) then sees the finished
@@ -144,6 +150,11 @@ class CycleResult:
     """(job key, error) of each job set aside in this cycle (its handling raised), and (``plugin/<name>``,
     error) of each plugin that raised opening or closing the session."""
 
+    @property
+    def deferred(self) -> bool:
+        """The time budget left jobs to the next cycle: run it at once rather than after a period."""
+        return bool(self.decisions.deferred)
+
 
 CycleObserver = Callable[[SchedulerCache, CycleResult], None]
 """Called after every cycle with the cache (for state read-outs) and the cycle's result."""
@@ -153,7 +164,10 @@ class Scheduler:
     def __init__(self, store: ObjectStore, binder: Binder, status: StatusUpdater, clock: Clock,
                  conf: SchedulerConf, *, scheduler_names: tuple[str, ...] = ("hetsched", "volcano"),
                  default_queue: str = "default", evictor: Evictor | None = None,
-                 stopwatch: Stopwatch | None = None, priority_policy: PriorityPolicy = DEFAULT_PRIORITY) -> None:
+                 stopwatch: Stopwatch | None = None, priority_policy: PriorityPolicy = DEFAULT_PRIORITY,
+                 cycle_budget: float | None = None) -> None:
+        if cycle_budget is not None and (stopwatch is None or not cycle_budget > 0):
+            raise ValueError("a cycle budget needs a stopwatch and a positive number of seconds")
         self.store = store
         self.binder = binder
         self.evictor = evictor
@@ -174,6 +188,10 @@ class Scheduler:
         """Pods whose ``PodScheduled=False`` is still to be written (pod key → message), oldest first:
         at most ``CONDITIONS_PER_CYCLE`` are written per cycle, so a huge gang never stalls one."""
         self.stopwatch = stopwatch
+        self.cycle_budget = cycle_budget
+        """Seconds of stopwatch time after which a cycle starts no new job (``allocate``): the rest are
+        deferred to the next cycle, which the caller runs at once (``CycleResult.deferred``). None: no limit
+        (the simulator, whose results must not depend on the machine's speed)."""
         self.observers: list[CycleObserver] = []
 
     def close(self) -> None:
@@ -183,9 +201,11 @@ class Scheduler:
         return self.stopwatch() if self.stopwatch is not None else 0.0
 
     def decide(self, timings: CycleTimings | None = None, now: float | None = None,
-               set_aside: list[tuple[str, str]] | None = None) -> tuple[Snapshot, Decisions]:
+               set_aside: list[tuple[str, str]] | None = None,
+               deadline: float | None = None) -> tuple[Snapshot, Decisions]:
         """One cycle without side effects: the pure part (used directly by the benchmark). A job whose
-        handling raises is set aside (appended to ``set_aside``) and the cycle decided again without it."""
+        handling raises is set aside (appended to ``set_aside``) and the cycle decided again without it.
+        ``deadline`` (a stopwatch reading) is the cycle's time budget (``Session.out_of_time``)."""
         timings = timings if timings is not None else CycleTimings()
         now = self.clock.now() if now is None else now
         halted: Reason | None = None
@@ -200,7 +220,7 @@ class Scheduler:
             session: Session | None = None
             try:
                 session = Session(snapshot, self.conf, now=now, stopwatch=self.stopwatch, set_aside=held,
-                                  without=without, halted=halted)
+                                  without=without, halted=halted, deadline=deadline)
                 for action in self.conf.action_names:
                     began = self._tick()
                     ACTIONS[action](session)
@@ -264,7 +284,8 @@ class Scheduler:
         timings = CycleTimings()
         now = self.clock.now()
         set_aside: list[tuple[str, str]] = []
-        snapshot, decisions = self.decide(timings, now, set_aside)
+        deadline = started + self.cycle_budget if self.cycle_budget is not None else None
+        snapshot, decisions = self.decide(timings, now, set_aside, deadline)
         applying = self._tick()
         self.cycles += 1
         result = CycleResult(decisions, snapshot, now=now, timings=timings, set_aside=set_aside)

@@ -66,7 +66,8 @@ class PluginSessionError(Exception):
 class Session:
     def __init__(self, snapshot: Snapshot, conf: SchedulerConf, now: float = 0.0,
                  stopwatch: Stopwatch | None = None, set_aside: Mapping[str, Reason] | None = None,
-                 without: Collection[str] = (), halted: Reason | None = None) -> None:
+                 without: Collection[str] = (), halted: Reason | None = None,
+                 deadline: float | None = None) -> None:
         self.snapshot = snapshot
         self.nodes = snapshot.nodes
         self.conf = conf
@@ -134,6 +135,8 @@ class Session:
         self._hypernode_order: list[HyperNodeOrder] = asked(HyperNodeOrder)
         self._static: dict[tuple[int, object, bool, str], tuple[BoolArray, list[tuple[Reason, BoolArray]]]] = {}
         self.stopwatch = stopwatch
+        self.deadline = deadline if stopwatch is not None else None
+        """The stopwatch reading after which ``allocate`` starts no new job (the cycle's time budget), or None."""
         self.plugin_seconds: dict[tuple[str, str], float] = {}
         """(plugin, ``OnSessionOpen``/``OnSessionClose``) → seconds, when a stopwatch is given (Volcano's
         plugin latency metric measures the same two points; the per-node extension points are vectorised
@@ -179,10 +182,24 @@ class Session:
         return found
 
     def jobs(self) -> list[JobInfo]:
-        """The active jobs actions may act on: every one not set aside (``Attempt.set_aside``)."""
+        """The active jobs actions may act on: every one not set aside (``Attempt.set_aside``) nor deferred
+        to the next cycle (``Attempt.deferred``)."""
         attempts = self.attempts
         return [job for job in self.snapshot.active.values()
-                if job.key not in attempts or not attempts[job.key].set_aside]
+                if job.key not in attempts or not (attempts[job.key].set_aside or attempts[job.key].deferred)]
+
+    def out_of_time(self) -> bool:
+        """Whether the cycle's time budget is spent (never without a deadline)."""
+        return self.deadline is not None and self.stopwatch is not None and self.stopwatch() >= self.deadline
+
+    def defer(self, job: JobInfo) -> None:
+        """Leave ``job`` to the next cycle: no later action touches it, it gets no status and is not parked.
+        Sound because the caller runs the next cycle at once (``Decisions.deferred`` says so)."""
+        attempt = self.attempt(job)
+        attempt.deferred = True
+        attempt.failure = None
+        self.decisions.unschedulable.pop(job.key, None)
+        self.decisions.deferred.append(job.key)
 
     def task_order_key(self, group: TaskGroup) -> tuple[Any, ...]:
         return (*(p.task_order_key(group) for p in self._task_order), group.pending[0])

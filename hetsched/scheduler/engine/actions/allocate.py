@@ -15,6 +15,12 @@ Who calls it: the session runner. Three passes:
    lent is capacity no queue in the cycle could use within its own share — work is never left waiting on
    idle capacity it fits, and what a queue holds beyond its share is what ``reclaim`` takes back.
 
+A cycle with a time budget (``Session.out_of_time``; the ``hetsched scheduler`` process gives one) starts
+no new job once it is spent, after at least one job in each pass: the rest are *deferred* to the next cycle,
+which the caller runs at once — no status, no parking, and no later action (preempt, reclaim, backfill)
+touches them in this cycle. A cycle thus stays short however many jobs arrive together, and the jobs are
+served in the same order as without a budget.
+
 Best-effort pods (no requests) are left to ``backfill``, as in Volcano. A job that found no room and for
 which none was freed since is not tried again (``scheduler.cache.parked``): its last status stands.
 """
@@ -78,24 +84,35 @@ def execute(session: Session) -> None:
         return False
 
     served: list[JobInfo] = []
+    complete = True
     for job in jobs_by_queue(session, jobs, skip):
+        if served and session.out_of_time():
+            complete = False
+            break
         served.append(job)
         with session.working_on(job):
             place_job(session, job, [g for g in job.groups if not g.best_effort])
-    _elastic(session, [job for job in served if session.job_ready(job)], skip)
+    complete = complete and _elastic(session, [job for job in served if session.job_ready(job)], skip)
     bounded = [job for job in jobs if _at_queue_bound(session, job)]
-    if bounded:
+    if bounded and complete:
         session.lending = True
         try:
-            for job in jobs_by_queue(session, bounded, skip):
+            for turn, job in enumerate(jobs_by_queue(session, bounded, skip)):
+                if turn and session.out_of_time():
+                    complete = False
+                    break
                 session.attempt(job).failure = None
                 with session.working_on(job):
                     place_job(session, job, [g for g in job.groups if not g.best_effort],
                               gang=not session.job_ready(job))
         finally:
             session.lending = False
+    if not complete:
+        _defer_rest(session, jobs, served)
     for job in jobs:
         attempt = session.attempt(job)
+        if attempt.deferred:
+            continue
         if attempt.failure is not None:
             code = Code.WAIT if attempt.pipelined else (
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE if attempt.unresolvable else Code.UNSCHEDULABLE)
@@ -103,6 +120,17 @@ def execute(session: Session) -> None:
         elif job.queue in overused and job not in served:
             attempt.failure = Reason.of(ReasonCode.QUEUE_OVERUSED, queue=job.queue)
             session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (attempt.failure,), NAME)
+
+
+def _defer_rest(session: Session, jobs: list[JobInfo], served: list[JobInfo]) -> None:
+    """The cycle's time budget ran out (``Session.out_of_time``): what allocate did not come to waits for the
+    next cycle — jobs whose turn did not come, and jobs stopped at their queue's bound that lending did not
+    reach — with no status, so none is parked on a verdict it never got. Each pass tries at least one job
+    before it looks at the budget, so every cycle makes progress."""
+    tried = {job.key for job in served}
+    for job in jobs:
+        if job.key not in tried or _at_queue_bound(session, job):
+            session.defer(job)
 
 
 def _pending(job: JobInfo) -> list[TaskGroup]:
@@ -114,20 +142,25 @@ def _at_queue_bound(session: Session, job: JobInfo) -> bool:
     return failure is not None and failure.code is ReasonCode.QUEUE_AT_LIMIT and bool(_pending(job))
 
 
-def _elastic(session: Session, ready: list[JobInfo], skip: Callable[[str], bool]) -> None:
-    """Pass 2: elastic pods of ready jobs, one per turn in queue order when several queues want more."""
+def _elastic(session: Session, ready: list[JobInfo], skip: Callable[[str], bool]) -> bool:
+    """Pass 2: elastic pods of ready jobs, one per turn in queue order when several queues want more.
+    Returns False when the cycle's time budget ran out first (what is left waits for the next cycle)."""
     wanting = [job for job in ready if _pending(job)]
     if len({job.queue for job in wanting}) <= 1:
-        for job in wanting:
+        for turn, job in enumerate(wanting):
+            if turn and session.out_of_time():
+                return False
             with session.working_on(job):
                 place_job(session, job, _pending(job), gang=False)
-        return
+        return True
     placed: dict[str, bool] = {}
 
     def again(job: JobInfo) -> bool:
         return placed.get(job.key, False) and bool(_pending(job))
 
     for job in jobs_by_queue(session, wanting, skip, again=again):
+        if placed and session.out_of_time():
+            return False
         group = min(_pending(job), key=session.task_order_key)
         held_back = group.pending[1:]
         del group.pending[1:]
@@ -137,3 +170,4 @@ def _elastic(session: Session, ready: list[JobInfo], skip: Callable[[str], bool]
         finally:
             placed[job.key] = not group.pending
             group.pending.extend(held_back)
+    return True
