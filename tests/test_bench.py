@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hetsched.benchmark.apiserver import KUBE_SCHEDULER, missing
+from hetsched.ports import CYCLE_BUDGET_MS
 
 
 def test_bench_engine_writes_the_figures(tmp_path: Path) -> None:
@@ -58,13 +59,16 @@ def test_bench_latency_writes_the_figures_and_refuses_bad_input(tmp_path: Path) 
         figures["jobs_measured"])
     assert 0 < figures["busy_share"] <= 1 and figures["peak_rss_mb"] > 0
     assert figures["collector"] == "scheduled" and figures["gc_settlings"] >= 1  # as the scheduler process does
+    assert figures["cycle_budget_ms"] == CYCLE_BUDGET_MS and 0 <= figures["cycles_cut_by_budget"] <= cycles["count"]
     assert figures["gc_pauses"]["count"] == sum(g["count"] for g in figures["gc_pauses"]["by_generation"])
     if Path("/proc/self/clear_refs").exists():  # Linux: the steady state's own peak, apart from the fill's
         assert 0 < figures["rss_after_fill_mb"] <= figures["steady_peak_rss_mb"] <= figures["peak_rss_mb"]
     for flags, named in ((["--nodes", "5"], "--nodes"), (["--arrival-rate", "0"], "--arrival-rate"),
                          (["--seconds", "nan"], "--seconds"), (["--seconds", "inf"], "--seconds"),
                          (["--running", "99999999"], "--running"), (["--collector", "sometimes"], "--collector"),
-                         (["--apiserver", "--collector", "off"], "--collector")):
+                         (["--apiserver", "--collector", "off"], "--collector"),
+                         (["--cycle-budget", "-1"], "--cycle-budget"), (["--cycle-budget", "nan"], "--cycle-budget"),
+                         (["--apiserver", "--cycle-budget", "5"], "--cycle-budget")):
         bad = subprocess.run([sys.executable, "-m", "hetsched.cli.main", "bench", "latency", *flags],
                              capture_output=True, text=True, check=False)
         assert bad.returncode == 2 and named in bad.stderr and "Traceback" not in bad.stderr
