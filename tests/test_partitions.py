@@ -362,6 +362,26 @@ def test_mindcluster_vnpu_levels_choose_the_template() -> None:
     assert placed["hami-0"][1][0][2] == "vir02_1c"  # the smallest 310P template holding 5000 MiB
 
 
+def test_910_vnpus_take_distinct_instance_slots_that_a_fresh_scheduler_reads_back() -> None:
+    """A 910's vNPU templates take AI cores in no fixed place, so each takes the lowest free instance slot,
+    from which the node derives its vNPU id; the slots survive a restart, and a fourth vNPU takes the slot
+    left free."""
+    b3 = "huawei.com/Ascend910B3"
+    objects: list[AnyObject] = [part_node("a", "huawei.com/Ascend910", "Ascend910B3", "vnpu", chips=1)]
+    objects += [o for i in range(3) for o in gang(f"v{i}", 1, limits={b3: 1, f"{b3}-memory": 16384}, cpu="1")]
+    h = harness(objects)
+    h.cycle()
+    placed = carved(h)
+    assert sorted(placed[f"v{i}-0"][1][0][3] for i in range(3)) == [0b1, 0b10, 0b100]
+    assert {placed[f"v{i}-0"][1][0][2] for i in range(3)} == {"vir05_1c_16g"}
+    bound = [p for p in h.cluster.list("Pod") if isinstance(p, Pod) and p.metadata.name != "v1-0"]
+    fresh = harness([part_node("a", "huawei.com/Ascend910", "Ascend910B3", "vnpu", chips=1), *bound,
+                     *gang("w", 1, limits={b3: 1, f"{b3}-memory": 16384}, cpu="1")])
+    fresh.cycle()
+    again = carved(fresh)
+    assert again["w-0"][1][0][3] == placed["v1-0"][1][0][3]  # the slot v1 no longer holds
+
+
 def test_a_fresh_scheduler_reads_the_carving_back_and_never_trusts_a_forged_hand_off() -> None:
     """The cache rebuilds each chip's carving from the bound pods' hand-offs (so a restart loses nothing); a
     hand-off stamped for another pod carves where the pod's own request fits, never what it names."""

@@ -45,6 +45,7 @@ NODES = {
     "npu-0": {"hetsched.io/vendor": "fake"},
     "gpu-0": {"hetsched.io/vendor": "fake"},
     "gpu-1": {"hetsched.io/vendor": "fake"},
+    "npu-1": {"hetsched.io/vendor": "fake"},
 }
 CHIPS = {
     "ascend-0": {"resource": "huawei.com/Ascend910", "model": "Ascend910", "like": "ascend", "count": 8, "superPod": 0},
@@ -56,6 +57,8 @@ CHIPS = {
               "partitioning": "vgpu"},  # GPUs shared as HAMi-core vGPUs
     "gpu-1": {"resource": "nvidia.com/gpu", "model": "NVIDIA A100-SXM4-40GB", "like": "nvidia", "count": 1,
               "partitioning": "mig"},  # an A100 in MIG mode, instances made on demand
+    "npu-1": {"resource": "huawei.com/Ascend910", "model": "Ascend910B3", "like": "ascend", "count": 2,
+              "partitioning": "vnpu"},  # 910B3s carved into vNPUs on demand, asked by HAMi's names
 }
 VALUES = {  # what a cluster without a pod network or kube-proxy needs; nothing else differs from the defaults
     "hostNetwork": True,
@@ -501,6 +504,40 @@ def test_a_vnpu_pod_sees_only_the_vnpu_carved_for_it_which_goes_with_the_pod(ins
     assert json.loads(state.read_text())[str(phy)] == [[vnpu, (vnpu - 100 - 16 * phy) // 2, "vir02_1c"]]
     delete_job(client, "vnpu-infer")
     wait_for("the vNPU destroyed with its pod", lambda: json.loads(state.read_text()).get(str(phy)) == [], 60,
+             explain=lambda: installed.logs("hetsched", "device-plugin"))
+
+
+def test_two_hami_910_vnpu_pods_each_see_only_their_own_vnpu(installed: RealCluster) -> None:
+    """Issue 34, the 910 way: two pods each asking HAMi's ``huawei.com/Ascend910B3: 1`` with 16 GiB of its memory
+    land on the node whose 910B3s are carved on demand; the scheduler gives each a vir05_1c_16g and an
+    instance slot, the device plugin creates vNPU ``100 + 16·chip + slot`` at admission, and each container
+    sees its own vNPU only. Deleting the Job destroys both."""
+    client = installed.client
+    wait_for("npu-1 advertises 8 vNPU slots and 128 GiB", lambda: (
+        node_status(client, "npu-1")["status"].get("allocatable", {}).get("huawei.com/Ascend910B3"),
+        node_status(client, "npu-1")["status"].get("allocatable", {}).get("huawei.com/Ascend910B3-memory"))
+        == ("8", "131072"), 120, explain=lambda: installed.logs("hetsched", "device-plugin"))
+    limits = {"huawei.com/Ascend910B3": 1, "huawei.com/Ascend910B3-memory": 16384}
+    template = {"spec": workload({"containers": [{"name": "infer", "resources": {"limits": limits}}]})}
+    submit(client, job("b3-infer", [{"name": "infer", "replicas": 2, "template": template}], minAvailable=2))
+    wait_for("both vNPU pods Running", lambda: len(pods := job_pods(client, "b3-infer")) == 2 and running(pods), 180,
+             explain=lambda: installed.logs("hetsched", "device-plugin") + installed.logs("hetsched", "scheduler"))
+    state = installed.nodes["npu-1"].path("/etc/hetsched/fake/vnpus.json")
+    seen = set()
+    for pod in job_pods(client, "b3-infer"):
+        assert pod["spec"]["nodeName"] == "npu-1"
+        (entry,) = json.loads(pod["metadata"]["annotations"]["hetsched.io/partitions"])
+        resource, phy, template_name, placement = entry
+        assert resource == "huawei.com/Ascend910" and template_name == "vir05_1c_16g"
+        vnpu = 100 + 16 * phy + placement.bit_length() - 1
+        devices, visible = saw(installed, pod)
+        assert devices == [vnpu] and visible == str(vnpu), (devices, visible, vnpu)  # its vNPU, nothing else
+        assert [vnpu, 0, "vir05_1c_16g"] in json.loads(state.read_text())[str(phy)]
+        seen.add(vnpu)
+    assert len(seen) == 2
+    delete_job(client, "b3-infer")
+    wait_for("the vNPUs destroyed with their pods",
+             lambda: not any(json.loads(state.read_text()).values()), 60,
              explain=lambda: installed.logs("hetsched", "device-plugin"))
 
 

@@ -239,3 +239,90 @@ def test_a_multiple_of_a_chips_ai_cores_gets_the_whole_chips_the_scheduler_chose
     whole.metadata.annotations[POD_ANNOTATION] = json.dumps({P310: [0]})
     with pytest.raises(PartitionRefused, match="free of vNPUs"):
         vnpus.slots.admit([whole], 8, set())
+
+
+# ------------------------------------------------------------------------------------- Ascend 910: HAMi's names
+
+
+A910, B3 = "huawei.com/Ascend910", "huawei.com/Ascend910B3"
+
+
+def hami_pod(name: str, uid: str, entries: list[list[Any]], count: int = 1, memory: int = 16384,
+             bound_at: int = 1, stamp: str | None = None) -> Pod:
+    """A pod asking HAMi's ``huawei.com/Ascend910B3`` (with ``-memory``: one vNPU; without: whole chips) bound
+    to the node with a partition hand-off."""
+    limits = {B3: str(count), **({f"{B3}-memory": str(memory)} if memory else {})}
+    return Pod.model_validate({
+        "metadata": {"name": name, "namespace": "default", "uid": uid,
+                     "annotations": {PARTITIONS_ANNOTATION: json.dumps(entries), PREDICATE_TIME: str(bound_at),
+                                     HANDOFF_FOR: stamp if stamp is not None else f"{uid}/{NODE}"}},
+        "spec": {"nodeName": NODE, "containers": [{"name": "c", "resources": {"limits": limits}}]},
+        "status": {"phase": "Pending"}})
+
+
+@pytest.fixture
+def b3(tmp_path: Path) -> SimpleNamespace:
+    config = tmp_path / "chips.yaml"
+    config.write_text(yaml.safe_dump({
+        "resource": A910, "model": "Ascend910B3", "like": "ascend", "partitioning": "vnpu",
+        "chips": [{"id": i, "health": "Critical" if i == 1 else "OK"} for i in range(2)]}))
+    backend = FakeBackend(config)
+    return SimpleNamespace(slots=VnpuBackend(backend, NODE, backend.vnpu_tool(), str(backend.device_dir)),
+                           state=tmp_path / "vnpus.json", dev=tmp_path / "dev")
+
+
+def test_a_910_serves_hamis_name_with_a_slot_per_vnpu_it_can_hold(b3: SimpleNamespace) -> None:
+    """A 910B3 holds at most four vNPUs (four vir05_1c_16g fill its 20 AI cores and 64 GiB): four slots per chip,
+    under HAMi's per-chip name; the Critical chip's slots are Unhealthy."""
+    slots = b3.slots.chips()
+    assert b3.slots.resource == B3 and len(slots) == 8
+    assert [s.healthy for s in slots] == [True] * 4 + [False] * 4
+
+
+def test_a_910_vnpu_is_created_with_the_id_of_its_instance_slot(b3: SimpleNamespace) -> None:
+    """The scheduler gave the pod instance slot 2 of chip 0: its vNPU is 100 + 16·0 + 2 = 102, created with
+    the template (no vGroup on a 910), and the container sees that vNPU only."""
+    b3.slots.chips()
+    pod, devices = b3.slots.admit([hami_pod("infer", "u-i", [[A910, 0, "vir05_1c_16g", 0b100]])], 1, set())
+    assert pod.metadata.name == "infer" and devices.envs == {"ASCEND_VISIBLE_DEVICES": "102"}
+    assert devices.devices[0] == ("/dev/davinci102", f"{b3.dev}/vdavinci102", "rw")
+    assert listed(b3.state) == {"0": [[102, 0, "vir05_1c_16g"]]}
+    with pytest.raises(PartitionRefused, match="chip 1 is Unhealthy"):
+        b3.slots.admit([hami_pod("late", "u-l", [[A910, 1, "vir05_1c_16g", 0b1]])], 1, set())
+
+
+@pytest.mark.parametrize("mask", [0b11, 1 << 16, 0])
+def test_a_910_hand_off_naming_no_single_slot_gets_no_vnpu(b3: SimpleNamespace, mask: int) -> None:
+    """Two slots, a slot past the chip's 16 ids (it would be the next chip's vNPU), or none: refused."""
+    b3.slots.chips()
+    with pytest.raises(PartitionRefused, match="no pod being admitted"):
+        b3.slots.admit([hami_pod("odd", "u-o", [[A910, 0, "vir05_1c_16g", mask]])], 1, set())
+    assert listed(b3.state) == {}
+
+
+def test_hamis_whole_910_is_the_chip_itself_never_one_holding_vnpus(b3: SimpleNamespace) -> None:
+    b3.slots.chips()
+    whole = hami_pod("train", "u-t", [[A910, 0, "whole", 0b1]], memory=0)
+    pod, devices = b3.slots.admit([whole], 1, set())
+    assert pod.metadata.name == "train"
+    assert devices.envs == {"ASCEND_VISIBLE_DEVICES": "0"}
+    assert devices.devices[0] == ("/dev/davinci0", f"{b3.dev}/davinci0", "rw") and listed(b3.state) == {}
+    b3.slots.admit([hami_pod("infer", "u-i", [[A910, 0, "vir10_3c_32g", 0b10]])], 1, set())
+    with pytest.raises(PartitionRefused, match="free of vNPUs"):
+        b3.slots.admit([whole], 1, set())
+
+
+def test_the_node_agent_publishes_hamis_910_memory_of_the_healthy_chips(b3: SimpleNamespace) -> None:
+    """kubelet checks a pod's ``huawei.com/Ascend910B3-memory`` against the node: the healthy chip's 64 GiB
+    (chip 1 is Critical). The vNPU count is the device plugin's, left alone."""
+    from hetsched.agents.node_agent import NodeAgent
+    from hetsched.api.objects import Node
+    from hetsched.cluster.memory import MemoryCluster
+    from hetsched.sim.kernel import SimClock
+
+    cluster = MemoryCluster(SimClock())
+    cluster.create(Node.model_validate({"metadata": {"name": NODE}, "status": {
+        "capacity": {"cpu": "8", B3: "8"}, "allocatable": {"cpu": "8", B3: "8"}}}))
+    node = NodeAgent(cluster, NODE, b3.slots.base).sync()
+    assert node.status.allocatable[f"{B3}-memory"] == node.status.capacity[f"{B3}-memory"] == 65536 * 1000
+    assert node.status.allocatable[B3] == 8 * 1000

@@ -62,7 +62,15 @@ from hetsched.devices.inventory import (
     parse_node_devices,
     to_ascend_device_info,
 )
-from hetsched.devices.partition_requests import HAMI_CORES, HAMI_MEMORY, HAMI_MEMORY_PERCENT, VGPU_CORES, VGPU_MEMORY
+from hetsched.devices.partition_requests import (
+    HAMI_CORES,
+    HAMI_MEMORY,
+    HAMI_MEMORY_PERCENT,
+    VGPU_CORES,
+    VGPU_MEMORY,
+    hami_ascend_name,
+)
+from hetsched.devices.partitions import geometry_for
 from hetsched.ports import Conflict, NotFound, ObjectStore
 
 SUPERNODE_LABEL = TIER_LABEL.format(tier=1)
@@ -227,6 +235,8 @@ class NodeAgent:
         status: dict[str, object] = {"conditions": conditions}
         if device_set is not None and device_set.partitioning == "vgpu":
             status.update(_vgpu_resources(node, device_set))
+        elif device_set is not None and device_set.partitioning == "vnpu":
+            status.update(_vnpu_resources(node, device_set))
         return node.model_copy(update={
             "metadata": node.metadata.model_copy(update={"annotations": annotations, "labels": labels}),
             "spec": node.spec.model_copy(update={"taints": taints}),
@@ -268,4 +278,19 @@ def _vgpu_resources(node: Node, device_set: DeviceSet) -> dict[str, dict[str, in
     memory, percent = 1000 * sum(c.memoryMiB for c in healthy), 1000 * 100 * len(healthy)
     amounts = {VGPU_MEMORY: memory, HAMI_MEMORY: memory, VGPU_CORES: percent, HAMI_CORES: percent,
                HAMI_MEMORY_PERCENT: percent}
+    return {"capacity": {**node.status.capacity, **amounts}, "allocatable": {**node.status.allocatable, **amounts}}
+
+
+def _vnpu_resources(node: Node, device_set: DeviceSet) -> dict[str, dict[str, int]]:
+    """On a 910 carved into vNPUs, HAMi's ``huawei.com/Ascend<chip>-memory`` as a node-level extended resource:
+    the healthy chips' MiB (kubelet checks pods asking it against this; the vNPU count is the device plugin's,
+    ``agents.deviceplugin.partitions``, and which chip and template the scheduler's). Nothing on a 310P,
+    whose vNPUs are asked by AI cores."""
+    geometry = geometry_for("vnpu", device_set.model)
+    name = hami_ascend_name(geometry.name) if geometry is not None and geometry.slotted else ""
+    if not name:
+        return {}
+    assert geometry is not None
+    healthy = sum(1 for c in device_set.chips if c.health == "Healthy")
+    amounts = {f"{name}-memory": 1000 * geometry.memory * healthy}
     return {"capacity": {**node.status.capacity, **amounts}, "allocatable": {**node.status.allocatable, **amounts}}

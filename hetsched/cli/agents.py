@@ -130,9 +130,13 @@ def device_plugin(
                                  "pod gets is read from its hand-off)")
             raise typer.Exit(2)
         served: list[VnpuBackend | VgpuBackend | MigBackend]
-        if mode == "vnpu":
-            served = [VnpuBackend(backend, node, backend.vnpu_tool(),  # type: ignore[attr-defined]
-                                  str(getattr(backend, "device_dir", "/dev")))]
+        if mode == "vnpu":  # MindCluster's npu-core slots on a 310P, HAMi's per-chip name on a 910
+            try:
+                served = [VnpuBackend(backend, node, backend.vnpu_tool(),  # type: ignore[attr-defined]
+                                      str(getattr(backend, "device_dir", "/dev")))]
+            except ToolError as exc:
+                say(errors, "error", f"--partitioning vnpu: {exc}")
+                raise typer.Exit(1) from None
         elif mode == "vgpu":  # the GPUs' own name counts vGPUs too (HAMi's): it replaces the whole-GPU plugin
             plugins = [DevicePlugin(VgpuBackend(backend, node, vgpu_library, resource=backend.resource),
                                     directory=directory, period=period, pods=pods, metrics=metrics, events=events,

@@ -38,6 +38,7 @@ from hetsched.devices.partitions import (
     Profile,
     geometry_for,
     memory_percent,
+    most_partitions,
     pack_table,
     percent_memory,
 )
@@ -196,6 +197,12 @@ def _npu_core(requests: dict[str, int], labels: dict[str, str]) -> tuple[Partiti
     return PartitionAsk(ASCEND_310P, "vnpu", 1, NPU_CORE, template=template), 0
 
 
+def hami_ascend_name(geometry: str) -> str:
+    """HAMi's resource name for chips of vNPU geometry ``geometry`` (``huawei.com/Ascend910B3``), "" for none."""
+    chip = next((c for c, g in HAMI_ASCEND.items() if g == geometry), "")
+    return f"huawei.com/Ascend{chip}" if chip else ""
+
+
 def _hami_ascend(requests: dict[str, int], annotations: dict[str, str]) -> list[PartitionAsk]:
     asks = []
     for chip, geometry in HAMI_ASCEND.items():
@@ -341,10 +348,10 @@ def advertised(mode: str, model: str, memory: int) -> dict[str, int]:
                 HAMI_GPU: geometry.instances}  # HAMi counts nvidia.com/gpu in vGPUs: 10 per GPU
     if mode == "smlu":
         return {SMLU_VMLU: 100, "cambricon.com/mlu.smlu.vcore": 100, "cambricon.com/mlu.smlu.vmemory": memory}
-    chip = next((c for c, g in HAMI_ASCEND.items() if g == geometry.name), "")
-    result = {f"huawei.com/Ascend{chip}-memory": memory} if chip else {}
-    if chip and chip != "310P":
-        result[f"huawei.com/Ascend{chip}"] = 1
+    name = hami_ascend_name(geometry.name)
+    result = {f"{name}-memory": memory} if name else {}
+    if name and name != ASCEND_310P:  # HAMi counts a 910 in vNPUs: as many as one template fills it with
+        result[name] = most_partitions(geometry)
     if geometry.name == "Ascend310P":
         result[NPU_CORE] = geometry.cores
     return result

@@ -48,6 +48,8 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 Mode = Literal["mig", "vnpu", "smlu", "vgpu"]
+MAX_SLOTS = 16
+"""Instance slots per chip of a ``slotted`` geometry: a 910's vNPU ids span 16 per chip."""
 WHOLE_MEMORY = -1
 """A profile's ``memory`` meaning "all of the chip's memory" (a vGPU asked without a memory size)."""
 PERCENT_MEMORY = -1000
@@ -110,6 +112,10 @@ class Geometry:
     profiles: tuple[Profile, ...] = ()
     """Named templates; a dynamic geometry (sMLU, vGPU) has none and takes any cores + memory ask."""
     dynamic: bool = False
+    slotted: bool = False
+    """Each partition takes an instance slot: the lowest free bit of the chip's slice mask (at most
+    :data:`MAX_SLOTS`). For Ascend 910 vNPUs, whose templates take AI cores in no fixed place, so the node
+    derives a vNPU's id from its slot (``100 + 16·phy + slot``) where a 310P's follows from its cores."""
     reference: tuple[Profile, ...] = field(default=())
     """For a dynamic geometry: the shapes whose loss measures fragmentation (quarter, half, whole chip)."""
 
@@ -154,8 +160,8 @@ def _vnpu_310p() -> Geometry:
 
 def _vnpu_910(name: str, prefixes: tuple[str, ...], cores: int, aicpu: int, memory: int,
               templates: tuple[tuple[str, int, int, int], ...]) -> Geometry:
-    return Geometry("vnpu", name, prefixes, cores=cores, memory=memory, aicpu=aicpu,
-                    profiles=tuple(Profile(n, c, m, a) for n, c, a, m in templates))
+    return Geometry("vnpu", name, prefixes, cores=cores, memory=memory, aicpu=aicpu, instances=MAX_SLOTS,
+                    slotted=True, profiles=tuple(Profile(n, c, m, a) for n, c, a, m in templates))
 
 
 def _dynamic(mode: Mode, name: str, prefixes: tuple[str, ...], instances: int, unit: int) -> Geometry:
@@ -295,7 +301,33 @@ def loss(geometry: Geometry, profile: Profile, cores: IntArray, memory: IntArray
         better = cost < best
         best = np.where(better, cost, best)
         chosen = np.where(better, placement, chosen)
+    if geometry.slotted:  # the lowest free instance slot (``instances`` keeps one free while the chip fits)
+        chosen = np.where(np.isfinite(best), ~slices & (slices + 1), 0)
     return best, chosen
+
+
+def legal_placement(geometry: Geometry, profile: Profile, placement: int) -> bool:
+    """May a partition of ``profile`` sit at ``placement`` (a hand-off's slice mask)? One of the profile's
+    placements; one instance slot of a slotted geometry (or none: written before slots existed); else none."""
+    if profile.placements:
+        return placement in profile.placements
+    if geometry.slotted:
+        return placement == 0 or (0 < placement < 1 << MAX_SLOTS and placement & (placement - 1) == 0)
+    return placement == 0
+
+
+def most_partitions(geometry: Geometry) -> int:
+    """The most partitions of one named template an empty chip of a fixed-memory geometry holds: how many
+    slots a device plugin counts the chip as (HAMi's per-chip vNPU count)."""
+    zero = np.zeros(1, dtype=np.int64)
+    capacity = np.full(1, geometry.memory, dtype=np.int64)
+    return max((int(fits(geometry, p, zero, zero, zero, zero, zero, capacity)[0]) for p in geometry.profiles),
+               default=0)
+
+
+def slot_of(placement: int) -> int | None:
+    """The instance slot a slotted partition's mask names (None for no slot)."""
+    return placement.bit_length() - 1 if placement > 0 and placement & (placement - 1) == 0 else None
 
 
 

@@ -57,7 +57,7 @@ from hetsched.agents.chips import Level, ToolChip
 from hetsched.agents.mig import MigTool
 from hetsched.agents.tables import ToolOutputError
 from hetsched.agents.tools import ToolError
-from hetsched.agents.vnpu import VnpuTool, id_range
+from hetsched.agents.vnpu import STRIDE, VnpuTool, id_range
 from hetsched.api.validation import first_problem
 from hetsched.api.yamlsafe import YamlLimitError, read_text, safe_load
 from hetsched.devices.catalog import default_topology
@@ -232,8 +232,10 @@ class FakeNpuSmi:
             taken = [geometry.profile(str(t)) for _, _, t in held]
             cores = sum(p.cores for p in taken if p) + (profile.cores if profile else 0)
             aicpu = sum(p.aicpu for p in taken if p) + (profile.aicpu if profile else 0)
-            if (profile is None or vnpu not in id_range(phy) or any(v == vnpu for v, _, _ in held)
-                    or cores > geometry.cores or aicpu > geometry.aicpu or len(held) >= geometry.instances):
+            memory = sum(p.memory for p in taken if p) + (profile.memory if profile else 0)
+            ids = id_range(phy, STRIDE if geometry.slotted else 8)
+            if (profile is None or vnpu not in ids or any(v == vnpu for v, _, _ in held) or cores > geometry.cores
+                    or aicpu > geometry.aicpu or memory > geometry.memory or len(held) >= geometry.instances):
                 return _answer("FAIL", "Create vnpu failed")
             data[str(phy)] = [*held, [vnpu, int(flags.get("-g", "0")), template]]
             self._save(data)

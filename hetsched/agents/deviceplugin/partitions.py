@@ -45,8 +45,8 @@ from hetsched.agents.tools import ToolError
 from hetsched.agents.vnpu import STRIDE, VNpu, VnpuTool, id_range
 from hetsched.api.objects import Pod
 from hetsched.devices.inventory import PREDICATE_TIME, trusted_allocation, trusted_partitions
-from hetsched.devices.partition_requests import NPU_CORE, read_request
-from hetsched.devices.partitions import Geometry, geometry_for
+from hetsched.devices.partition_requests import NPU_CORE, hami_ascend_name, read_request
+from hetsched.devices.partitions import Geometry, geometry_for, most_partitions, slot_of
 
 log = logging.getLogger("hetsched.device-plugin")
 
@@ -84,12 +84,26 @@ def admitting(pods: list[Pod], node: str, served: set[str], resource: str, slots
 
 @dataclass(frozen=True)
 class Wanted:
-    """One vNPU a pod holds on this node."""
+    """One vNPU a pod holds on this node (``vnpu`` -1: HAMi's ``whole`` template, the chip itself)."""
 
     phy: int
     template: str
     vnpu: int
-    vgroup: int
+    vgroup: int | None
+
+
+WHOLE = "whole"
+"""The template of a HAMi 910 ask with no memory: the whole chip, mounted as itself (no vNPU is created)."""
+
+
+def _geometry(chips: list[ToolChip]) -> Geometry:
+    """The vNPU geometry of the node's chips: a 310P's (ids from AI cores) or a 910's (ids from slots)."""
+    model = chips[0].model if chips else ""
+    geometry = geometry_for("vnpu", model if model.lower().startswith("ascend") else f"Ascend{model}")
+    if geometry is None or not (geometry.slices or geometry.slotted):
+        raise ToolError(f"{model[:40] or 'no chips'}: creating vNPUs on the node is supported for Ascend 310P and "
+                        f"910 chips (their vNPU ids follow from the AI cores or the instance slots they take)")
+    return geometry
 
 
 class VnpuBackend:
@@ -101,10 +115,14 @@ class VnpuBackend:
         self.tool = vnpu_tool
         self.device_dir = device_dir
         self.vendor = f"{chips.vendor}-vnpu"
-        self.resource = NPU_CORE
+        self.geometry = _geometry(chips.chips())  # the chips' model, read once: it names the resource
+        self.slotted = self.geometry.slotted
+        self.resource = hami_ascend_name(self.geometry.name) if self.slotted else NPU_CORE
+        """``huawei.com/npu-core`` on a 310P (MindCluster's; one slot per AI core), HAMi's
+        ``huawei.com/Ascend910B3`` … on a 910 (one slot per vNPU the chip can hold)."""
+        self.per_chip = most_partitions(self.geometry) if self.slotted else self.geometry.cores
         self.label = chips.label
         self.topology = "generic"
-        self.geometry: Geometry | None = None
         self.cards: dict[int, tuple[int, int]] = {}
         """Chip device id → (NPU id, chip index on the card): what ``npu-smi -i -c`` name."""
         self.healthy: set[int] = set()
@@ -118,12 +136,7 @@ class VnpuBackend:
         """One slot per AI core of each chip; a slot's health is its chip's, and Unhealthy when the chip's
         vNPUs cannot be listed."""
         chips = self.base.chips()
-        geometry = geometry_for("vnpu", chips[0].model if chips[0].model.lower().startswith("ascend")
-                                else f"Ascend{chips[0].model}")
-        if geometry is None or not geometry.slices:
-            raise ToolError(f"{chips[0].model[:40]}: creating vNPUs on the node is supported for Ascend 310P chips "
-                            f"(their vNPU ids follow from the AI cores they take)")
-        self.geometry = geometry
+        geometry = self.geometry = _geometry(chips)
         by_card: dict[int, list[int]] = {}
         for chip in sorted(chips, key=lambda c: c.id):
             by_card.setdefault(chip.card, []).append(chip.id)
@@ -134,14 +147,15 @@ class VnpuBackend:
             level, reason = chip.level, chip.reason
             card, index = self.cards[chip.id]
             try:
-                self.listed[chip.id] = self.tool.list(card, index, chip.id)
+                self.listed[chip.id] = self.tool.list(card, index, chip.id, STRIDE if self.slotted else 8)
             except (ToolError, ToolOutputError) as exc:
                 self.listed.pop(chip.id, None)
                 level, reason = "UNKNOWN", f"vNPUs cannot be listed: {str(exc)[:200]}"
                 log.error("chip %d: %s: its AI-core slots are Unhealthy", chip.id, reason)
-            slots += [ToolChip(id=chip.id * STRIDE + core, model=f"{geometry.name} AI core", level=level,
+            what = "vNPU slot" if self.slotted else "AI core"
+            slots += [ToolChip(id=chip.id * STRIDE + slot, model=f"{geometry.name} {what}", level=level,
                                memory_mib=0, bus_id=chip.bus_id, card=chip.card, numa=chip.numa, reason=reason)
-                      for core in range(geometry.cores)]
+                      for slot in range(self.per_chip)]
         return slots
 
     def container_devices(self, chips: list[ToolChip]) -> ContainerDevices:
@@ -167,8 +181,14 @@ class VnpuBackend:
         for resource, phy, template, placement in entries:
             if resource != asks[0].resource or placement <= 0:
                 continue
-            first = (placement & -placement).bit_length() - 1
-            found.append(Wanted(phy, template, id_range(phy).start + first, first // 2))
+            if not self.slotted:
+                first = (placement & -placement).bit_length() - 1
+                found.append(Wanted(phy, template, id_range(phy).start + first, first // 2))
+                continue
+            slot = slot_of(placement)  # a 910 vNPU's id is its instance slot's (no vGroups on a 910)
+            if slot is not None and slot < STRIDE:
+                found.append(Wanted(phy, template, -1 if template == WHOLE else id_range(phy, STRIDE).start + slot,
+                                    None))
         return found or None
 
     def _ensure(self, wanted: Wanted) -> None:
@@ -188,14 +208,15 @@ class VnpuBackend:
         except (ToolError, ToolOutputError, ValueError) as exc:
             raise PartitionRefused(f"creating vNPU {wanted.vnpu} ({wanted.template}) on chip {wanted.phy}: "
                                    f"{str(exc)[:200]}") from None
-        self.listed[wanted.phy] = [*self.listed[wanted.phy], VNpu(wanted.vnpu, wanted.vgroup, "0", 0, wanted.template)]
+        self.listed[wanted.phy] = [*self.listed[wanted.phy],
+                                   VNpu(wanted.vnpu, wanted.vgroup or 0, "0", 0, wanted.template)]
         self.orphans.discard(wanted.vnpu)
 
     def _whole(self, pod: Pod, slots: int) -> list[int] | None:
         """The whole chips the pod's trusted hand-off names when it asks a multiple of a chip's AI cores
         (MindCluster's ``huawei.com/npu-core: 8`` is one whole 310P); None otherwise."""
-        cores = self.geometry.cores if self.geometry is not None else 0
-        if not cores or slots % cores:
+        cores = self.geometry.cores
+        if self.slotted or slots % cores:  # HAMi's whole 910 is a partition of its own (``WHOLE``)
             return None
         named = trusted_allocation(pod.metadata.annotations, pod.metadata.uid, self.node,
                                    {self.base.resource: slots // cores}).get(self.base.resource)
@@ -208,19 +229,21 @@ class VnpuBackend:
             found = self._wanted(pod) or self._whole(pod, slots)
             return list(found) if found else None
 
-        pod, chosen = admitting(pods, self.node, served, NPU_CORE, slots, wanted)
+        pod, chosen = admitting(pods, self.node, served, self.resource, slots, wanted)
         if pod is None or not chosen:
-            raise PartitionRefused(f"no pod being admitted on {self.node} asks {slots} AI core(s) with a vNPU (or "
+            unit = "vNPU(s)" if self.slotted else "AI core(s)"
+            raise PartitionRefused(f"no pod being admitted on {self.node} asks {slots} {unit} with a vNPU (or "
                                    f"whole chips) the scheduler chose: refusing rather than guessing")
         shared = [(f"/dev/{name}", f"{self.device_dir}/{name}", "rw") for name in SHARED_DEVICES]
         chips = [each for each in chosen if isinstance(each, int)]
+        chips += [each.phy for each in chosen if isinstance(each, Wanted) and each.vnpu < 0]
         if chips:  # whole chips: healthy, and holding no vNPU
             if any(c not in self.healthy or self.listed.get(c, [None]) for c in chips):
                 raise PartitionRefused(f"chips {chips}: not all healthy and free of vNPUs here")
             devices = [(f"/dev/davinci{c}", f"{self.device_dir}/davinci{c}", "rw") for c in chips]
             return pod, ContainerDevices(envs={"ASCEND_VISIBLE_DEVICES": ",".join(map(str, chips))},
                                          devices=devices + shared)
-        vnpus = [each for each in chosen if isinstance(each, Wanted)]
+        vnpus = [each for each in chosen if isinstance(each, Wanted) and each.vnpu >= 0]
         for each in vnpus:
             self._ensure(each)
         ids = sorted(w.vnpu for w in vnpus)
@@ -233,7 +256,7 @@ class VnpuBackend:
         held: set[int] = set()
         for pod in pods:
             if pod.spec.nodeName == self.node and pod.status.phase not in ("Succeeded", "Failed"):
-                held.update(w.vnpu for w in self._wanted(pod) or ())
+                held.update(w.vnpu for w in self._wanted(pod) or () if w.vnpu >= 0)
         destroyed = []
         orphans: set[int] = set()
         for phy, vnpus in list(self.listed.items()):

@@ -36,7 +36,7 @@ from hetsched.devices.inventory import (
     trusted_partitions,
 )
 from hetsched.devices.partition_requests import PartitionAsk, PartitionRequest, read_request, whole_milli
-from hetsched.devices.partitions import Geometry, Profile, chip_memory, fits, loss, memory_needed
+from hetsched.devices.partitions import Geometry, Profile, chip_memory, fits, legal_placement, loss, memory_needed
 from hetsched.devices.policy import INT_CHIPS, MAX_CHIPS, lowest
 from hetsched.scheduler.cache.pods import PodRecord
 from hetsched.scheduler.contract.arrays import IntArray
@@ -376,7 +376,7 @@ class DeviceLedger:
                     carving.slices[row], capacity)
         if entry is not None and entry[0] == ask.resource and entry[2] == profile.name and 0 <= entry[1] < slots:
             chip, placement = entry[1], entry[3]
-            legal = placement in profile.placements if profile.placements else placement == 0
+            legal = legal_placement(geometry, profile, placement)
             # the partition exists where the hand-off says, even on a chip that has turned unhealthy since
             if (legal and present >> chip & 1 and room[chip] > 0 and not int(carving.slices[row, chip]) & placement
                     and not (ask.distinct and chip in taken)):
