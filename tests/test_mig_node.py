@@ -202,3 +202,54 @@ def test_the_plugin_registers_the_profile_and_allocate_serves_or_refuses(plugin:
     answer = plugin.stub.Allocate(request, timeout=10).container_responses[0]
     (made,) = plugin.mig.tool.list(1)
     assert dict(answer.envs) == {"NVIDIA_VISIBLE_DEVICES": made.uuid} and made.start == 6
+
+
+def volcano_vgpu(name: str, uid: str, entries: list[list[Any]], count: int = 1, memory: int = 9000) -> Pod:
+    """A pod asking Volcano's ``volcano.sh/vgpu-number`` in MIG mode, bound with a hand-off."""
+    return Pod.model_validate({
+        "metadata": {"name": name, "namespace": "default", "uid": uid,
+                     "annotations": {PARTITIONS_ANNOTATION: json.dumps(entries), PREDICATE_TIME: "1",
+                                     HANDOFF_FOR: f"{uid}/{NODE}", "volcano.sh/vgpu-mode": "mig"}},
+        "spec": {"nodeName": NODE, "containers": [{"name": "c", "resources": {"limits": {
+            "volcano.sh/vgpu-number": str(count), "volcano.sh/vgpu-memory": str(memory)}}}]},
+        "status": {"phase": "Pending"}})
+
+
+def test_volcano_vgpus_in_mig_mode_get_the_instances_the_scheduler_chose(mig: SimpleNamespace) -> None:
+    """``volcano.sh/vgpu-number`` slots (seven per GPU: the most instances one holds) serve a vGPU asked in MIG
+    mode with the instance its hand-off names, of whatever profile held its memory; a pod asking the profile's
+    own name is not served by them, nor a vGPU by the profile's plugin. The instance goes with the pod."""
+    from hetsched.agents.deviceplugin.mig import MigBackend
+
+    vgpus = MigBackend(mig.state, None)
+    assert vgpus.resource == "volcano.sh/vgpu-number" and len(vgpus.chips()) == 14
+    pod = volcano_vgpu("infer", "u-v", [[GPU, 0, "2g.10gb", 0b1100]])
+    served, devices = vgpus.admit([pod], 1, set())
+    (made,) = mig.tool.list(0)
+    assert served.metadata.name == "infer" and (made.profile, made.start, made.size) == ("2g.10gb", 2, 2)
+    assert devices.envs == {"NVIDIA_VISIBLE_DEVICES": made.uuid}
+    with pytest.raises(PartitionRefused):
+        mig.plugins["2g.10gb"].admit([pod], 1, set())
+    with pytest.raises(PartitionRefused):
+        vgpus.admit([handed("own", "u-o", [[GPU, 1, "3g.20gb", 0b1111]])], 1, set())
+    primary = mig.plugins[next(iter(mig.plugins))]
+    running = pod.model_copy(update={"status": pod.status.model_copy(update={"phase": "Running"})})
+    assert primary.reconcile([running]) == [] and primary.reconcile([running]) == []  # held: kept
+    primary.reconcile([])
+    assert primary.reconcile([]) == [(0, made.gi)]
+
+
+def test_the_node_agent_publishes_vgpu_memory_on_mig_gpus(mig: SimpleNamespace) -> None:
+    """Volcano's vGPUs in MIG mode ask ``volcano.sh/vgpu-memory``: the healthy A100s' 40 GiB each."""
+    from hetsched.agents.node_agent import NodeAgent
+    from hetsched.api.objects import Node
+    from hetsched.cluster.memory import MemoryCluster
+    from hetsched.sim.kernel import SimClock
+
+    cluster = MemoryCluster(SimClock())
+    cluster.create(Node.model_validate({"metadata": {"name": NODE}, "status": {"capacity": {"cpu": "8"},
+                                                                              "allocatable": {"cpu": "8"}}}))
+    agent = NodeAgent(cluster, NODE, mig.backend)
+    assert agent.sync().status.allocatable["volcano.sh/vgpu-memory"] == 2 * 40960 * 1000
+    write_config(mig.folder, health={1: "Critical"})
+    assert agent.sync().status.allocatable["volcano.sh/vgpu-memory"] == 40960 * 1000

@@ -235,8 +235,8 @@ class NodeAgent:
         status: dict[str, object] = {"conditions": conditions}
         if device_set is not None and device_set.partitioning == "vgpu":
             status.update(_vgpu_resources(node, device_set))
-        elif device_set is not None and device_set.partitioning == "vnpu":
-            status.update(_vnpu_resources(node, device_set))
+        elif device_set is not None and device_set.partitioning in ("vnpu", "mig"):
+            status.update(_template_memory(node, device_set))
         return node.model_copy(update={
             "metadata": node.metadata.model_copy(update={"annotations": annotations, "labels": labels}),
             "spec": node.spec.model_copy(update={"taints": taints}),
@@ -281,16 +281,21 @@ def _vgpu_resources(node: Node, device_set: DeviceSet) -> dict[str, dict[str, in
     return {"capacity": {**node.status.capacity, **amounts}, "allocatable": {**node.status.allocatable, **amounts}}
 
 
-def _vnpu_resources(node: Node, device_set: DeviceSet) -> dict[str, dict[str, int]]:
-    """On a 910 carved into vNPUs, HAMi's ``huawei.com/Ascend<chip>-memory`` as a node-level extended resource:
-    the healthy chips' MiB (kubelet checks pods asking it against this; the vNPU count is the device plugin's,
-    ``agents.deviceplugin.partitions``, and which chip and template the scheduler's). Nothing on a 310P,
-    whose vNPUs are asked by AI cores."""
-    geometry = geometry_for("vnpu", device_set.model)
-    name = hami_ascend_name(geometry.name) if geometry is not None and geometry.slotted else ""
+def _template_memory(node: Node, device_set: DeviceSet) -> dict[str, dict[str, int]]:
+    """Where partitions are asked by memory and carved into templates, that memory as a node-level extended
+    resource, the healthy chips' MiB: on a 910 carved into vNPUs HAMi's ``huawei.com/Ascend<chip>-memory``, on
+    GPUs in MIG mode Volcano's ``volcano.sh/vgpu-memory`` (vGPUs in MIG mode). kubelet checks pods asking it
+    against this; the counts are the device plugin's and which chip and template the scheduler's. Nothing on
+    a 310P, whose vNPUs are asked by AI cores."""
+    geometry = geometry_for(device_set.partitioning, device_set.model)
+    if geometry is None:
+        return {}
+    if device_set.partitioning == "mig":
+        name = VGPU_MEMORY
+    else:
+        name = f"{hami_ascend_name(geometry.name)}-memory" if geometry.slotted else ""
     if not name:
         return {}
-    assert geometry is not None
     healthy = sum(1 for c in device_set.chips if c.health == "Healthy")
-    amounts = {f"{name}-memory": 1000 * geometry.memory * healthy}
+    amounts = {name: 1000 * geometry.memory * healthy}
     return {"capacity": {**node.status.capacity, **amounts}, "allocatable": {**node.status.allocatable, **amounts}}

@@ -151,6 +151,7 @@ def device_plugin(
                 raise typer.Exit(1) from None
             assert state.geometry is not None
             served = [MigBackend(state, profile, primary=i == 0) for i, profile in enumerate(state.geometry.profiles)]
+            served.append(MigBackend(state, None))  # Volcano's vGPUs in MIG mode: each its own instance
         plugins += [DevicePlugin(each, directory=directory, period=period, pods=pods, metrics=metrics, events=events)
                     for each in served]
     shutdown = Shutdown()

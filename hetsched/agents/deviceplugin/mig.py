@@ -3,7 +3,8 @@ containers get exactly the MIG instances the scheduler carved for them — creat
 scheduler's placement and destroyed once their pod is gone.
 
 Who calls it: ``hetsched device-plugin`` serves one :class:`~hetsched.agents.deviceplugin.server.DevicePlugin`
-per profile of the GPUs' model, each with a :class:`MigBackend` over one shared :class:`MigState`, when the
+per profile of the GPUs' model, and one for Volcano's ``volcano.sh/vgpu-number`` (vGPUs asked with
+``volcano.sh/vgpu-mode: mig``), each with a :class:`MigBackend` over one shared :class:`MigState`, when the
 node's GPUs are in MIG mode (``--partitioning mig``; a fake node says ``partitioning: mig`` with ``like:
 nvidia`` in its chips file); the plugins call :meth:`MigBackend.admit` from ``Allocate`` and the first
 profile's :meth:`MigBackend.reconcile` after each health poll.
@@ -38,7 +39,7 @@ from hetsched.agents.tools import ToolError
 from hetsched.agents.vnpu import STRIDE
 from hetsched.api.objects import Pod
 from hetsched.devices.inventory import trusted_partitions
-from hetsched.devices.partition_requests import MIG_PREFIX, read_request
+from hetsched.devices.partition_requests import MIG_PREFIX, VGPU_NUMBER, read_request
 from hetsched.devices.partitions import Geometry, Profile, geometry_for, pack_table
 
 log = logging.getLogger("hetsched.device-plugin")
@@ -77,24 +78,31 @@ class MigState:
                 log.error("GPU %d: %s: its MIG slots are Unhealthy", chip.id, self.reasons[chip.id])
         return chips
 
-    def wanted(self, pod: Pod, profile: str) -> list[tuple[int, int, int]] | None:
-        """(GPU, placement start, size) of each ``profile`` instance the pod's trusted hand-off names here
-        (None: none, or not the pod's own request)."""
+    def wanted(self, pod: Pod, profile: str | None) -> list[tuple[int, str, int, int]] | None:
+        """(GPU, profile, placement start, size) of each instance the pod's trusted hand-off names here: those
+        asked as ``nvidia.com/mig-<profile>``, or with ``profile`` None those of a Volcano vGPU asked in MIG
+        mode (``volcano.sh/vgpu-number`` with ``volcano.sh/vgpu-mode: mig``, any profile) — None when there
+        are none, or the hand-off is not the pod's own. The hand-off lists the pod's asks' partitions in order."""
         request = read_request(pod.spec.requests, pod.metadata.annotations, pod.metadata.labels)
-        asks = [ask for ask in request.asks if ask.mode == "mig"]
-        if not asks:
+        if not request.asks or any(ask.mode != "mig" for ask in request.asks):
             return None
         entries = trusted_partitions(pod.metadata.annotations, pod.metadata.uid, self.node,
-                                     sum(ask.count for ask in asks))
+                                     sum(ask.count for ask in request.asks))
+        if not entries:
+            return None
         found = []
-        for resource, gpu, template, mask in entries:
-            if resource != asks[0].resource or template != profile or mask <= 0:
-                continue
-            start = (mask & -mask).bit_length() - 1
-            size = mask.bit_count()
-            if mask != ((1 << size) - 1) << start:
-                return None  # not one run of slices: no MIG placement
-            found.append((gpu, start, size))
+        index = 0
+        for ask in request.asks:
+            mine = ask.source == VGPU_NUMBER if profile is None else ask.template == profile
+            for resource, gpu, template, mask in entries[index:index + ask.count]:
+                if not mine or resource != ask.resource or mask <= 0 or (profile and template != profile):
+                    continue
+                start = (mask & -mask).bit_length() - 1
+                size = mask.bit_count()
+                if mask != ((1 << size) - 1) << start:
+                    return None  # not one run of slices: no MIG placement
+                found.append((gpu, template, start, size))
+            index += ask.count
         return found or None
 
     def ensure(self, gpu: int, profile: str, start: int, size: int) -> MigInstance:
@@ -121,11 +129,11 @@ class MigState:
         """Destroy the instances no pod on this node holds any more (at the second reconcile that finds one
         orphaned); (GPU, GI id) of those destroyed."""
         held: set[tuple[int, int, int]] = set()
-        profiles = self.geometry.profiles if self.geometry is not None else ()
+        profiles = [p.name for p in self.geometry.profiles] if self.geometry is not None else []
         for pod in pods:
             if pod.spec.nodeName == self.node and pod.status.phase not in ("Succeeded", "Failed"):
-                for profile in profiles:
-                    held.update(self.wanted(pod, profile.name) or ())
+                for profile in [*profiles, None]:
+                    held.update((gpu, start, size) for gpu, _, start, size in self.wanted(pod, profile) or ())
         destroyed = []
         orphans: set[tuple[int, int]] = set()
         for gpu, instances in list(self.listed.items()):
@@ -149,29 +157,33 @@ class MigState:
 
 
 class MigBackend:
-    """``nvidia.com/mig-<profile>`` slots over the GPUs of ``state``; ``primary``: the one whose polls also
-    reconcile (the plugins share the instances)."""
+    """``nvidia.com/mig-<profile>`` slots over the GPUs of ``state`` — or with ``profile`` None Volcano's
+    ``volcano.sh/vgpu-number`` slots, for vGPUs asked in MIG mode (each the instance the scheduler chose to
+    hold its memory); ``primary``: the one whose polls also reconcile (the plugins share the instances)."""
 
-    def __init__(self, state: MigState, profile: Profile, primary: bool = False) -> None:
+    def __init__(self, state: MigState, profile: Profile | None, primary: bool = False) -> None:
         self.state = state
         self.profile = profile
         self.primary = primary
-        self.vendor = f"{state.base.vendor}-mig-{profile.name}"
-        self.resource = MIG_PREFIX + profile.name
+        self.name = profile.name if profile is not None else "vGPU"
+        self.vendor = f"{state.base.vendor}-mig-{profile.name if profile is not None else 'vgpu'}"
+        self.resource = MIG_PREFIX + profile.name if profile is not None else VGPU_NUMBER
         self.label = state.base.label
         self.topology = "generic"
 
     def chips(self) -> list[ToolChip]:
-        """As many slots per GPU as instances of this profile a GPU may hold; a slot's health is its GPU's, and
-        Unhealthy when the GPU's instances cannot be listed."""
+        """As many slots per GPU as instances of this profile a GPU may hold (of any profile for vGPUs); a
+        slot's health is its GPU's, and Unhealthy when the GPU's instances cannot be listed."""
         chips = self.state.refresh()
-        assert self.state.geometry is not None
-        per_gpu = int(pack_table(self.state.geometry.slices, self.profile.placements)[0])
+        geometry = self.state.geometry
+        assert geometry is not None
+        per_gpu = (int(pack_table(geometry.slices, self.profile.placements)[0]) if self.profile is not None
+                   else geometry.instances)
         slots = []
         for chip in chips:
             reason = self.state.reasons.get(chip.id, chip.reason)
             level = "UNKNOWN" if chip.id in self.state.reasons else chip.level
-            slots += [ToolChip(id=chip.id * STRIDE + k, model=f"{chip.model} MIG {self.profile.name}", level=level,
+            slots += [ToolChip(id=chip.id * STRIDE + k, model=f"{chip.model} MIG {self.name}", level=level,
                                memory_mib=0, bus_id=chip.bus_id, card=chip.card, numa=chip.numa, reason=reason)
                       for k in range(min(per_gpu, STRIDE))]
         return slots
@@ -188,15 +200,15 @@ class MigBackend:
     def admit(self, pods: list[Pod], slots: int, served: set[str]) -> tuple[Pod, ContainerDevices]:
         """The pod kubelet is admitting with ``slots`` instances of this profile, and their MIG devices
         (created if need be)."""
-        def wanted(pod: Pod) -> list[tuple[int, int, int]] | None:
-            found = self.state.wanted(pod, self.profile.name)
+        def wanted(pod: Pod) -> list[tuple[int, str, int, int]] | None:
+            found = self.state.wanted(pod, self.profile.name if self.profile is not None else None)
             return found if found is not None and len(found) == slots else None
 
         pod, chosen = admitting(pods, self.state.node, served, self.resource, slots, wanted)
         if pod is None or chosen is None:
-            raise PartitionRefused(f"no pod being admitted on {self.state.node} asks {slots} {self.profile.name} "
+            raise PartitionRefused(f"no pod being admitted on {self.state.node} asks {slots} {self.name} "
                                    f"instance(s) the scheduler carved: refusing rather than guessing")
-        made = [self.state.ensure(gpu, self.profile.name, start, size) for gpu, start, size in chosen]
+        made = [self.state.ensure(gpu, profile, start, size) for gpu, profile, start, size in chosen]
         return pod, ContainerDevices(envs={"NVIDIA_VISIBLE_DEVICES": ",".join(m.uuid for m in made)})
 
     def reconcile(self, pods: list[Pod]) -> list[tuple[int, int]]:
