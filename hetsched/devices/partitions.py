@@ -330,7 +330,6 @@ def slot_of(placement: int) -> int | None:
     return placement.bit_length() - 1 if placement > 0 and placement & (placement - 1) == 0 else None
 
 
-
 def chip_memory(geometry: Geometry, stated: IntArray) -> IntArray:
     """MiB per chip: the geometry's, else what the inventory states for each chip."""
     if geometry.memory:

@@ -1,6 +1,6 @@
-"""The device plugin's vNPU resource: ``huawei.com/npu-core`` slots, whose containers get exactly the vNPUs the
-scheduler carved for the pod kubelet is admitting — created on demand with ``npu-smi`` and destroyed once their
-pod is gone.
+"""The device plugin's vNPU resource: ``huawei.com/npu-core`` slots on a 310P (MindCluster's request), HAMi's
+``huawei.com/Ascend910B3`` … slots on a 910, whose containers get exactly the vNPUs the scheduler carved for the
+pod kubelet is admitting — created on demand with ``npu-smi`` and destroyed once their pod is gone.
 
 Who calls it: ``hetsched device-plugin`` serves a second :class:`~hetsched.agents.deviceplugin.server.DevicePlugin`
 with a :class:`VnpuBackend` when the chips' backend says its node is carved into vNPUs (``partitioning: vnpu``:
@@ -18,9 +18,11 @@ How a partition reaches a container:
   with a partition the scheduler did not choose;
 - a pod asking a multiple of a chip's AI cores (``huawei.com/npu-core: 8``: a whole 310P, as MindCluster reads
   it) gets the whole chips its trusted ``hetsched.io/allocation`` names (healthy and holding no vNPU);
-- each partition's vNPU id follows from its placement: ``100 + 16·phy + first AI core`` (placements on a chip
-  never overlap, so neither do ids), vGroup = first core // 2; a vNPU not there yet is created
-  (``npu-smi set -t create-vnpu … -v <id> -g <vgroup>``);
+- each partition's vNPU id follows from its placement: on a 310P ``100 + 16·phy + first AI core`` (placements
+  on a chip never overlap, so neither do ids), vGroup = first core // 2; on a 910, whose templates have no
+  place, ``100 + 16·phy + instance slot`` (the scheduler gives each vNPU a free slot of 16), no vGroup; a vNPU
+  not there yet is created (``npu-smi set -t create-vnpu … -v <id> [-g <vgroup>]``); HAMi's ``whole``
+  template (a 910 asked without memory) is the chip itself, healthy and holding no vNPU;
 - the container gets ``/dev/vdavinci<id>`` as ``/dev/davinci<id>``, the management devices, and
   ``ASCEND_VISIBLE_DEVICES=<ids>`` — nothing of any other vNPU or chip.
 
@@ -133,8 +135,8 @@ class VnpuBackend:
     # ------------------------------------------------------------------------------------- Backend
 
     def chips(self) -> list[ToolChip]:
-        """One slot per AI core of each chip; a slot's health is its chip's, and Unhealthy when the chip's
-        vNPUs cannot be listed."""
+        """One slot per AI core of each chip (a 310P) or per vNPU it can hold (a 910); a slot's health is its
+        chip's, and Unhealthy when the chip's vNPUs cannot be listed."""
         chips = self.base.chips()
         geometry = self.geometry = _geometry(chips)
         by_card: dict[int, list[int]] = {}

@@ -33,8 +33,8 @@ retries the cycle.
 
 Time budget: given ``cycle_budget`` (and a stopwatch), ``allocate`` starts no new job once the cycle has
 run that long; the jobs it did not come to are *deferred* (``Decisions.deferred``, ``CycleResult.deferred``)
-and the caller runs the next cycle at once. The scheduler process bounds its cycles so (its watch events and
-Lease renewals wait for no long cycle); the simulator does not, as its outcome must not depend on the
+and the caller runs the next cycle at once. The scheduler process bounds its cycles so (the watch events it
+pumps between cycles wait for no long one); the simulator does not, as its outcome must not depend on the
 machine's speed.
 
 Observation: given a stopwatch (``ports.Stopwatch``; the process passes ``time.perf_counter``), a cycle
