@@ -109,8 +109,8 @@ class Harness:
         assert isinstance(found, PodGroup)
         return found
 
-    def condition(self, name: str, type_: str = "Unschedulable") -> str:
-        for condition in self.podgroup(name).status.conditions:
+    def condition(self, name: str, type_: str = "Unschedulable", namespace: str = "default") -> str:
+        for condition in self.podgroup(name, namespace).status.conditions:
             if condition.type == type_:
                 return f"{condition.reason}: {condition.message}"
         return ""

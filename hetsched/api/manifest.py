@@ -24,7 +24,7 @@ import yaml
 from pydantic import ValidationError
 
 from hetsched.api import hypernodes as hypernodes_tree
-from hetsched.api import volcano_annotations, workload_annotations
+from hetsched.api import queue_access, volcano_annotations, workload_annotations
 from hetsched.api.objects import CLUSTER_SCOPED, KINDS, AnyObject, HyperNode, Job, Node, object_key
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import job_class_names
@@ -127,6 +127,7 @@ def parse_document(doc: Any, source: str, index: int) -> AnyObject | list[Proble
         (f"spec.tasks[{i}].template.metadata", task.template.metadata.labels, task.template.metadata.annotations)
         for i, task in enumerate(obj.spec.tasks)] if isinstance(obj, Job) else [],
         [task.name for task in obj.spec.tasks] if isinstance(obj, Job) else None)
+    bad += queue_access.problems(kind, obj.metadata.annotations)
     if bad:
         return [Problem(source, index, kind, name, field, message) for field, message in bad]
     return obj

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from hetsched.api import queue_access
 from hetsched.api.disruption import covers, disruptions_allowed
 from hetsched.api.objects import (
     NUMA_POLICY_ANNOTATION,
@@ -182,6 +183,7 @@ def queues(objects: dict[str, Queue], jobs: dict[str, JobInfo], resources: Resou
             reclaimable=queue.spec.reclaimable if queue else True,
             affinity=queue.spec.affinity if queue else None, parent=queue.spec.parent if queue else "",
             annotations=queue.metadata.annotations if queue else {},
+            namespaces=queue_access.read(queue.metadata.annotations) if queue else None,
             fixed_deserved=fixed, priority=queue.spec.priority if queue else 0,
             allocated=np.zeros(width), inqueue=np.zeros(width), request=np.zeros(width),
         )

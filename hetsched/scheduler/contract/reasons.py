@@ -80,6 +80,8 @@ class ReasonCode(enum.Enum):
     LARGER_THAN_CLUSTER = "LargerThanCluster"
     LARGER_THAN_QUEUE = "LargerThanQueueCapability"
     QUEUE_MISSING = "QueueMissing"
+    QUEUE_FORBIDDEN = "QueueForbidden"
+    """The job's namespace may not submit to its queue (``api.queue_access``)."""
     QUEUE_NOT_OPEN = "QueueNotOpen"
     QUEUE_NOT_LEAF = "QueueNotLeaf"
     QUEUE_AT_LIMIT = "QueueAtLimit"
@@ -265,6 +267,10 @@ SPECS: dict[ReasonCode, Spec] = {
                   + _join(r, "amounts", "{resource} (minResources {amount} > capability {limit})"),
         "queue capability"),
     ReasonCode.QUEUE_MISSING: Spec(("queue",), "queue {queue} does not exist", "queue missing"),
+    ReasonCode.QUEUE_FORBIDDEN: Spec(
+        ("namespace", "queue"), "namespace {namespace} may not submit to queue {queue} (not in its "
+        "hetsched.io/namespaces annotation); ask the queue's owner, or use a queue your namespace may use",
+        "queue forbidden"),
     ReasonCode.SET_ASIDE: Spec(
         ("error", "backoff"), "scheduling this job raised an error ({error}); it is set aside for {backoff:g} s "
         "and retried then, while every other job is scheduled", "scheduling error"),

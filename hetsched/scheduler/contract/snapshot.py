@@ -161,6 +161,8 @@ class QueueInfo:
     """``spec.priority``: higher-priority queues are served first, before the plugins' order (share)."""
     annotations: dict[str, str] = field(default_factory=dict)
     """The Queue's annotations (``nodegroup`` reads its per-node-group limits there)."""
+    namespaces: frozenset[str] | None = None
+    """The namespaces that may submit to it (``api.queue_access``); None: every one."""
 
 
 @dataclass

@@ -345,7 +345,8 @@ def _enough(session: Session, job: JobInfo, domain: Domain) -> bool:
 
 def starving(session: Session) -> list[JobInfo]:
     """Jobs whose gang is not met and that may evict: pending pods, not placed this cycle, not blocked by
-    a static predicate on every node; highest priority first, then oldest."""
+    a static predicate on every node, in an open queue their namespace may use; highest priority first,
+    then oldest."""
     jobs = []
     for job in session.jobs():
         with session.working_on(job):
@@ -354,7 +355,8 @@ def starving(session: Session) -> list[JobInfo]:
                     and not (attempt is not None and attempt.unresolvable)
                     and session.job_starving(job)
                     and any(g.pending for g in job.groups)
-                    and session.snapshot.queues[job.queue].state == "Open"):
+                    and session.snapshot.queues[job.queue].state == "Open"
+                    and session.queue_forbidden(job) is None):
                 jobs.append(job)
     return sorted(jobs, key=lambda j: (-j.priority, j.created, j.key))
 

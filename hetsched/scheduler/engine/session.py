@@ -46,7 +46,7 @@ from hetsched.scheduler.contract.framework import (
     declared_points,
 )
 from hetsched.scheduler.contract.podtopology import PodTopology
-from hetsched.scheduler.contract.reasons import Reason, render
+from hetsched.scheduler.contract.reasons import Reason, ReasonCode, render
 from hetsched.scheduler.contract.snapshot import JobInfo, QueueInfo, RunningPod, Snapshot, TaskGroup
 from hetsched.scheduler.contract.status import Code, Status
 from hetsched.scheduler.engine.attempt import Attempt
@@ -200,6 +200,22 @@ class Session:
         attempt.failure = None
         self.decisions.unschedulable.pop(job.key, None)
         self.decisions.deferred.append(job.key)
+
+    def queue_forbidden(self, job: JobInfo) -> Reason | None:
+        """Why ``job``'s namespace may not submit to its queue (``api.queue_access``: the queue, or one of its
+        ancestors, lists namespaces and not this one), or None when it may."""
+        namespace = job.key.split("/", 1)[0]
+        queues = self.snapshot.queues
+        name, seen = job.queue, set()
+        while name and name not in seen:
+            seen.add(name)
+            info = queues.get(name)
+            if info is None:
+                break
+            if info.namespaces is not None and namespace not in info.namespaces:
+                return Reason.of(ReasonCode.QUEUE_FORBIDDEN, namespace=namespace, queue=name)
+            name = info.parent
+        return None
 
     def task_order_key(self, group: TaskGroup) -> tuple[Any, ...]:
         return (*(p.task_order_key(group) for p in self._task_order), group.pending[0])

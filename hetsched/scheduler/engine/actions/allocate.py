@@ -61,6 +61,10 @@ def _candidate(session: Session, job: JobInfo, enqueue_configured: bool, jobs: l
         session.decisions.unschedulable[job.key] = Status(
             Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_MISSING, queue=job.queue),), NAME)
         return
+    forbidden = session.queue_forbidden(job)  # its namespace may not use the queue (``api.queue_access``)
+    if forbidden is not None:
+        session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (forbidden,), NAME)
+        return
     valid = session.job_valid(job)
     if not valid.ok:
         session.decisions.unschedulable[job.key] = valid

@@ -4,7 +4,8 @@ Who calls it: the session runner, first in the default action list. Only Inqueue
 by the job controller and are considered by ``allocate``, so jobs that cannot run do not hoard resources.
 The decision is the plugins' (``job_enqueueable``: ``overcommit`` checks cluster headroom times the
 overcommit factor or what is idle now, ``proportion`` the queue's capability). Jobs of Closed or Closing
-queues, or of a queue that does not exist, stay Pending with that reason; a gang larger than the whole
+queues, of a queue that does not exist, or of one their namespace may not use (``api.queue_access``), stay
+Pending with that reason; a gang larger than the whole
 cluster is Unresolvable.
 """
 
@@ -39,6 +40,10 @@ def execute(session: Session) -> None:
             if state != "Open":
                 closed = queue_state_reason(job.queue, state)
                 session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (closed,), NAME)
+                continue
+            forbidden = session.queue_forbidden(job)
+            if forbidden is not None:
+                session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (forbidden,), NAME)
                 continue
             admitted = session.job_enqueueable(job)
             if not admitted.ok:

@@ -1,0 +1,64 @@
+"""Which namespaces may submit to a queue: the ``hetsched.io/namespaces`` annotation of a Queue.
+
+Who calls it: ``api.manifest.parse_document`` (``hetsched validate`` and the admission webhook refuse a
+malformed list, naming the field), the scheduler cache (``scheduler.cache.build``: each ``QueueInfo`` carries
+the namespaces it admits) and the session's queue gate (``Session.queue_forbidden``), which keeps a job in a
+queue its namespace may not use from being admitted or placed.
+
+The rule: a Queue without the annotation admits every namespace (Volcano's behaviour, and every queue that
+existed before); with it, only the namespaces listed — comma-separated namespace names, ``*`` for all. A
+queue's tree counts too: a namespace may use a queue only when the queue and each of its ancestors
+(``spec.parent``) admit it, so a business line's parent queue bounds every child queue under it. An
+annotation the API server let through malformed (no webhook) admits nobody: a typo never opens a queue to
+everyone.
+
+Kept as an annotation, not a spec field, so Volcano's own Queue CRD keeps it too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+NAMESPACES = "hetsched.io/namespaces"
+MAX_NAMESPACES = 1000
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def admitted(annotations: Mapping[str, str]) -> frozenset[str] | None:
+    """The namespaces a Queue admits: None for every one (no annotation, or ``*``); a ValueError when the
+    annotation is malformed."""
+    raw = annotations.get(NAMESPACES)
+    if raw is None:
+        return None
+    if len(raw) > MAX_NAMESPACES * 64:
+        raise ValueError(f"{NAMESPACES}: longer than {MAX_NAMESPACES} namespace names")
+    names = [part.strip() for part in raw.split(",")]
+    if names == ["*"]:
+        return None
+    if len(names) > MAX_NAMESPACES:
+        raise ValueError(f"{NAMESPACES}: {len(names)} namespaces; at most {MAX_NAMESPACES}")
+    bad = next((n for n in names if not _NAME.fullmatch(n)), None)
+    if bad is not None:
+        shown = repr(bad[:64]) if bad else "an empty name"
+        raise ValueError(f"{NAMESPACES}: {shown} is not a namespace name (comma-separated names, or * for all)")
+    return frozenset(names)
+
+
+def problems(kind: str, annotations: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(field, message) when a Queue's namespace list is malformed."""
+    if kind != "Queue":
+        return []
+    try:
+        admitted(annotations)
+    except ValueError as exc:
+        return [(f'metadata.annotations["{NAMESPACES}"]', str(exc))]
+    return []
+
+
+def read(annotations: Mapping[str, str]) -> frozenset[str] | None:
+    """:func:`admitted`, with a malformed list admitting nobody (fail closed)."""
+    try:
+        return admitted(annotations)
+    except ValueError:
+        return frozenset()

@@ -1,0 +1,119 @@
+"""Who may use a queue (issue 35): a Queue's ``hetsched.io/namespaces`` annotation lists the namespaces that
+may submit to it (``api.queue_access``). A job of any other namespace naming it is never admitted, placed or
+allowed to evict, and says why; a parent queue bounds its children; a malformed list is refused by
+``hetsched validate`` naming the field, and one that got in anyway admits nobody."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hetsched.api.manifest import ManifestError, load_text
+from hetsched.api.objects import AnyObject, Pod, Queue
+from hetsched.api.queue_access import NAMESPACES, admitted
+from tests.builders import Harness, harness, node, pod, podgroup, priority_class, queue, running_on
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def limited(name: str, namespaces: str, parent: str = "") -> Queue:
+    made = queue(name)
+    return made.model_copy(update={
+        "metadata": made.metadata.model_copy(update={"annotations": {NAMESPACES: namespaces}}),
+        "spec": made.spec.model_copy(update={"parent": parent})})
+
+
+def team_job(name: str, namespace: str, queue_name: str, size: int = 1, phase: str = "Pending",
+             **pod_args: Any) -> list[AnyObject]:
+    group = podgroup(name, size, queue=queue_name, phase=phase, namespace=namespace,
+                     min_resources={"cpu": str(size)})
+    return [group, *(pod(f"{name}-{i}", name, namespace=namespace, **pod_args) for i in range(size))]
+
+
+def bound(h: Harness, namespace: str, job: str) -> list[str]:
+    return [p.spec.nodeName for p in h.cluster.list("Pod") if isinstance(p, Pod)
+            and p.metadata.namespace == namespace and p.metadata.name.startswith(f"{job}-") and p.spec.nodeName]
+
+
+def test_the_annotation_lists_names_or_every_namespace() -> None:
+    assert admitted({}) is None and admitted({NAMESPACES: "*"}) is None
+    assert admitted({NAMESPACES: "search-ranking, ads"}) == {"search-ranking", "ads"}
+    for bad, message in (("search,", "an empty name"), ("Search", "'Search' is not a namespace name"),
+                         ("a" * 64, "is not a namespace name"), (",".join(["a"] * 1001), "at most 1000")):
+        with pytest.raises(ValueError, match=message):
+            admitted({NAMESPACES: bad})
+
+
+def test_validate_refuses_a_malformed_list_naming_the_field() -> None:
+    text = f"""apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {{name: search, annotations: {{{NAMESPACES}: "search-ranking,<b>ads</b>"}}}}
+"""
+    with pytest.raises(ManifestError) as error:
+        load_text(text)
+    assert f'metadata.annotations["{NAMESPACES}"]' in str(error.value) and "'<b>ads</b>'" in str(error.value)
+    assert load_text(text.replace(",<b>ads</b>", ""))  # a good list loads
+
+
+def test_a_namespace_not_listed_waits_with_the_reason_and_a_listed_one_runs() -> None:
+    h = harness([limited("search", "search-ranking"), node("n1", cpu="8"),
+                 *team_job("rank", "search-ranking", "search"), *team_job("sneak", "ads", "search")])
+    h.cycle()
+    h.cycle()
+    assert bound(h, "search-ranking", "rank") == ["n1"] and bound(h, "ads", "sneak") == []
+    message = h.condition("sneak", namespace="ads")
+    assert "namespace ads may not submit to queue search" in message
+    assert h.podgroup("sneak", namespace="ads").status.phase == "Pending"  # never admitted
+
+
+def test_a_parent_queue_bounds_every_child_under_it() -> None:
+    """Business line "search" admits search-ranking only; its child queue "search-train" lists nobody of its
+    own, so the parent's list applies: team "ads" cannot reach the line's capacity through the child."""
+    h = harness([limited("search", "search-ranking"), queue_with_parent("search-train", "search"),
+                 node("n1", cpu="8"), *team_job("train", "search-ranking", "search-train"),
+                 *team_job("sneak", "ads", "search-train")])
+    h.cycle()
+    h.cycle()
+    assert bound(h, "search-ranking", "train") == ["n1"] and bound(h, "ads", "sneak") == []
+    assert "may not submit to queue search " in h.condition("sneak", namespace="ads")
+
+
+def queue_with_parent(name: str, parent: str) -> Queue:
+    made = queue(name)
+    return made.model_copy(update={"spec": made.spec.model_copy(update={"parent": parent})})
+
+
+def test_without_an_enqueue_action_allocate_keeps_the_rule_and_preemption_never_serves_an_intruder() -> None:
+    """A high-priority job from a namespace the queue does not list, already Inqueue (admitted before the list
+    was set), is neither placed nor allowed to evict the low-priority job of a listed namespace."""
+    conf = """actions: "allocate, preempt"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: drf}, {name: predicates}, {name: proportion}, {name: nodeorder}]
+"""
+    holder = [podgroup("low", 1, queue="search", phase="Running", namespace="search-ranking",
+                       priority_class="low"),
+              running_on(pod("low-0", "low", cpu="8", namespace="search-ranking"), "n1")]
+    h = harness([priority_class("low", 10), priority_class("high", 1000), limited("search", "search-ranking"),
+                 node("n1", cpu="8"), *holder, *high_job()], conf)
+    h.cycle()
+    assert h.cluster.get("Pod", "search-ranking/low-0") is not None  # not evicted
+    assert bound(h, "ads", "urgent") == []
+    assert "namespace ads may not submit to queue search" in h.condition("urgent", namespace="ads")
+
+
+def high_job() -> list[AnyObject]:
+    group = podgroup("urgent", 1, queue="search", phase="Inqueue", namespace="ads", priority_class="high")
+    return [group, pod("urgent-0", "urgent", cpu="8", namespace="ads")]
+
+
+def test_a_malformed_list_that_got_in_admits_nobody() -> None:
+    """Written past admission (no webhook): fail closed, so a typo never opens a business line's queue."""
+    h = harness([limited("search", "search-ranking;ads"), node("n1", cpu="8"),
+                 *team_job("rank", "search-ranking", "search")])
+    h.cycle()
+    h.cycle()
+    assert bound(h, "search-ranking", "rank") == []
+    assert "namespace search-ranking may not submit to queue search" in h.condition("rank",
+                                                                                   namespace="search-ranking")
