@@ -30,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from hetsched import cron
+from hetsched import cron, periods
 from hetsched.api import fault_labels, job_plugins
 from hetsched.api.annotations import go_duration
 from hetsched.api.quantity import QuantityError, format_quantity, parse_quantity
@@ -954,6 +954,93 @@ class Queue(_Model):
     status: QueueStatus = Field(default_factory=QueueStatus)
 
 
+# --------------------------------------------------------------------------------------------- QueueUsage
+
+MAX_BUDGET_HOURS = 1e12
+MAX_USAGE_HISTORY = 36
+"""Closed periods a QueueUsage keeps (three years of months)."""
+
+
+def _hours(value: dict[str, float], what: str) -> dict[str, float]:
+    if len(value) > 64:
+        raise ValueError(f"{what}: at most 64 resources")
+    for name, amount in value.items():
+        if not name or len(name) > 253 or not re.fullmatch(r"[A-Za-z0-9][-A-Za-z0-9_.]*(/[-A-Za-z0-9_.]+)?", name):
+            raise ValueError(f"{what}: {name[:80]!r} is not a resource name")
+        if not 0 <= amount <= MAX_BUDGET_HOURS:
+            raise ValueError(f"{what}[{name}]: must be hours from 0 to {MAX_BUDGET_HOURS:g}, got {amount!r}")
+    return value
+
+
+class QueueUsageSpec(_Strict):
+    """What a queue may consume over a period (hetsched's ``QueueUsage``, one per Queue, named after it).
+
+    ``budget``: resource name → hours per period — chip-hours for an accelerator (``huawei.com/Ascend910``,
+    ``nvidia.com/gpu`` …), core-hours for ``cpu``, GiB-hours for ``memory``; a resource not named is not
+    limited. ``period``: ``Month``, ``Week``, ``Day`` (calendar, in ``timeZone``) or ``Rolling`` (the last
+    ``window``, whole days). ``whenExhausted``: ``Wait`` — the queue's jobs are not admitted or placed until
+    the period ends (running ones finish) — or ``Idle`` — they run only on capacity no other queue is asking
+    for, and are the first reclaimed."""
+
+    period: Literal["Month", "Week", "Day", "Rolling"] = "Month"
+    window: str = Field(default="", max_length=64)
+    timeZone: str = Field(default="UTC", max_length=64)
+    budget: dict[str, float] = Field(default_factory=dict)
+    whenExhausted: Literal["Wait", "Idle"] = "Wait"
+
+    @field_validator("budget")
+    @classmethod
+    def _budget(cls, value: dict[str, float]) -> dict[str, float]:
+        return _hours(value, "budget")
+
+    @model_validator(mode="after")
+    def _period(self) -> QueueUsageSpec:
+        try:
+            periods.window_seconds(self.period, self.window)
+            periods.zone(self.timeZone)
+        except periods.PeriodError as exc:
+            where = "timeZone" if "time zone" in str(exc) else "window"
+            raise ValueError(f"{where}: {exc}") from None
+        return self
+
+
+class UsagePeriod(_Model):
+    """What a queue used in one period (``periodStart`` … ``periodEnd``), in hours per resource."""
+
+    periodStart: float
+    periodEnd: float
+    used: dict[str, float] = Field(default_factory=dict)
+    byNamespace: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+
+class QueueUsageStatus(_Model):
+    """Written by the usage accountant (``controllers.usage``); survives restarts and leader changes."""
+
+    periodStart: float | None = None
+    periodEnd: float | None = None
+    accountedUntil: float | None = None
+    """Run time up to this moment is counted (the accountant resumes here after a restart)."""
+    used: dict[str, float] = Field(default_factory=dict)
+    """Hours used in the current period (for ``Rolling``: in the window)."""
+    byNamespace: dict[str, dict[str, float]] = Field(default_factory=dict)
+    decayed: dict[str, float] = Field(default_factory=dict)
+    """Hours used, each hour weighed down by half every half-life since (the fair-share usage)."""
+    exhausted: list[str] = Field(default_factory=list)
+    """Resources whose budget the current period has used up."""
+    days: list[UsagePeriod] = Field(default_factory=list)
+    """``Rolling``: the window's days, oldest first."""
+    history: list[UsagePeriod] = Field(default_factory=list)
+    """Closed periods, oldest first (at most ``MAX_USAGE_HISTORY``)."""
+
+
+class QueueUsage(_Model):
+    apiVersion: Literal["hetsched.io/v1alpha1"] = "hetsched.io/v1alpha1"
+    kind: Literal["QueueUsage"] = "QueueUsage"
+    metadata: ObjectMeta
+    spec: QueueUsageSpec = Field(default_factory=QueueUsageSpec)
+    status: QueueUsageStatus = Field(default_factory=QueueUsageStatus)
+
+
 class ExactMatch(_Strict):
     name: Annotated[str, AfterValidator(lambda v: dns1123_subdomain(v, "member name"))]
 
@@ -1303,7 +1390,7 @@ class JobFlow(_Model):
 
 
 AnyObject = (Pod | Node | PriorityClass | Job | PodGroup | Queue | Command | PodDisruptionBudget | Secret | ConfigMap
-             | Service | NetworkPolicy | HyperNode | CronJob | JobFlow | JobTemplate)
+             | Service | NetworkPolicy | HyperNode | CronJob | JobFlow | JobTemplate | QueueUsage)
 
 KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("v1", "Pod"): Pod,
@@ -1322,11 +1409,13 @@ KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("batch.volcano.sh/v1alpha1", "CronJob"): CronJob,
     ("flow.volcano.sh/v1alpha1", "JobFlow"): JobFlow,
     ("flow.volcano.sh/v1alpha1", "JobTemplate"): JobTemplate,
+    ("hetsched.io/v1alpha1", "QueueUsage"): QueueUsage,
 }
-CLUSTER_SCOPED = frozenset({"Node", "PriorityClass", "Queue", "HyperNode"})
+CLUSTER_SCOPED = frozenset({"Node", "PriorityClass", "Queue", "HyperNode", "QueueUsage"})
 TIME_KEYS = frozenset({"creationTimestamp", "deletionTimestamp", "lastTransitionTime", "startTime", "finishedAt",
                        "startedAt", "lastProbeTime", "lastHeartbeatTime", "lastUpdateTime", "lastScheduleTime",
-                       "lastSuccessfulTime", "startTimestamp", "endTimestamp"})
+                       "lastSuccessfulTime", "startTimestamp", "endTimestamp", "periodStart", "periodEnd",
+                       "accountedUntil"})
 """Fields the API server writes as RFC 3339 times (hetsched's models hold seconds)."""
 
 

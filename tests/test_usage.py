@@ -1,0 +1,194 @@
+"""The usage accountant (issue 35, ``controllers.usage``): chip-, core- and GiB-hours per queue and namespace from
+real pod run times, split at period boundaries, kept across restarts, decayed for fair share, and budgets
+marked used up — on the embedded cluster with a simulated clock, so every figure is exact."""
+
+from __future__ import annotations
+
+import calendar
+import math
+from typing import Any
+
+import pytest
+
+from hetsched.api.manifest import ManifestError, load_text
+from hetsched.api.objects import Pod, Queue, QueueUsage
+from hetsched.cluster.memory import MemoryCluster
+from hetsched.controllers.usage import UsageController
+from hetsched.sim.kernel import SimClock
+from tests.builders import pod, podgroup, queue
+
+pytestmark = pytest.mark.timeout(120)
+CHIPS = "huawei.com/Ascend910"
+NOV_30_22H = float(calendar.timegm((2026, 11, 30, 22, 0, 0)))
+
+
+class Bench:
+    def __init__(self, start: float = NOV_30_22H, **options: Any) -> None:
+        self.clock = SimClock(start)
+        self.cluster = MemoryCluster(self.clock)
+        self.accountant = UsageController(self.cluster, self.clock, **options)
+
+    def at(self, when: float) -> None:
+        self.clock.advance_to(when)
+        self.accountant.process()
+
+    def usage(self, name: str = "search") -> QueueUsage:
+        found = self.cluster.get("QueueUsage", name)
+        assert isinstance(found, QueueUsage)
+        return found
+
+    def run(self, name: str, chips: int, namespace: str = "ranking", queue_name: str = "search") -> None:
+        self.cluster.create(podgroup(name, 1, queue=queue_name, namespace=namespace))
+        made = pod(f"{name}-0", name, namespace=namespace, cpu="4", memory="8Gi", limits={CHIPS: chips})
+        made = self.cluster.create(made)
+        self.cluster.update(made.model_copy(update={
+            "spec": made.spec.model_copy(update={"nodeName": "n1"}),
+            "status": made.status.model_copy(update={"phase": "Running", "startTime": self.clock.now()})}))
+
+    def finish(self, name: str, namespace: str = "ranking") -> None:
+        found = self.cluster.get("Pod", f"{namespace}/{name}-0")
+        assert isinstance(found, Pod)
+        self.cluster.update(found.model_copy(update={"status": found.status.model_copy(update={"phase": "Succeeded"})}))
+
+    def set_spec(self, name: str = "search", **spec: Any) -> None:
+        usage = self.usage(name)
+        self.cluster.update(usage.model_copy(update={"spec": usage.spec.model_copy(update=spec)}))
+
+
+def with_queue(bench: Bench, name: str = "search") -> Bench:
+    bench.cluster.create(queue(name))
+    bench.accountant.process()
+    return bench
+
+
+def test_every_queue_gets_its_usage_object_owned_by_the_queue() -> None:
+    bench = with_queue(Bench())
+    usage = bench.usage()
+    assert usage.metadata.ownerReferences[0].kind == "Queue" and usage.metadata.ownerReferences[0].name == "search"
+    assert usage.spec.period == "Month" and usage.status.used == {}
+
+
+def test_run_time_is_charged_per_resource_and_namespace_and_split_at_the_month() -> None:
+    """A 2-chip pod runs 22:00 Nov 30 → 01:00 Dec 1 (UTC): November gets 2 h, December 1 h; each hour
+    costs 2 chip-hours, 4 core-hours and 8 GiB-hours; a second namespace's pod is charged to it."""
+    bench = with_queue(Bench())
+    bench.run("train", 2)
+    bench.at(NOV_30_22H + 1)  # the first tick starts the books: nothing ran before it
+    bench.accountant.tick()
+    bench.at(NOV_30_22H + 1 + 3 * 3600)
+    bench.finish("train")
+    bench.accountant.tick()
+    usage = bench.usage().status
+    (november,) = usage.history
+    assert november.periodEnd == calendar.timegm((2026, 12, 1, 0, 0, 0))
+    assert november.used == pytest.approx({CHIPS: 2 * (2 - 1 / 3600), "cpu": 4 * (2 - 1 / 3600),
+                                           "memory": 8 * (2 - 1 / 3600)})
+    assert usage.used == pytest.approx({CHIPS: 2.0 + 2 / 3600, "cpu": 4.0 + 4 / 3600, "memory": 8.0 + 8 / 3600})
+    assert set(usage.byNamespace) == {"ranking"} and usage.periodStart == november.periodEnd
+    bench.run("ads", 1, namespace="ads")
+    bench.at(bench.clock.now() + 3600)
+    bench.accountant.tick()
+    status = bench.usage().status
+    assert status.byNamespace["ads"][CHIPS] == pytest.approx(1.0)
+    assert status.byNamespace["ranking"][CHIPS] == pytest.approx(2.0 + 2 / 3600)  # it ended: no more
+
+
+def test_a_restarted_accountant_resumes_where_the_status_says_and_counts_nothing_twice() -> None:
+    bench = with_queue(Bench())
+    bench.run("train", 4)
+    bench.at(NOV_30_22H + 10)
+    bench.accountant.tick()
+    bench.at(NOV_30_22H + 10 + 1800)
+    bench.accountant.tick()
+    bench.accountant.close()
+    after = UsageController(bench.cluster, bench.clock)  # a new leader: it lists the pods again
+    bench.clock.advance_to(NOV_30_22H + 10 + 3600)
+    after.tick()
+    assert bench.usage().status.used[CHIPS] == pytest.approx(4.0)
+
+
+def test_a_budget_is_used_up_when_predicted_and_a_new_period_renews_it() -> None:
+    """4 chip-hours a day for a 2-chip pod: the accountant wakes exactly when they run out (not at the next
+    hourly tick), marks the chips exhausted, and wakes again when the day ends, with nothing running."""
+    start = float(calendar.timegm((2026, 12, 7, 8, 0, 0)))
+    bench = with_queue(Bench(start, interval=3600.0))
+    bench.set_spec(period="Day", budget={CHIPS: 4.0})
+    bench.run("train", 2)
+    bench.accountant.tick()
+    bench.at(start + 3600)
+    bench.accountant.wake()
+    assert bench.accountant.next_deadline() == pytest.approx(start + 2 * 3600)
+    bench.at(start + 2 * 3600)
+    bench.accountant.wake()
+    status = bench.usage().status
+    assert status.used[CHIPS] == pytest.approx(4.0) and status.exhausted == [CHIPS]
+    bench.finish("train")
+    bench.accountant.tick()
+    midnight = float(calendar.timegm((2026, 12, 8, 0, 0, 0)))
+    assert bench.accountant.next_deadline() == midnight
+    bench.at(midnight)
+    bench.accountant.wake()
+    status = bench.usage().status
+    assert status.exhausted == [] and status.used == {} and status.history[-1].used[CHIPS] == pytest.approx(4.0)
+
+
+def test_a_rolling_window_keeps_its_days_and_forgets_what_falls_out() -> None:
+    start = float(calendar.timegm((2026, 12, 1, 12, 0, 0)))
+    bench = with_queue(Bench(start, interval=3600.0))
+    bench.set_spec(period="Rolling", window="48h")
+    bench.run("serve", 1)
+    bench.accountant.tick()
+    for hour in range(1, 73):
+        bench.at(start + hour * 3600)
+        bench.accountant.tick()
+    status = bench.usage().status
+    assert [d.periodStart for d in status.days] == [calendar.timegm((2026, 12, d, 0, 0, 0)) for d in (3, 4)]
+    assert status.used[CHIPS] == pytest.approx(24 + 12)  # Dec 3 whole, Dec 4 to noon
+
+
+def test_decayed_usage_halves_every_half_life() -> None:
+    bench = with_queue(Bench(half_life=3600.0))
+    bench.run("train", 1)
+    bench.accountant.tick()
+    bench.at(NOV_30_22H + 60)
+    bench.accountant.tick()
+    bench.finish("train")
+    bench.accountant.tick()
+    bench.run("other", 1, namespace="ads")  # keeps the books going for the hour after
+    bench.at(NOV_30_22H + 60 + 3600)
+    bench.accountant.tick()
+    decayed = bench.usage().status.decayed[CHIPS]
+    # the first minute, an hour later, halved (about); the hour just run, each moment weighed by its age
+    first = (0.5 ** (3600 / 3600) - 0.5 ** (3660 / 3600)) / math.log(2)
+    assert decayed == pytest.approx(first + (1 - 0.5) / math.log(2), rel=1e-9)
+    ticked = with_queue(Bench(half_life=3600.0))  # the same run ticked every minute: the same figure
+    ticked.run("train", 1)
+    ticked.accountant.tick()
+    for minute in range(1, 62):
+        ticked.at(NOV_30_22H + minute * 60)
+        if minute == 1:
+            ticked.finish("train")
+            ticked.accountant.tick()
+            ticked.run("other", 1, namespace="ads")
+        ticked.accountant.tick()
+    assert ticked.usage().status.decayed[CHIPS] == pytest.approx(decayed, rel=1e-9)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("{budget: {huawei.com/Ascend910: -1}}", "must be hours from 0"),
+    ("{budget: {'<b>x</b>': 1}}", "is not a resource name"),
+    ("{period: Rolling}", "window must be whole days"),
+    ("{period: Month, window: 720h}", "window is for period Rolling only"),
+    ("{timeZone: Mars/Olympus}", "unknown time zone"),
+    ("{whenExhausted: Sometimes}", "whenExhausted"),
+])
+def test_a_bad_spec_is_refused_naming_the_field(spec: str, message: str) -> None:
+    with pytest.raises(ManifestError, match=message):
+        load_text(f"apiVersion: hetsched.io/v1alpha1\nkind: QueueUsage\nmetadata: {{name: search}}\nspec: {spec}\n")
+
+
+def test_a_queue_deleted_takes_nothing_else_with_it() -> None:
+    bench = with_queue(Bench())
+    bench.cluster.create(Queue.model_validate({"metadata": {"name": "ads"}}))
+    bench.accountant.process()
+    assert {u.metadata.name for u in bench.cluster.list("QueueUsage")} == {"search", "ads"}
