@@ -80,3 +80,8 @@ def _instant(local: datetime) -> float:
     """Seconds since the epoch of a wall-clock time in its zone (the earlier one where clocks go back)."""
     aware = local if local.tzinfo is not None else local.replace(tzinfo=ZoneInfo("UTC"))
     return aware.replace(fold=0).timestamp()
+
+
+def iso(moment: float) -> str:
+    """A moment as an RFC 3339 UTC time (``2026-12-01T00:00:00Z``), for messages."""
+    return datetime.fromtimestamp(moment, ZoneInfo("UTC")).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -23,7 +23,8 @@ SAMPLES: dict[str, Any] = {
     "error": "allocate: ZeroDivisionError: division by zero", "backoff": 20.0, "valid": 3, "failed": 1,
     "verb": "jobEnqueueable", "message": "the extender refused to admit the job", "cann": "8.2.RC1",
     "problem": "resource volcano.sh/vgpu-cores: 150 is over 100", "mode": "mig", "source": "nvidia.com/mig-1g.5gb",
-    "template": "1g.5gb", "namespace": "search-ranking",
+    "template": "1g.5gb", "namespace": "search-ranking", "resources": ("huawei.com/Ascend910", "cpu"),
+    "renewal": "2027-01-01T00:00:00Z",
 }
 
 

@@ -73,7 +73,7 @@ def test_run_time_is_charged_per_resource_and_namespace_and_split_at_the_month()
     costs 2 chip-hours, 4 core-hours and 8 GiB-hours; a second namespace's pod is charged to it."""
     bench = with_queue(Bench())
     bench.run("train", 2)
-    bench.at(NOV_30_22H + 1)  # the first tick starts the books: nothing ran before it
+    bench.at(NOV_30_22H + 1)  # the books opened with the QueueUsage, at 22:00
     bench.accountant.tick()
     bench.at(NOV_30_22H + 1 + 3 * 3600)
     bench.finish("train")
@@ -81,8 +81,7 @@ def test_run_time_is_charged_per_resource_and_namespace_and_split_at_the_month()
     usage = bench.usage().status
     (november,) = usage.history
     assert november.periodEnd == calendar.timegm((2026, 12, 1, 0, 0, 0))
-    assert november.used == pytest.approx({CHIPS: 2 * (2 - 1 / 3600), "cpu": 4 * (2 - 1 / 3600),
-                                           "memory": 8 * (2 - 1 / 3600)})
+    assert november.used == pytest.approx({CHIPS: 2 * 2.0, "cpu": 4 * 2.0, "memory": 8 * 2.0})
     assert usage.used == pytest.approx({CHIPS: 2.0 + 2 / 3600, "cpu": 4.0 + 4 / 3600, "memory": 8.0 + 8 / 3600})
     assert set(usage.byNamespace) == {"ranking"} and usage.periodStart == november.periodEnd
     bench.run("ads", 1, namespace="ads")
@@ -104,7 +103,7 @@ def test_a_restarted_accountant_resumes_where_the_status_says_and_counts_nothing
     after = UsageController(bench.cluster, bench.clock)  # a new leader: it lists the pods again
     bench.clock.advance_to(NOV_30_22H + 10 + 3600)
     after.tick()
-    assert bench.usage().status.used[CHIPS] == pytest.approx(4.0)
+    assert bench.usage().status.used[CHIPS] == pytest.approx(4 * 3610 / 3600)  # 22:00 to 23:00:10, once
 
 
 def test_a_budget_is_used_up_when_predicted_and_a_new_period_renews_it() -> None:
@@ -192,3 +191,78 @@ def test_a_queue_deleted_takes_nothing_else_with_it() -> None:
     bench.cluster.create(Queue.model_validate({"metadata": {"name": "ads"}}))
     bench.accountant.process()
     assert {u.metadata.name for u in bench.cluster.list("QueueUsage")} == {"search", "ads"}
+
+
+# ------------------------------------------------------------------------------------- budgets in the simulator
+
+SERVER = [{"kind": "ascend", "model": "Ascend910", "count": 8}]
+
+
+def budget_case(when: str, extra_queue: bool = False) -> list[Any]:
+    """One 8-chip server; queue search may use 16 chip-hours a day; three 1-hour jobs of 8 chips arrive at 0."""
+    from hetsched.api.manifest import load_text as load
+
+    jobs = "\n---\n".join(f"""apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: train-{i}, namespace: ranking}}
+spec:
+  minAvailable: 1
+  queue: search
+  tasks:
+  - name: w
+    replicas: 1
+    template:
+      metadata: {{annotations: {{hetsched.io/duration: "3600"}}}}
+      spec:
+        containers:
+        - {{name: w, resources: {{limits: {{huawei.com/Ascend910: "8"}}, requests: {{cpu: "1"}}}}}}""" for i in range(3))
+    return load(f"""apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {{name: search}}
+---
+apiVersion: hetsched.io/v1alpha1
+kind: QueueUsage
+metadata: {{name: search}}
+spec: {{period: Day, budget: {{huawei.com/Ascend910: 16}}, whenExhausted: {when}}}
+---
+{jobs}
+""")
+
+
+def run_budget_case(when: str, until: float | None = None) -> Any:
+    from hetsched.cluster.spec import parse_cluster_spec
+    from hetsched.sim.simulator import Simulation
+
+    spec = parse_cluster_spec({"apiVersion": "hetsched.io/v1alpha1", "kind": "ClusterSpec",
+                               "metadata": {"name": "one"},
+                               "pools": [{"name": "a", "count": 1, "cpu": "64", "memory": "256Gi",
+                                          "accelerators": SERVER}]})
+    simulation = Simulation(spec.nodes(), budget_case(when), until=until)
+    return simulation, simulation.run()
+
+
+def test_a_wait_budget_holds_the_third_job_until_the_next_day_and_is_never_exceeded() -> None:
+    """16 chip-hours a day: the first two 8-chip hours run back to back, the third waits for midnight with
+    the reason in its PodGroup, and the day's books show exactly 16."""
+    simulation, results = run_budget_case("Wait")
+    starts = sorted(j["start"] for j in results.jobs)
+    assert starts[:2] == pytest.approx([0, 3600], abs=2) and starts[2] == pytest.approx(86400, abs=2)
+    waiting, _ = run_budget_case("Wait", until=40000.0)
+    group = waiting.cluster.get("PodGroup", "ranking/train-2")
+    (condition,) = [c for c in group.status.conditions if c.type == "Unschedulable"]
+    assert ("queue search has used its budget of huawei.com/Ascend910 for this period" in condition.message
+            and "1970-01-02T00:00:00Z" in condition.message)
+    usage = simulation.cluster.get("QueueUsage", "search")
+    assert isinstance(usage, QueueUsage)
+    first_day = usage.status.history[0]
+    assert first_day.periodEnd == 86400 and first_day.used["huawei.com/Ascend910"] == pytest.approx(16.0, abs=0.01)
+    assert usage.status.used["huawei.com/Ascend910"] == pytest.approx(8.0, abs=0.01)
+
+
+def test_an_idle_budget_lets_the_third_job_run_on_capacity_nobody_else_asks_for() -> None:
+    simulation, results = run_budget_case("Idle")
+    starts = sorted(j["start"] for j in results.jobs)
+    assert starts == pytest.approx([0, 3600, 7200], abs=2)  # the cluster is never idle while work waits
+    usage = simulation.cluster.get("QueueUsage", "search")
+    assert isinstance(usage, QueueUsage)
+    assert usage.status.history[0].used["huawei.com/Ascend910"] == pytest.approx(24.0, abs=0.01)

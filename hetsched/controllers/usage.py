@@ -2,9 +2,9 @@
 queue's ``QueueUsage`` status — where budgets are checked, fair share reads its decayed usage, and
 ``hetsched usage`` reads the chargeback.
 
-Who calls it: ``hetsched controller`` (``cli.serve``, leader-elected, on the wall clock) and the simulator
-(``sim.simulator``, on simulated time, woken at :meth:`UsageController.next_deadline`). It watches Pods,
-PodGroups, Queues and QueueUsages.
+Who calls it: ``hetsched controller`` (``cli.serve``, leader-elected, on the wall clock: :meth:`wake` every
+round, ticking at :meth:`next_deadline`) and the simulator (``sim.simulator``, on simulated time: a tick
+after every event, and a timer at :meth:`renewal`). It watches Pods, Queues and QueueUsages.
 
 Rules:
 
@@ -145,6 +145,8 @@ class UsageController:
             if not rates:
                 return
             started = pod.status.startTime if pod.status.startTime is not None else now
+            if self.last_tick is None:  # the books start with the first run seen: an interval from now
+                self.last_tick = now
             self.runs[key] = _Run(self._queue_of(pod), pod.metadata.namespace or "default", rates,
                                   min(started, now), min(max(finished), now) if finished and
                                   pod.status.phase in TERMINAL else None)
@@ -184,14 +186,19 @@ class UsageController:
             self.store.create(usage)
 
     def next_deadline(self) -> float | None:
-        """When to account next: an interval after the last tick, or sooner where a budget runs out, or when
-        an exhausted queue's period ends; None while nothing runs and no budget waits for a new period."""
+        """When to account next: an interval after the last tick while pods run, or sooner where a budget runs
+        out, or when an exhausted queue's period ends; None while nothing runs and no budget waits for a new
+        period (what ended since is charged at the next tick)."""
         candidates = list(self.renewals.values())
-        if self.runs:
-            candidates.append((self.last_tick if self.last_tick is not None else self.clock.now()) + self.interval)
+        if self.last_tick is not None and any(run.end is None for run in self.runs.values()):
+            candidates.append(self.last_tick + self.interval)
             if self.predicted is not None:
                 candidates.append(self.predicted)
         return min(candidates, default=None)
+
+    def renewal(self) -> float | None:
+        """When the first used-up budget gets a new period (the simulator's only timer for the accountant)."""
+        return min(self.renewals.values(), default=None)
 
     def wake(self) -> None:
         """Account if due (the caller's timer, or the controller process's loop)."""
@@ -225,9 +232,11 @@ class UsageController:
 
     def _account(self, usage: QueueUsage, runs: list[_Run], now: float) -> QueueUsageStatus:
         spec, status = usage.spec, usage.status
-        since = status.accountedUntil if status.accountedUntil is not None else now
+        created = usage.metadata.creationTimestamp
+        since = status.accountedUntil if status.accountedUntil is not None else min(
+            created if created is not None else now, now)  # the books open when the QueueUsage was made
         if since >= now:
-            return status.model_copy(update={"accountedUntil": since}) if status.accountedUntil is None else status
+            return status.model_copy(update={"accountedUntil": now}) if status.accountedUntil is None else status
         start = status.periodStart
         if start is None:
             start = periods.start_of(since, spec.period, spec.timeZone)

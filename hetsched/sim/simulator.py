@@ -24,7 +24,7 @@ from functools import partial
 from hetsched.api import membership, workload_annotations
 from hetsched.api.job_update import apply_update, update_problem
 from hetsched.api.manifest import ManifestError, Problem, duplicate_problems
-from hetsched.api.objects import AnyObject, CronJob, Job, Node, Queue, object_key
+from hetsched.api.objects import AnyObject, CronJob, Job, Node, Queue, QueueUsage, object_key
 from hetsched.api.workload_annotations import SUBMIT_AT
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.controllers.cronjob import CronJobController
@@ -33,6 +33,7 @@ from hetsched.controllers.job import JobController
 from hetsched.controllers.jobflow import JobFlowController
 from hetsched.controllers.podgroup import PodGroupController
 from hetsched.controllers.queue import QueueController
+from hetsched.controllers.usage import UsageController
 from hetsched.metrics.controller import ControllerMetrics
 from hetsched.metrics.scheduler import SchedulerMetrics
 from hetsched.ports import NotFound, WatchEvent
@@ -143,6 +144,9 @@ class Simulation:
         self.cronjob_controller = CronJobController(self.cluster, self.clock, events=self.cluster)
         self.jobflow_controller = JobFlowController(self.cluster, self.clock, events=self.cluster)
         self.queue_controller = QueueController(self.cluster, events=self.cluster)
+        self.usage_controller = UsageController(self.cluster, self.clock)
+        self._spent: dict[str, tuple[object, ...]] = {}
+        """Each queue's budget state as last seen: only its change wakes the scheduler (``_wake``)."""
         self.kubelet = SimKubelet(self.cluster, self.loop)
         self.metrics = metrics
         self.scheduler = Scheduler(self.cluster, self.cluster, self.cluster, self.clock, conf or default_conf(),
@@ -194,6 +198,15 @@ class Simulation:
                 assert isinstance(current, Job)
                 self.cluster.update(apply_update(current, obj))
                 return
+        if isinstance(obj, QueueUsage):  # made empty by the accountant with its Queue: the manifest's spec wins
+            try:
+                current = self.cluster.get("QueueUsage", object_key(obj))
+            except NotFound:
+                pass
+            else:
+                assert isinstance(current, QueueUsage)
+                self.cluster.update(current.model_copy(update={"spec": obj.spec}))
+                return
         if isinstance(obj, Queue):
             try:
                 current = self.cluster.get("Queue", object_key(obj))
@@ -217,6 +230,12 @@ class Simulation:
         self.recorder.on_fault_hit(sorted({job for _, job in self.fault_controller.hit[before:]}))
 
     def _wake(self, event: WatchEvent) -> None:
+        usage = event.object
+        if isinstance(usage, QueueUsage):  # the accountant's writes matter only when a budget's state changes
+            state = (usage.status.exhausted, usage.spec.whenExhausted) if event.type != "DELETED" else ()
+            if self._spent.get(usage.metadata.name) == state:
+                return
+            self._spent[usage.metadata.name] = state
         if not self._tick_pending and not self._in_tick:
             self._schedule_tick(math.ceil(self.clock.now() / self.period - 1e-9) * self.period)
 
@@ -239,11 +258,12 @@ class Simulation:
 
     def _settle(self) -> None:
         started = time.perf_counter()
-        items = {"fault": 0, "job": 0, "podgroup": 0, "cronjob": 0, "jobflow": 0, "queue": 0}
+        items = {"fault": 0, "job": 0, "podgroup": 0, "cronjob": 0, "jobflow": 0, "queue": 0, "usage": 0}
         while True:
             done = {"fault": self.fault_controller.process(), "job": self.job_controller.process(),
                     "podgroup": self.podgroup_controller.process(), "cronjob": self.cronjob_controller.process(),
-                    "jobflow": self.jobflow_controller.process(), "queue": self.queue_controller.process()}
+                    "jobflow": self.jobflow_controller.process(), "queue": self.queue_controller.process(),
+                    "usage": self.usage_controller.process()}
             for name, count in done.items():
                 items[name] += count
             if sum(done.values()) + self.kubelet.process() + self._drain() == 0:
@@ -251,7 +271,7 @@ class Simulation:
         if self.metrics is not None and any(items.values()):
             self.metrics[1].observe_round(self.cluster, time.perf_counter() - started, items, list_jobs=False)
         for due in (self.job_controller.next_deadline(), self.fault_controller.next_deadline(),
-                    self.cronjob_controller.next_deadline()):
+                    self.cronjob_controller.next_deadline(), self.usage_controller.renewal()):
             if due is not None and due not in self._timers:  # ttlSecondsAfterFinished, fault grace, schedules
                 self._timers.add(due)
                 self.loop.schedule(due, partial(self._timer, due), ARRIVAL)
@@ -270,11 +290,21 @@ class Simulation:
                 self._draining.discard(node)
         return evicted
 
+    def _account(self) -> None:
+        """Charge run time up to now after every event (``controllers.usage``): exact, with no timers of its
+        own, and before any later cycle decides — a budget used up between two events is seen at the second,
+        before anything can start there. Its status writes wake the scheduler only when a budget's state
+        changes (``_wake``), and come after a cycle's own check for changes, so they add no cycle."""
+        accountant = self.usage_controller
+        if accountant.runs and (accountant.last_tick is None or self.clock.now() > accountant.last_tick):
+            accountant.tick()
+
     def _timer(self, due: float) -> None:
         self._timers.discard(due)
         self.job_controller.wake()
         self.fault_controller.wake()
         self.cronjob_controller.wake()
+        self.usage_controller.wake()
 
     def finished_workloads(self) -> int:
         return sum(1 for w in self.recorder.workloads.values()
@@ -293,8 +323,10 @@ class Simulation:
                 break
             self.loop.step()
             self._settle()
+            self._account()
             if on_progress is not None and self.loop.processed % 50 == 0:
                 on_progress(Progress(self.clock.now(), self.finished_workloads(), self.total_workloads))
+        self.usage_controller.tick()  # the books closed at the end: every QueueUsage counts the whole run
         # stopped by --until: the cluster was watched up to that time (pods still running are counted to it)
         end = max(self.clock.now(), self.until) if ended_by == "until" and self.until is not None else self.clock.now()
         if on_progress is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from hetsched.api.objects import (
     PodDisruptionBudget,
     PodGroup,
     Queue,
+    QueueUsage,
     max_unavailable,
 )
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
@@ -157,7 +159,7 @@ def jobs(groups: dict[str, Group], pods: dict[str, PodRecord], resources: Resour
 
 
 def queues(objects: dict[str, Queue], jobs: dict[str, JobInfo], resources: ResourceIndex,
-           settled: SettledJobs | None = None) -> dict[str, QueueInfo]:
+           settled: SettledJobs | None = None, usages: dict[str, QueueUsage] | None = None) -> dict[str, QueueInfo]:
     """Every Queue object's and every queue a job names (state NotFound when it does not exist), with what
     its jobs hold, admitted and request. ``jobs`` are the active ones when ``settled`` holds the rest."""
     width = len(resources)
@@ -184,6 +186,7 @@ def queues(objects: dict[str, Queue], jobs: dict[str, JobInfo], resources: Resou
             affinity=queue.spec.affinity if queue else None, parent=queue.spec.parent if queue else "",
             annotations=queue.metadata.annotations if queue else {},
             namespaces=queue_access.read(queue.metadata.annotations) if queue else None,
+            **_spent((usages or {}).get(name)),
             fixed_deserved=fixed, priority=queue.spec.priority if queue else 0,
             allocated=np.zeros(width), inqueue=np.zeros(width), request=np.zeros(width),
         )
@@ -252,3 +255,11 @@ def running(jobs: dict[str, JobInfo], groups: dict[str, Group], pods: dict[str, 
                 subgroup=member[0] if member is not None else "", running_since=running_since(pod),
                 cooldown=cooldown(pod)))
     return result, allowed
+
+
+def _spent(usage: QueueUsage | None) -> dict[str, Any]:
+    """The QueueInfo fields a queue's ``QueueUsage`` sets: what its budget has used up, and what that means."""
+    if usage is None or not usage.status.exhausted:
+        return {}
+    return {"exhausted": tuple(usage.status.exhausted), "when_exhausted": usage.spec.whenExhausted,
+            "renewal": usage.status.periodEnd}

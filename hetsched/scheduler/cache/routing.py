@@ -36,6 +36,7 @@ from hetsched.api.objects import (
     PodGroup,
     PriorityClass,
     Queue,
+    QueueUsage,
 )
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import PriorityPolicy
@@ -58,7 +59,8 @@ from hetsched.scheduler.cache.settled import SettledJobs
 from hetsched.scheduler.contract.arrays import IntArray
 from hetsched.scheduler.contract.snapshot import ResourceIndex, Snapshot
 
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget", "ConfigMap", "HyperNode")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget", "ConfigMap", "HyperNode",
+         "QueueUsage")
 SCOPES = {"ConfigMap": ASCEND_NAMESPACE}
 """Kinds the scheduler watches in one namespace only: Ascend's device-info ConfigMaps (the chip health of a
 node whose inventory annotation is absent — a cluster running Huawei's device plugin, not hetsched's
@@ -96,6 +98,8 @@ class SchedulerCache:
         """Pod label keys the configured plugins read (``Plugin.read_labels``): kept on every task group, so
         pods differing in them are never one group."""
         self._queues: dict[str, Queue] = {}
+        self._usages: dict[str, QueueUsage] = {}
+        """Each queue's ``QueueUsage`` (its budget state, ``controllers.usage``)."""
         self._priority_classes: dict[str, PriorityClass] = {}
         self._budgets: dict[str, PodDisruptionBudget] = {}
         self._vectors: dict[object, IntArray] = {}
@@ -122,6 +126,9 @@ class SchedulerCache:
             if event.type != "MODIFIED" or group is None or group.podgroup is None or _moved(group.podgroup, obj):
                 self.parked.touched(key)  # a status the scheduler wrote changes nothing that placement reads
             self.groups.on_podgroup(event.type, obj, len(self.resources))
+            return
+        if isinstance(obj, QueueUsage):
+            self._on_usage(event.type, obj)
             return
         self.parked.freed()  # every other kind may change what fits where (nodes, chips, queues, classes …)
         if isinstance(obj, Node):
@@ -151,6 +158,23 @@ class SchedulerCache:
                 self._budgets.pop(key, None)
             else:
                 self._budgets[key] = obj
+
+    def _on_usage(self, kind: str, usage: QueueUsage) -> None:
+        """A queue's budget state: only a change of what is used up (or of what that means) matters to
+        placement — the accountant's periodic status writes wake no parked gang."""
+        name = usage.metadata.name
+        before = self._usages.get(name)
+        if kind == "DELETED":
+            self._usages.pop(name, None)
+        else:
+            self._usages[name] = usage
+        after = self._usages.get(name)
+
+        def state(found: QueueUsage | None) -> tuple[object, ...]:
+            return (found.status.exhausted, found.spec.whenExhausted) if found is not None else ()
+
+        if state(before) != state(after):
+            self.parked.freed()
 
     def assume(self, pod_key: str, node: str, annotations: dict[str, str] | None = None) -> None:
         """Account a bind the scheduler decided before the store confirms it (with its chosen chips)."""
@@ -362,7 +386,8 @@ class SchedulerCache:
         budgets = list(self._budgets.values())
         return Snapshot(
             resources=self.resources, nodes=self.nodes.arrays(),
-            queues=build.queues(self._queues, active, self.resources, self.settled), devices=devices, numa=numa,
+            queues=build.queues(self._queues, active, self.resources, self.settled, self._usages), devices=devices,
+            numa=numa,
             running_source=lambda: build.running({**settled, **active}, self.groups.by_key, self._pods, budgets,
                                                  self.priority_policy),
             placed_source=partial(build.placed, self._pods),

@@ -82,6 +82,10 @@ class ReasonCode(enum.Enum):
     QUEUE_MISSING = "QueueMissing"
     QUEUE_FORBIDDEN = "QueueForbidden"
     """The job's namespace may not submit to its queue (``api.queue_access``)."""
+    BUDGET_EXHAUSTED = "BudgetExhausted"
+    """The queue's budget (``QueueUsage``, ``whenExhausted: Wait``) is used up for a resource the job asks."""
+    BUDGET_IDLE = "BudgetIdle"
+    """The queue's budget is used up (``whenExhausted: Idle``): the job runs only on capacity nobody asks for."""
     QUEUE_NOT_OPEN = "QueueNotOpen"
     QUEUE_NOT_LEAF = "QueueNotLeaf"
     QUEUE_AT_LIMIT = "QueueAtLimit"
@@ -267,6 +271,13 @@ SPECS: dict[ReasonCode, Spec] = {
                   + _join(r, "amounts", "{resource} (minResources {amount} > capability {limit})"),
         "queue capability"),
     ReasonCode.QUEUE_MISSING: Spec(("queue",), "queue {queue} does not exist", "queue missing"),
+    ReasonCode.BUDGET_EXHAUSTED: Spec(
+        ("queue", "resources", "renewal"), lambda r: f"queue {r['queue']} has used its budget of "
+        f"{', '.join(r['resources'])} for this period; its jobs asking for them wait until the period ends "
+        f"({r['renewal']})", "budget exhausted"),
+    ReasonCode.BUDGET_IDLE: Spec(
+        ("queue", "resources"), lambda r: f"queue {r['queue']} has used its budget of {', '.join(r['resources'])} "
+        "for this period; its jobs run only on capacity no other queue is asking for", "budget used up"),
     ReasonCode.QUEUE_FORBIDDEN: Spec(
         ("namespace", "queue"), "namespace {namespace} may not submit to queue {queue} (not in its "
         "hetsched.io/namespaces annotation); ask the queue's owner, or use a queue your namespace may use",

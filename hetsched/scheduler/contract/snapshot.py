@@ -163,6 +163,13 @@ class QueueInfo:
     """The Queue's annotations (``nodegroup`` reads its per-node-group limits there)."""
     namespaces: frozenset[str] | None = None
     """The namespaces that may submit to it (``api.queue_access``); None: every one."""
+    exhausted: tuple[str, ...] = ()
+    """Resources whose budget its ``QueueUsage`` says this period has used up (``controllers.usage``)."""
+    when_exhausted: str = "Wait"
+    """``Wait`` (its jobs asking those resources are not admitted or placed) or ``Idle`` (they are placed only
+    on capacity no other queue asks for, when ``allocate`` lends)."""
+    renewal: float | None = None
+    """When the budget's period ends (a fresh budget)."""
 
 
 @dataclass

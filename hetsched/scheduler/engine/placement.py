@@ -29,7 +29,7 @@ import numpy as np
 from hetsched.api.objects import NetworkTopology
 from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
 from hetsched.scheduler.contract.reasons import Reason, ReasonCode, nodes_unavailable
-from hetsched.scheduler.contract.snapshot import JobInfo, NetworkArrays, TaskGroup
+from hetsched.scheduler.contract.snapshot import JobInfo, NetworkArrays, QueueInfo, TaskGroup
 from hetsched.scheduler.contract.status import Code, Status
 from hetsched.scheduler.engine.attempt import Attempt, Outcome
 from hetsched.scheduler.engine.session import Session
@@ -328,7 +328,7 @@ def _allocate(session: Session, job: JobInfo, statement: Statement, group: TaskG
             placed += 1
         if placed < wanted and not future and explain_failures:
             _fail(session.attempt(job), explain(session, group) if placed < allowed else Status(
-                Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
+                Code.UNSCHEDULABLE, (_queue_limit(session, queue, group),)))
         return placed
     # Placement is greedy: the first ``allowed`` placements are what placing ``wanted`` would give first. When
     # the queue allows fewer, only those are placed, and if the nodes took them all the queue is blamed —
@@ -337,12 +337,18 @@ def _allocate(session: Session, job: JobInfo, statement: Statement, group: TaskG
     nodes = place_group(session, group, min(wanted, allowed), future=future, domain=domain) if allowed else \
         np.zeros(0, dtype=np.int64)
     if allowed < wanted and len(nodes) == allowed and explain_failures:
-        _fail(session.attempt(job),
-              Status(Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name),)))
+        _fail(session.attempt(job), Status(Code.UNSCHEDULABLE, (_queue_limit(session, queue, group),)))
     statement.allocate(group, nodes, pipelined=future)
     if len(nodes) < wanted and not future and explain_failures:
         _fail(session.attempt(job), explain(session, group))  # after the placed ones: why the next pod does not fit
     return len(nodes)
+
+
+def _queue_limit(session: Session, queue: QueueInfo, group: TaskGroup) -> Reason:
+    """Why the queue took fewer pods than wanted: its used-up budget (placed only when lending), or its
+    deserved share or capability. Either way ``allocate`` tries the job again when it lends."""
+    idle = session.budget_idle(queue, group) if not session.lending else None
+    return idle if idle is not None else Reason.of(ReasonCode.QUEUE_AT_LIMIT, queue=queue.name)
 
 
 def _fill(session: Session, job: JobInfo, statement: Statement, groups: list[TaskGroup], *, gang: bool,

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from hetsched import periods
 from hetsched.api.objects import Condition
 from hetsched.ports import Stopwatch
 from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
@@ -217,6 +218,34 @@ class Session:
             name = info.parent
         return None
 
+    def _asked(self, names: tuple[str, ...], groups: list[TaskGroup],
+               minimum: FloatArray | None = None) -> tuple[str, ...]:
+        """Which of ``names`` (resources) the groups' pods or ``minimum`` ask for."""
+        columns = self.snapshot.resources.columns
+        return tuple(name for name in names if name in columns and (
+            any(g.request[columns[name]] > 0 for g in groups)
+            or (minimum is not None and minimum[columns[name]] > 0)))
+
+    def budget_exhausted(self, job: JobInfo) -> Reason | None:
+        """Why ``job`` waits for its queue's next budget period (``whenExhausted: Wait``, and it asks a
+        resource the period has used up), or None."""
+        queue = self.snapshot.queues[job.queue]
+        if not queue.exhausted or queue.when_exhausted != "Wait":
+            return None
+        asked = self._asked(queue.exhausted, [g for g in job.groups if g.pending], job.min_resources)
+        if not asked:
+            return None
+        renewal = periods.iso(queue.renewal) if queue.renewal is not None else "unknown"
+        return Reason.of(ReasonCode.BUDGET_EXHAUSTED, queue=queue.name, resources=asked, renewal=renewal)
+
+    def budget_idle(self, queue: QueueInfo, group: TaskGroup) -> Reason | None:
+        """Why ``group`` may take only what no queue asks for (``whenExhausted: Idle``: placed when
+        ``allocate`` lends), or None."""
+        if not queue.exhausted or queue.when_exhausted != "Idle":
+            return None
+        asked = self._asked(queue.exhausted, [group])
+        return Reason.of(ReasonCode.BUDGET_IDLE, queue=queue.name, resources=asked) if asked else None
+
     def task_order_key(self, group: TaskGroup) -> tuple[Any, ...]:
         return (*(p.task_order_key(group) for p in self._task_order), group.pending[0])
 
@@ -294,6 +323,8 @@ class Session:
         return all(p.preemptive(queue, job) for p in self._preemptive)
 
     def allocatable(self, queue: QueueInfo, group: TaskGroup, wanted: int) -> int:
+        if not self.lending and self.budget_idle(queue, group) is not None:
+            return 0  # its budget is used up: only what is lent (``allocate``'s last pass)
         for plugin in self._allocatable:
             wanted = min(wanted, plugin.allocatable(queue, group, wanted))
             if wanted <= 0:

@@ -38,6 +38,8 @@ from hetsched.scheduler.engine.placement import place_job
 from hetsched.scheduler.engine.session import Session
 
 NAME = "allocate"
+LENT_TO = frozenset({ReasonCode.QUEUE_AT_LIMIT, ReasonCode.BUDGET_IDLE})
+"""Why a job stopped that lending can help: its queue's deserved share, or its used-up ``Idle`` budget."""
 
 
 def _candidates(session: Session) -> list[JobInfo]:
@@ -61,9 +63,10 @@ def _candidate(session: Session, job: JobInfo, enqueue_configured: bool, jobs: l
         session.decisions.unschedulable[job.key] = Status(
             Code.UNSCHEDULABLE, (Reason.of(ReasonCode.QUEUE_MISSING, queue=job.queue),), NAME)
         return
-    forbidden = session.queue_forbidden(job)  # its namespace may not use the queue (``api.queue_access``)
-    if forbidden is not None:
-        session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (forbidden,), NAME)
+    # its namespace may not use the queue (``api.queue_access``), or the queue's budget is used up (``Wait``)
+    blocked = session.queue_forbidden(job) or session.budget_exhausted(job)
+    if blocked is not None:
+        session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (blocked,), NAME)
         return
     valid = session.job_valid(job)
     if not valid.ok:
@@ -143,7 +146,7 @@ def _pending(job: JobInfo) -> list[TaskGroup]:
 
 def _at_queue_bound(session: Session, job: JobInfo) -> bool:
     failure = session.attempt(job).failure
-    return failure is not None and failure.code is ReasonCode.QUEUE_AT_LIMIT and bool(_pending(job))
+    return failure is not None and failure.code in LENT_TO and bool(_pending(job))
 
 
 def _elastic(session: Session, ready: list[JobInfo], skip: Callable[[str], bool]) -> bool:

@@ -41,9 +41,9 @@ def execute(session: Session) -> None:
                 closed = queue_state_reason(job.queue, state)
                 session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (closed,), NAME)
                 continue
-            forbidden = session.queue_forbidden(job)
-            if forbidden is not None:
-                session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (forbidden,), NAME)
+            blocked = session.queue_forbidden(job) or session.budget_exhausted(job)
+            if blocked is not None:
+                session.decisions.unschedulable[job.key] = Status(Code.UNSCHEDULABLE, (blocked,), NAME)
                 continue
             admitted = session.job_enqueueable(job)
             if not admitted.ok:
