@@ -58,7 +58,8 @@ def install_crds(client: KubeClient) -> None:
             for path in ("/apis/batch.volcano.sh/v1alpha1/jobs", "/apis/scheduling.volcano.sh/v1beta1/queues",
                          "/apis/scheduling.volcano.sh/v1beta1/podgroups", "/apis/bus.volcano.sh/v1alpha1/commands",
                          "/apis/topology.volcano.sh/v1alpha1/hypernodes", "/apis/batch.volcano.sh/v1alpha1/cronjobs",
-                         "/apis/flow.volcano.sh/v1alpha1/jobflows", "/apis/flow.volcano.sh/v1alpha1/jobtemplates"):
+                         "/apis/flow.volcano.sh/v1alpha1/jobflows", "/apis/flow.volcano.sh/v1alpha1/jobtemplates",
+                         "/apis/hetsched.io/v1alpha1/queueusages"):
                 client.request("GET", path)
             return
         except Exception:
@@ -718,6 +719,76 @@ def test_two_schedulers_one_leads_and_the_other_takes_over_once_the_lease_expire
     finally:
         for process in processes.values():
             stop_process(process)
+
+
+def test_usage_survives_a_controller_kill_and_the_leader_change_counting_each_second_once(api: ApiServer,
+                                                                                          tmp_path: Path) -> None:
+    """Issue 35: a pod of queue "books" requesting 2 CPUs runs; the leading controller charges it to the
+    queue's QueueUsage every second; it is killed (-9) and the standby takes the Lease and goes on from the
+    books' ``accountedUntil``: the core-hours are exactly 2 × the seconds run since the books opened (the
+    QueueUsage's creation), never reset, nothing twice."""
+    from hetsched.api.objects import QueueUsage
+    from hetsched.cluster.leader import LeaderElector
+    from tests.builders import pod, podgroup
+
+    cluster = cluster_for(api)
+    with contextlib.suppress(Conflict):
+        cluster.create(Queue.model_validate({"metadata": {"name": "books"}}))
+    add_node(cluster, node("books-node", cpu="8"))
+    cluster.create(podgroup("ledger", 1, queue="books"))
+    made = pod("ledger-0", "ledger", cpu="2", memory="1Gi")
+    cluster.create(made.model_copy(update={"spec": made.spec.model_copy(update={"containers": [
+        c.model_copy(update={"image": "busybox"}) for c in made.spec.containers]})}))
+    cluster.bind("default/ledger-0", "books-node")
+    started = int(time.time())
+    cluster.client.request("PATCH", "/api/v1/namespaces/default/pods/ledger-0/status",
+                           content_type="application/merge-patch+json", body={"status": {
+                               "phase": "Running", "startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                              time.gmtime(started))}})
+    lease = LeaderElector(cluster.client, "default", "hetsched-controller", "observer")
+    processes = {name: start_process(api, tmp_path, "controller", name, "--lease-duration", "3", "--retry-period",
+                                     "0.5", "--usage-interval", "1") for name in ("ledger-a", "ledger-b")}
+
+    def books() -> QueueUsage | None:
+        try:
+            found = cluster_for(api).client.request("GET", "/apis/hetsched.io/v1alpha1/queueusages/books")
+        except NotFound:
+            return None
+        usage = from_api("QueueUsage", found)
+        assert isinstance(usage, QueueUsage)
+        return usage
+
+    def charged(after: float) -> QueueUsage | None:
+        usage = books()
+        return usage if usage is not None and "cpu" in usage.status.used and (
+            usage.status.accountedUntil or 0) > after else None
+
+    try:
+        first = wait_until(lambda: charged(started + 2), 60, "the leader charges the pod", books)
+        leader = lease.holder().rsplit("_", 1)[0]
+        processes[leader].send_signal(signal.SIGKILL)
+        processes[leader].wait()
+        killed_at = first.status.accountedUntil or 0
+        later = wait_until(lambda: charged(killed_at + 5), 60, "the new leader goes on charging")
+        assert lease.holder().rsplit("_", 1)[0] != leader
+    finally:
+        for process in processes.values():
+            stop_process(process)
+    opened = max(started, first.metadata.creationTimestamp or 0)  # the books open with the QueueUsage
+    assert first.status.used["cpu"] == pytest.approx(2 * (killed_at - opened) / 3600, rel=1e-9)
+    until = later.status.accountedUntil or 0
+    assert later.status.used["cpu"] == pytest.approx(2 * (until - opened) / 3600, rel=1e-9)  # once each
+    assert later.status.byNamespace["default"]["cpu"] == pytest.approx(later.status.used["cpu"], rel=1e-9)
+
+
+def wait_until(check: Any, seconds: float, what: str, show: Any = None) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out: {what}" + (f"; now: {show()}" if show is not None else ""))
 
 
 def test_the_webhook_is_registered_and_refuses_a_bad_job_with_our_message(api: ApiServer, tmp_path: Path) -> None:

@@ -215,7 +215,8 @@ spec:
       metadata: {{annotations: {{hetsched.io/duration: "3600"}}}}
       spec:
         containers:
-        - {{name: w, resources: {{limits: {{huawei.com/Ascend910: "8"}}, requests: {{cpu: "1"}}}}}}""" for i in range(3))
+        - {{name: w, resources: {{limits: {{huawei.com/Ascend910: "8"}}, requests: {{cpu: "1"}}}}}}"""
+        for i in range(3))
     return load(f"""apiVersion: scheduling.volcano.sh/v1beta1
 kind: Queue
 metadata: {{name: search}}

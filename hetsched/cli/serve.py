@@ -363,10 +363,17 @@ def controller(
         envvar="HETSCHED_DISCOVER_HYPERNODES",
         help="make HyperNodes from node labels: TIER=LABEL,… (the node agent writes tier 1 for Ascend A3 "
              "supernodes); empty: off")] = DISCOVERY_DEFAULT,
+    usage_interval: Annotated[float, typer.Option(
+        envvar="HETSCHED_USAGE_INTERVAL", min=1.0,
+        help="seconds between the usage accountant's charges of run time to each QueueUsage (budgets also wake "
+             "it when they run out)")] = 60.0,
+    usage_half_life: Annotated[float, typer.Option(
+        envvar="HETSCHED_USAGE_HALF_LIFE", min=60.0,
+        help="seconds in which a QueueUsage's decayed usage (the fair-share figure) halves")] = 7 * 86400.0,
     health_address: HealthAddress = "off", log_level: LogLevel = "info", log_format: LogFormat = "text",
 ) -> None:
-    """Run the Job, PodGroup, fault, CronJob, JobFlow and Queue controllers, and HyperNode discovery, against a
-    Kubernetes API server."""
+    """Run the Job, PodGroup, fault, CronJob, JobFlow, Queue and usage controllers, and HyperNode discovery,
+    against a Kubernetes API server."""
     from hetsched.cluster.kubernetes import KubeCluster, WallClock
     from hetsched.controllers.cronjob import CronJobController
     from hetsched.controllers.fault import FaultController
@@ -375,6 +382,7 @@ def controller(
     from hetsched.controllers.jobflow import JobFlowController
     from hetsched.controllers.podgroup import PodGroupController
     from hetsched.controllers.queue import QueueController
+    from hetsched.controllers.usage import UsageController
     from hetsched.metrics.controller import ControllerMetrics
 
     try:
@@ -387,7 +395,7 @@ def controller(
     serve_metrics(metrics.registry, metrics_address)
 
     Controllers = tuple[KubeCluster, JobController, PodGroupController, FaultController, HyperNodeDiscovery | None,
-                        CronJobController, JobFlowController, QueueController]
+                        CronJobController, JobFlowController, QueueController, UsageController]
 
     def setup(cluster: KubeCluster) -> Controllers:
         clock = WallClock()
@@ -396,20 +404,22 @@ def controller(
         discovery = HyperNodeDiscovery(cluster, labels) if labels else None
         return (cluster, JobController(cluster, clock, events=cluster), PodGroupController(cluster), faults,
                 discovery, CronJobController(cluster, clock, events=cluster),
-                JobFlowController(cluster, clock, events=cluster), QueueController(cluster, events=cluster))
+                JobFlowController(cluster, clock, events=cluster), QueueController(cluster, events=cluster),
+                UsageController(cluster, clock, interval=usage_interval, half_life=usage_half_life))
 
     def step(state: Controllers) -> bool:
-        cluster, jobs, groups, faults, discovery, cronjobs, jobflows, queues = state
+        cluster, jobs, groups, faults, discovery, cronjobs, jobflows, queues, usage = state
         started = time.perf_counter()
         cluster.pump()
-        for clocked in (jobs, faults, cronjobs):
+        for clocked in (jobs, faults, cronjobs, usage):
             due = clocked.next_deadline()
             if due is not None and due <= time.time():
                 clocked.wake()
-        items = {"job": 0, "podgroup": 0, "fault": 0, "cronjob": 0, "jobflow": 0, "queue": 0}
+        items = {"job": 0, "podgroup": 0, "fault": 0, "cronjob": 0, "jobflow": 0, "queue": 0, "usage": 0}
         while True:
             done = {"job": jobs.process(), "podgroup": groups.process(), "fault": faults.process(),
-                    "cronjob": cronjobs.process(), "jobflow": jobflows.process(), "queue": queues.process()}
+                    "cronjob": cronjobs.process(), "jobflow": jobflows.process(), "queue": queues.process(),
+                    "usage": usage.process()}
             if discovery is not None:
                 discovery.process()
             for key, count in done.items():

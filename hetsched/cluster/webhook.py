@@ -63,7 +63,7 @@ log = logging.getLogger("hetsched.webhook")
 SOURCE = "admission"
 PATHS = ("/validate", "/mutate", "/restrict", "/pods")
 KINDS = frozenset({"Job", "Queue", "PodGroup", "Command", "PodDisruptionBudget", "Node", "ConfigMap", "Secret",
-                   "HyperNode"})
+                   "HyperNode", "QueueUsage"})
 MAX_BODY = 8 * 2**20
 """Bytes of one review: an object and its old version, each within etcd's 1.5 MiB, with room to spare."""
 BODY_BUDGET = 24 * 2**20

@@ -72,9 +72,12 @@ def charge(pod: Pod) -> dict[str, float]:
 
 @dataclass
 class _Run:
-    """A pod that holds resources: its queue, namespace, rates and start (and end once it ended)."""
+    """A pod that holds resources: its PodGroup (or the queue it names without one), namespace, rates and
+    start (and end once it ended). The queue is looked up at each tick: a PodGroup seen after its pod (the
+    informers sync kind by kind) still gets its pods' hours."""
 
-    queue: str
+    group: str
+    own_queue: str
     namespace: str
     rates: dict[str, float]
     start: float
@@ -147,23 +150,24 @@ class UsageController:
             started = pod.status.startTime if pod.status.startTime is not None else now
             if self.last_tick is None:  # the books start with the first run seen: an interval from now
                 self.last_tick = now
-            self.runs[key] = _Run(self._queue_of(pod), pod.metadata.namespace or "default", rates,
-                                  min(started, now), min(max(finished), now) if finished and
-                                  pod.status.phase in TERMINAL else None)
+            namespace = pod.metadata.namespace or "default"
+            group = membership.group_name(pod.metadata.annotations, pod.metadata.labels)
+            self.runs[key] = _Run(f"{namespace}/{group}" if group else "",
+                                  membership.queue_name(pod.metadata.annotations, pod.metadata.labels), namespace,
+                                  rates, min(started, now),
+                                  min(max(finished), now) if finished and pod.status.phase in TERMINAL else None)
             return
         if run.end is None and (kind == "DELETED" or pod.status.phase in TERMINAL):
             run.end = now
 
-    def _queue_of(self, pod: Pod) -> str:
-        group = membership.group_name(pod.metadata.annotations, pod.metadata.labels)
-        if group:
-            try:
-                found = self.store.get("PodGroup", f"{pod.metadata.namespace or 'default'}/{group}")
-            except NotFound:
-                found = None
-            if isinstance(found, PodGroup):
-                return found.spec.queue or "default"
-        return membership.queue_name(pod.metadata.annotations, pod.metadata.labels)
+    def _queue_of(self, run: _Run) -> str:
+        """The queue a run is charged to: its PodGroup's, else the one its pod names (``default``)."""
+        if run.group:
+            with contextlib.suppress(NotFound):
+                found = self.store.get("PodGroup", run.group)
+                if isinstance(found, PodGroup):
+                    return found.spec.queue or "default"
+        return run.own_queue
 
     # ------------------------------------------------------------------------------------- the loop
 
@@ -207,12 +211,13 @@ class UsageController:
             self.tick()
 
     def tick(self) -> None:
-        """Charge every queue's run time since its ``accountedUntil`` up to now."""
-        now = self.clock.now()
+        """Charge every queue's run time since its ``accountedUntil`` up to now, in whole seconds (the API
+        server keeps times to the second: a new leader resumes exactly where the books stop)."""
+        now = float(math.floor(self.clock.now()))
         self.last_tick = now
         by_queue: dict[str, list[_Run]] = {}
         for run in self.runs.values():
-            by_queue.setdefault(run.queue, []).append(run)
+            by_queue.setdefault(self._queue_of(run), []).append(run)
         predicted: list[float] = []
         for usage in list(self.store.list("QueueUsage")):
             assert isinstance(usage, QueueUsage)
@@ -313,7 +318,7 @@ class UsageController:
         for run in runs:
             if run.end is None:
                 _add(rates, run.rates, 1.0)
-        times = [now + (limit - status.used.get(name, 0.0)) / rates[name] * HOUR
+        times = [math.ceil(now + (limit - status.used.get(name, 0.0)) / rates[name] * HOUR)
                  for name, limit in usage.spec.budget.items()
                  if rates.get(name, 0.0) > 0 and name not in status.exhausted]
         return min(times, default=None)

@@ -95,6 +95,7 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
         _rule(["scheduling.volcano.sh"], ["podgroups", "queues"], READ),
         _rule(["scheduling.volcano.sh"], ["podgroups", "podgroups/status"], ["update"]),
         _rule(["topology.volcano.sh"], ["hypernodes"], READ),
+        _rule(["hetsched.io"], ["queueusages"], READ),  # budgets: what is used up
         _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
         _rule(["policy"], ["poddisruptionbudgets"], READ),
     ],
@@ -114,6 +115,8 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
         _rule([""], ["pods/eviction"], ["create"]),
         _rule([""], ["nodes"], READ),
         _rule(["topology.volcano.sh"], ["hypernodes"], [*READ, "create", "update", "delete"]),  # label discovery
+        _rule(["hetsched.io"], ["queueusages"], [*READ, "create"]),  # one per Queue (the usage accountant)
+        _rule(["hetsched.io"], ["queueusages/status"], ["update"]),  # its books
         _rule([""], ["secrets"], ["create", "delete"]),  # the ssh plugin's keys: never read (jobplugins.ssh)
         _rule([""], ["configmaps"], ["create", "update", "delete"]),  # the svc plugin's host lists: never read
         _rule([""], ["services"], ["get", "create", "delete"]),  # the svc and ray plugins' Services
@@ -370,6 +373,8 @@ def webhook(v: Reader) -> list[Doc]:
                            "resources": ["commands"]},
                           {"apiGroups": ["topology.volcano.sh"], "apiVersions": ["v1alpha1"],
                            "operations": ["CREATE", "UPDATE"], "resources": ["hypernodes"]},
+                          {"apiGroups": ["hetsched.io"], "apiVersions": ["v1alpha1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["queueusages"]},
                           {"apiGroups": ["policy"], "apiVersions": ["v1", "v1beta1"],
                            "operations": ["CREATE", "UPDATE"], "resources": ["poddisruptionbudgets"]}]
             client: dict[str, Any] = (
