@@ -267,3 +267,39 @@ def test_an_idle_budget_lets_the_third_job_run_on_capacity_nobody_else_asks_for(
     usage = simulation.cluster.get("QueueUsage", "search")
     assert isinstance(usage, QueueUsage)
     assert usage.status.history[0].used["huawei.com/Ascend910"] == pytest.approx(24.0, abs=0.01)
+
+
+def test_hetsched_usage_reads_a_simulations_books_as_a_table_csv_or_json(tmp_path: Any) -> None:
+    """Chargeback from the simulated day: queue search used 16 Ascend chip-hours on Jan 1 (its budget), all
+    in namespace ranking; the second day's 8 so far, with 8 left; bad input is a clear error."""
+    import csv
+    import io
+    import json
+
+    from typer.testing import CliRunner
+
+    from hetsched.cli.main import app
+
+    _, results = run_budget_case("Wait")
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results.to_json()))
+    runner = CliRunner()
+    shown = runner.invoke(app, ["usage", "--results", str(path), "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    rows = {(r["periodStart"], r["namespace"], r["resource"]): r for r in json.loads(shown.output)}
+    first = rows[("1970-01-01T00:00:00Z", "*", "huawei.com/Ascend910")]
+    assert first["hours"] == pytest.approx(16.0, abs=0.01) and first["budget"] is None  # a closed period
+    assert rows[("1970-01-01T00:00:00Z", "ranking", "huawei.com/Ascend910")]["hours"] == pytest.approx(16.0, abs=0.01)
+    now = rows[("1970-01-02T00:00:00Z", "*", "huawei.com/Ascend910")]
+    assert (now["hours"], now["budget"], now["remaining"]) == pytest.approx((8.0, 16.0, 8.0), abs=0.01)
+    as_csv = runner.invoke(app, ["usage", "--results", str(path), "--format", "csv", "--period", "1970-01-01"])
+    table = list(csv.DictReader(io.StringIO(as_csv.output)))
+    assert as_csv.exit_code == 0 and {r["periodStart"] for r in table} == {"1970-01-01T00:00:00Z"}
+    assert runner.invoke(app, ["usage", "--results", str(path)]).exit_code == 0  # the table
+    (tmp_path / "bad.json").write_text('{"usage": [{"queue": "x", "spec": {"budget": {"cpu": -1}}, "status": {}}]}')
+    for args, message in ((["--results", str(tmp_path / "bad.json")], "usage[0]"),
+                          (["--results", str(tmp_path / "missing.json")], "cannot read it"),
+                          (["--results", str(path), "--period", "<b>"], "--period"),
+                          (["--results", str(path), "--format", "xml"], "--format")):
+        bad = runner.invoke(app, ["usage", *args])
+        assert bad.exit_code == 2 and message in bad.output and "Traceback" not in bad.output, bad.output

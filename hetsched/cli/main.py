@@ -23,7 +23,7 @@ from rich.text import Text
 
 from hetsched.api.manifest import ManifestError, Problem, check_cluster, load_files
 from hetsched.api.objects import AnyObject, ConfigMap, Node
-from hetsched.cli import agents, doctor, install, pending, serve, sweep
+from hetsched.cli import agents, doctor, install, pending, serve, sweep, usage
 from hetsched.cli.devices import devices_app
 from hetsched.cli.jobs import job_app
 from hetsched.cli.options import DEFAULT_TRACE_DIR, check_jobs, parse_seeds
@@ -52,6 +52,7 @@ app.add_typer(queue_app, name="queue")
 app.command("install")(install.install)
 app.command("sweep")(sweep.sweep)
 app.command("families")(sweep.families)
+app.command("usage")(usage.usage)
 console = stdout_console()
 errors = stderr_console()
 

@@ -385,10 +385,13 @@ class Results:
     evictions: list[dict[str, Any]] = field(default_factory=list)
     timeline: Timeline | None = None
     """Chip occupancy over time (for ``--report``; not part of results.json)."""
+    usage: list[dict[str, Any]] = field(default_factory=list)
+    """Each queue's QueueUsage at the end (``api.usage_report.books``): budgets and the hours used, per period
+    and namespace (``hetsched usage --results``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "jobs": self.jobs, "summary": self.summary, "queues": self.queues,
-                "evictions": self.evictions, "faults": self.faults}
+                "evictions": self.evictions, "faults": self.faults, "usage": self.usage}
 
 
 def _partitioned(nodes: list[Node]) -> dict[str, dict[str, tuple[str, str]]]:

@@ -25,6 +25,7 @@ from hetsched.api import membership, workload_annotations
 from hetsched.api.job_update import apply_update, update_problem
 from hetsched.api.manifest import ManifestError, Problem, duplicate_problems
 from hetsched.api.objects import AnyObject, CronJob, Job, Node, Queue, QueueUsage, object_key
+from hetsched.api.usage_report import books
 from hetsched.api.workload_annotations import SUBMIT_AT
 from hetsched.cluster.memory import MemoryCluster
 from hetsched.controllers.cronjob import CronJobController
@@ -341,8 +342,10 @@ class Simulation:
         self.recorder.lost = dict(self.kubelet.lost)
         if self.metrics is not None:
             self.metrics[1].observe_jobs(self.cluster.list("Job"))
-        return build_results(self.recorder, self.nodes, end, {
+        results = build_results(self.recorder, self.nodes, end, {
             "periodSeconds": self.period,
             "endedBy": ended_by,
             "deviceMismatches": self.scheduler.cache.mismatches(),
         })
+        results.usage = [books(u) for u in self.cluster.list("QueueUsage") if isinstance(u, QueueUsage)]
+        return results
