@@ -118,3 +118,17 @@ def test_the_fairness_index_weighs_each_state_by_how_long_it_lasted() -> None:
     assert time_weighted([], 10.0) is None
     assert time_weighted([(0.0, 0.5), (1.0, 1.0)], 100.0) == pytest.approx((0.5 * 1 + 1.0 * 99) / 100)
     assert time_weighted([(5.0, 0.25)], 5.0) == 0.25  # no time passed: the value itself
+
+
+def test_budgets_hold_a_waiting_line_to_the_next_day_and_lend_idle_servers_to_an_idle_one(tmp_path: Path) -> None:
+    """examples/scenarios/budgets.yaml (docs/queues.md, "Budgets"): search (16 chip-hours a day, Wait) runs two
+    of its six 1-server jobs and the rest on the next day; ads (8, Idle) runs all six on servers search left
+    idle; the run ends when the last job does, not at the next renewal."""
+    results = simulate(tmp_path, "ascend-4.yaml", "budgets.yaml", conf=None)
+    starts = {name: job["start"] for name, job in jobs(results).items()}
+    assert sorted(starts[f"search-{i}"] for i in range(6))[2:] == [86401.0] * 4
+    assert all(starts[f"ads-{i}"] < 86400 for i in range(6))
+    assert results["summary"]["simulatedSeconds"] == max(j["end"] for j in results["jobs"])
+    books = {u["queue"]: u for u in results["usage"]}
+    first_day = books["search"]["status"]["history"][0]
+    assert first_day["used"]["huawei.com/Ascend910"] == pytest.approx(16.0, abs=0.01)

@@ -174,6 +174,11 @@ class Simulation:
         self._tick_pending = False
         self._in_tick = False
         self._timers: set[float] = set()
+        self._renewals: set[float] = set()
+        self._renewed = False
+        """The event just handled was a budget's renewal only (``run`` does not move the run's end for it)."""
+        self._for_renewal = False
+        """The pending cycle was woken by a renewal."""
         self._draining: set[str] = set()
         self._schedule_tick(0.0)
         self._unwatch_wake = self.cluster.watch(KINDS, self._wake, replay=False)
@@ -237,6 +242,7 @@ class Simulation:
             if self._spent.get(usage.metadata.name) == state:
                 return
             self._spent[usage.metadata.name] = state
+            self._for_renewal = self._for_renewal or self._renewed
         if not self._tick_pending and not self._in_tick:
             self._schedule_tick(math.ceil(self.clock.now() / self.period - 1e-9) * self.period)
 
@@ -254,6 +260,10 @@ class Simulation:
             self._settle()
         finally:
             self._in_tick = False
+        decided = result.decisions
+        if self._for_renewal and not (decided.binds or decided.evictions or decided.nominations):
+            self._renewed = True  # a cycle a renewal woke, with nothing left to start: the run had ended
+        self._for_renewal = False
         if self.cluster.resource_version != before:
             self._schedule_tick(self.clock.now() + self.period)
 
@@ -272,10 +282,14 @@ class Simulation:
         if self.metrics is not None and any(items.values()):
             self.metrics[1].observe_round(self.cluster, time.perf_counter() - started, items, list_jobs=False)
         for due in (self.job_controller.next_deadline(), self.fault_controller.next_deadline(),
-                    self.cronjob_controller.next_deadline(), self.usage_controller.renewal()):
+                    self.cronjob_controller.next_deadline()):
             if due is not None and due not in self._timers:  # ttlSecondsAfterFinished, fault grace, schedules
                 self._timers.add(due)
                 self.loop.schedule(due, partial(self._timer, due), ARRIVAL)
+        renewal = self.usage_controller.renewal()  # a used-up budget's next period
+        if renewal is not None and renewal not in self._renewals:
+            self._renewals.add(renewal)
+            self.loop.schedule(renewal, partial(self._renew, renewal), ARRIVAL)
 
     def _drain(self) -> int:
         """Evict what the disruption budgets allow from draining nodes; a node leaves the set when empty."""
@@ -300,6 +314,13 @@ class Simulation:
         if accountant.runs and (accountant.last_tick is None or self.clock.now() > accountant.last_tick):
             accountant.tick()
 
+    def _renew(self, due: float) -> None:
+        """A used-up budget's period ended: the accountant opens the next one (what waited for it may run).
+        Only the books change here, so the run's end is not moved by it (``run``)."""
+        self._renewals.discard(due)
+        self._renewed = True
+        self.usage_controller.wake()
+
     def _timer(self, due: float) -> None:
         self._timers.discard(due)
         self.job_controller.wake()
@@ -315,6 +336,7 @@ class Simulation:
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> Results:
         ended_by = "no more events"
+        active = self.clock.now()  # the last event that was more than a budget's renewal: when the run ended
         while True:
             upcoming = self.loop.peek()
             if upcoming is None:
@@ -322,14 +344,17 @@ class Simulation:
             if self.until is not None and upcoming > self.until:
                 ended_by = "until"
                 break
+            self._renewed = False
             self.loop.step()
             self._settle()
             self._account()
+            if not self._renewed:
+                active = self.clock.now()
             if on_progress is not None and self.loop.processed % 50 == 0:
                 on_progress(Progress(self.clock.now(), self.finished_workloads(), self.total_workloads))
         self.usage_controller.tick()  # the books closed at the end: every QueueUsage counts the whole run
         # stopped by --until: the cluster was watched up to that time (pods still running are counted to it)
-        end = max(self.clock.now(), self.until) if ended_by == "until" and self.until is not None else self.clock.now()
+        end = max(self.clock.now(), self.until) if ended_by == "until" and self.until is not None else active
         if on_progress is not None:
             on_progress(Progress(end, self.finished_workloads(), self.total_workloads))
         for job in self.cluster.list("Job"):
