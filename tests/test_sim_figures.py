@@ -170,4 +170,4 @@ def test_json_prints_results_json_to_stdout(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     results = json.loads(run.stdout)
     assert results["summary"]["phases"] == {"Completed": 8}
-    assert set(results) == {"cluster", "jobs", "summary", "queues", "evictions", "faults"}
+    assert set(results) == {"cluster", "jobs", "summary", "queues", "evictions", "faults", "usage"}
