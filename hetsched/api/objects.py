@@ -1025,6 +1025,8 @@ class QueueUsageStatus(_Model):
     byNamespace: dict[str, dict[str, float]] = Field(default_factory=dict)
     decayed: dict[str, float] = Field(default_factory=dict)
     """Hours used, each hour weighed down by half every half-life since (the fair-share usage)."""
+    decayedByNamespace: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """The same, per namespace (the ``fairshare`` plugin orders a queue's jobs by it)."""
     exhausted: list[str] = Field(default_factory=list)
     """Resources whose budget the current period has used up."""
     days: list[UsagePeriod] = Field(default_factory=list)

@@ -84,6 +84,11 @@ class _Run:
     end: float | None = None
 
 
+def _decay(amounts: Mapping[str, float], factor: float) -> dict[str, float]:
+    """``amounts`` weighed down by ``factor``; what falls below a second's worth of a chip is dropped."""
+    return {name: value * factor for name, value in amounts.items() if value * factor > 1e-9}
+
+
 def _add(into: dict[str, float], rates: Mapping[str, float], hours: float) -> None:
     for name, rate in rates.items():
         into[name] = into.get(name, 0.0) + rate * hours
@@ -250,6 +255,7 @@ class UsageController:
         history = list(status.history)
         days = list(status.days)
         decayed = dict(status.decayed)
+        decayed_by = {ns: dict(v) for ns, v in status.decayedByNamespace.items()}
         moment = since
         while moment < now:
             end = periods.next_start(start, spec.period, spec.timeZone)
@@ -257,14 +263,17 @@ class UsageController:
             added: dict[str, float] = {}
             spent: dict[str, dict[str, float]] = {}
             factor = 0.5 ** ((upto - moment) / self.half_life)
-            decayed = {name: value * factor for name, value in decayed.items() if value * factor > 1e-9}
+            decayed = _decay(decayed, factor)
+            decayed_by = {ns: kept for ns, amounts in decayed_by.items() if (kept := _decay(amounts, factor))}
             for run in runs:
                 begin, finish = max(run.start, moment), min(run.end if run.end is not None else upto, upto)
                 if finish > begin:
                     hours = (finish - begin) / HOUR
                     _add(added, run.rates, hours)
                     _add(spent.setdefault(run.namespace, {}), run.rates, hours)
-                    _add(decayed, run.rates, self._decayed_hours(begin, finish, upto))
+                    weighed = self._decayed_hours(begin, finish, upto)
+                    _add(decayed, run.rates, weighed)
+                    _add(decayed_by.setdefault(run.namespace, {}), run.rates, weighed)
             if spec.period == "Rolling":
                 days = self._add_day(days, start, end, added, spent)
             else:
@@ -290,6 +299,7 @@ class UsageController:
         return status.model_copy(update={
             "periodStart": start, "periodEnd": periods.next_start(start, spec.period, spec.timeZone),
             "accountedUntil": now, "used": used, "byNamespace": by_namespace, "decayed": decayed,
+            "decayedByNamespace": decayed_by,
             "exhausted": exhausted, "days": days, "history": history})
 
     def _decayed_hours(self, begin: float, finish: float, at: float) -> float:

@@ -258,8 +258,12 @@ def running(jobs: dict[str, JobInfo], groups: dict[str, Group], pods: dict[str, 
 
 
 def _spent(usage: QueueUsage | None) -> dict[str, Any]:
-    """The QueueInfo fields a queue's ``QueueUsage`` sets: what its budget has used up, and what that means."""
-    if usage is None or not usage.status.exhausted:
+    """The QueueInfo fields a queue's ``QueueUsage`` sets: its decayed usage, what its budget has used up, and
+    what that means."""
+    if usage is None:
         return {}
-    return {"exhausted": tuple(usage.status.exhausted), "when_exhausted": usage.spec.whenExhausted,
-            "renewal": usage.status.periodEnd}
+    found: dict[str, Any] = {"decayed": usage.status.decayed, "decayed_by_namespace": usage.status.decayedByNamespace}
+    if usage.status.exhausted:
+        found.update(exhausted=tuple(usage.status.exhausted), when_exhausted=usage.spec.whenExhausted,
+                     renewal=usage.status.periodEnd)
+    return found

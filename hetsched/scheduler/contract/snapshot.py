@@ -170,6 +170,9 @@ class QueueInfo:
     on capacity no other queue asks for, when ``allocate`` lends)."""
     renewal: float | None = None
     """When the budget's period ends (a fresh budget)."""
+    decayed: dict[str, float] = field(default_factory=dict)
+    """Its ``QueueUsage``'s decayed hours per resource (``controllers.usage``; ``fairshare`` orders by them)."""
+    decayed_by_namespace: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from hetsched.scheduler.plugins.deviceshare import DeviceShare
 from hetsched.scheduler.plugins.devicetopology import DeviceTopology
 from hetsched.scheduler.plugins.drf import DRF
 from hetsched.scheduler.plugins.extender import Extender
+from hetsched.scheduler.plugins.fairshare import FairShare
 from hetsched.scheduler.plugins.fgd import FGD
 from hetsched.scheduler.plugins.gang import Gang
 from hetsched.scheduler.plugins.networktopologyaware import NetworkTopologyAware
@@ -52,7 +53,7 @@ IN_TREE: dict[str, type[Plugin]] = {
     for cls in (Priority, Gang, Conformance, Overcommit, DRF, Proportion, Predicates, NodeOrder, Binpack,
                 DeviceTopology, FGD, NumaAware, NodeGroup, NetworkTopologyAware, SLA,
                 CooldownProtection, ResourceStrategyFit, Capacity, TaskTopologyPlugin,
-                Extender, DeviceShare, PDB)
+                Extender, DeviceShare, PDB, FairShare)
 }
 for _cls in IN_TREE.values():
     check_plugin(_cls, "in-tree")
