@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from hetsched.agents.backends.fake import FakeBackend
+from hetsched.api.objects import QueueUsage
 from hetsched.cli.main import app
 from hetsched.devices.inventory import POD_ANNOTATION
 from hetsched.metrics.agents import NodeAgentMetrics
@@ -49,6 +50,10 @@ def scheduler_run() -> tuple[SchedulerMetrics, object]:
         *gang("huge", 1, cpu="1", limits={"huawei.com/Ascend910": 16}),
     ]
     h = harness(objects)
+    h.cluster.create(QueueUsage.model_validate({  # research's books: 6 of its 4 chip-hours used, 1.5 decayed
+        "metadata": {"name": "research"}, "spec": {"budget": {"huawei.com/Ascend910": 4}},
+        "status": {"used": {"huawei.com/Ascend910": 6.0}, "decayed": {"huawei.com/Ascend910": 1.5},
+                   "exhausted": ["huawei.com/Ascend910"], "periodEnd": 86400}}))
     metrics = SchedulerMetrics()
     h.scheduler.observers.append(metrics)
     h.scheduler.stopwatch = iter(float(i) for i in range(10_000)).__next__
@@ -118,6 +123,10 @@ def test_scheduler_numbers_chips_queues_and_reasons() -> None:
                  unit="chip") == 4
     assert value(found, "hetsched_queue_allocated", queue="default", resource="cpu", unit="core") == 3
     assert value(found, "hetsched_pending_pods", queue="default") == 1  # the 16-chip pod, which never fits
+    chips = {"queue": "research", "resource": "huawei.com/Ascend910"}
+    assert (value(found, "hetsched_queue_usage_hours", **chips), value(found, "hetsched_queue_budget_hours", **chips),
+            value(found, "hetsched_queue_budget_exhausted", **chips),
+            value(found, "hetsched_queue_decayed_usage_hours", **chips)) == (6.0, 4.0, 1.0, 1.5)
     assert value(found, "hetsched_pending_pods", queue="research") == 0
     # the fragmentation ratio is a share of free chips
     for _, _, number in found["hetsched_node_chip_fragmentation_ratio"][1]:

@@ -288,6 +288,27 @@ def _queue_families(snapshot: Snapshot, phases: dict[str, str]) -> Iterator[Metr
                 families[name].add_metric([queue.name, names[column], unit], value / divisor)
     yield state
     yield from families.values()
+    yield from _budget_families(snapshot)
+
+
+def _budget_families(snapshot: Snapshot) -> Iterator[Metric]:
+    """Per queue and resource, from each queue's ``QueueUsage``: hours used this period, the budget, whether
+    it is used up, and the decayed hours fair share orders by (``controllers.usage``)."""
+    labels = ["queue", "resource"]
+    used = GaugeMetricFamily("hetsched_queue_usage_hours", "Hours the queue's pods used this budget period "
+                             "(chip-hours, core-hours, GiB-hours)", labels=labels)
+    budget = GaugeMetricFamily("hetsched_queue_budget_hours", "The queue's budget per period", labels=labels)
+    exhausted = GaugeMetricFamily("hetsched_queue_budget_exhausted", "1 where this period has used the budget up",
+                                  labels=labels)
+    decayed = GaugeMetricFamily("hetsched_queue_decayed_usage_hours",
+                                "Hours used, halved every half-life since (what fairshare orders by)", labels=labels)
+    for queue in sorted(snapshot.queues.values(), key=lambda q: q.name):
+        for family, values in ((used, queue.used), (budget, queue.budget), (decayed, queue.decayed)):
+            for resource, hours in sorted(values.items()):
+                family.add_metric([queue.name, resource], hours)
+        for resource in sorted(queue.budget):
+            exhausted.add_metric([queue.name, resource], 1.0 if resource in queue.exhausted else 0.0)
+    yield from (used, budget, exhausted, decayed)
 
 
 def _partition_families(snapshot: Snapshot, templates: dict[tuple[str, str, str], int]) -> Iterator[Metric]:

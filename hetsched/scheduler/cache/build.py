@@ -262,7 +262,8 @@ def _spent(usage: QueueUsage | None) -> dict[str, Any]:
     what that means."""
     if usage is None:
         return {}
-    found: dict[str, Any] = {"decayed": usage.status.decayed, "decayed_by_namespace": usage.status.decayedByNamespace}
+    found: dict[str, Any] = {"decayed": usage.status.decayed, "decayed_by_namespace": usage.status.decayedByNamespace,
+                             "used": usage.status.used, "budget": usage.spec.budget}
     if usage.status.exhausted:
         found.update(exhausted=tuple(usage.status.exhausted), when_exhausted=usage.spec.whenExhausted,
                      renewal=usage.status.periodEnd)

@@ -173,6 +173,10 @@ class QueueInfo:
     decayed: dict[str, float] = field(default_factory=dict)
     """Its ``QueueUsage``'s decayed hours per resource (``controllers.usage``; ``fairshare`` orders by them)."""
     decayed_by_namespace: dict[str, dict[str, float]] = field(default_factory=dict)
+    used: dict[str, float] = field(default_factory=dict)
+    """Hours its pods used this budget period, per resource (its ``QueueUsage``; for metrics)."""
+    budget: dict[str, float] = field(default_factory=dict)
+    """Hours per period it may use, per resource (its ``QueueUsage``'s ``spec.budget``)."""
 
 
 @dataclass
