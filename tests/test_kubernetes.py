@@ -831,14 +831,14 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-def register_webhook(api: ApiServer, tmp_path: Path) -> tuple[Any, KubeClient]:
+def register_webhook(api: ApiServer, tmp_path: Path, admission: Any = None) -> tuple[Any, KubeClient]:
     """hetsched's webhook on loopback (a fresh self-signed certificate), registered for Volcano Jobs."""
     import base64
 
     from hetsched.cluster.webhook import WebhookServer
 
     cert, key = self_signed(tmp_path)
-    server = WebhookServer(str(cert), str(key), port=0)
+    server = WebhookServer(str(cert), str(key), port=0, admission=admission)
     server.start()
     client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
     bundle = base64.b64encode(cert.read_bytes()).decode()
@@ -852,6 +852,33 @@ def register_webhook(api: ApiServer, tmp_path: Path) -> tuple[Any, KubeClient]:
                           "admissionReviewVersions": ["v1"], "failurePolicy": "Fail",
                           "clientConfig": {"url": f"https://127.0.0.1:{server.port}/{path}", "caBundle": bundle}}]})
     return server, client
+
+
+def test_the_webhook_refuses_a_job_naming_a_queue_its_namespace_may_not_use(api: ApiServer, tmp_path: Path) -> None:
+    """Issue 35: queue "line" lists namespace ranking only; a Job of namespace "intruders" naming it is refused
+    by the API server with the webhook's message (the webhook reads the Queue through the API server, as
+    ``hetsched webhook`` does); one of ranking is stored."""
+    from hetsched.cli.serve import queue_lookup
+    from hetsched.cluster.webhook import PodAdmission
+
+    client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
+    cluster_for(api).create(Queue.model_validate({"metadata": {"name": "line", "annotations": {
+        "hetsched.io/namespaces": "ranking"}}}))
+    for namespace in ("ranking", "intruders"):
+        with contextlib.suppress(Conflict):
+            client.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                                "metadata": {"name": namespace}})
+    server, client = register_webhook(api, tmp_path, PodAdmission(queues=queue_lookup(client)))
+    try:
+        job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "rank"},
+               "spec": {"queue": "line", "minAvailable": 1, "tasks": [{"name": "w", "replicas": 1, "template": {
+                   "spec": {"containers": [{"name": "w", "image": "busybox"}]}}}]}}
+        with pytest.raises(Invalid) as refused:
+            client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/intruders/jobs", body=job)
+        assert "namespace intruders may not submit to queue line" in str(refused.value)
+        client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/ranking/jobs", body=job)
+    finally:
+        unregister_webhook(client, server)
 
 
 def unregister_webhook(client: KubeClient, server: Any) -> None:

@@ -117,3 +117,60 @@ def test_a_malformed_list_that_got_in_admits_nobody() -> None:
     assert bound(h, "search-ranking", "rank") == []
     assert "namespace search-ranking may not submit to queue search" in h.condition("rank",
                                                                                    namespace="search-ranking")
+
+
+# ------------------------------------------------------------------------------------- at admission
+
+def review_of(obj: dict[str, Any], namespace: str, path: str = "/validate", old: dict[str, Any] | None = None,
+              lookup: Any = None) -> dict[str, Any]:
+    from hetsched.cluster.webhook import PodAdmission, review
+
+    request = {"uid": "u1", "operation": "UPDATE" if old else "CREATE", "namespace": namespace, "object": obj,
+               "userInfo": {"username": "alice"}}
+    if old:
+        request["oldObject"] = old
+    answer: dict[str, Any] = review({"apiVersion": "admission.k8s.io/v1", "request": request}, path,
+                                    admission=PodAdmission(queues=lookup))["response"]
+    return answer
+
+
+QUEUES = {"search": ({NAMESPACES: "ranking"}, "business"), "business": ({}, ""),
+          "train": ({}, "search"), "typo": ({NAMESPACES: "ranking;ads"}, "")}
+
+
+def lookup(name: str) -> tuple[dict[str, str], str] | None:
+    return QUEUES.get(name)
+
+
+def volcano_job(queue_name: str, namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": namespace},
+            "spec": {"queue": queue_name, "minAvailable": 1, "tasks": [{"name": "w", "replicas": 1, "template": {
+                "spec": {"containers": [{"name": "w", "image": "busybox"}]}}}]}}
+
+
+def test_the_webhook_refuses_a_job_or_podgroup_naming_a_queue_its_namespace_may_not_use() -> None:
+    refused = review_of(volcano_job("search", "ads"), "ads", lookup=lookup)
+    assert not refused["allowed"] and refused["status"]["code"] == 400
+    assert "Job/j: spec.queue: namespace ads may not submit to queue search" in refused["status"]["message"]
+    assert review_of(volcano_job("search", "ranking"), "ranking", lookup=lookup)["allowed"]
+    below = review_of(volcano_job("train", "ads"), "ads", lookup=lookup)  # a child of search: its rule holds
+    assert not below["allowed"] and "queue search" in below["status"]["message"]
+    assert not review_of(volcano_job("typo", "ranking"), "ranking", lookup=lookup)["allowed"]  # fail closed
+    assert review_of(volcano_job("gone", "ads"), "ads", lookup=lookup)["allowed"]  # unknown: the scheduler decides
+    assert review_of(volcano_job("search", "ads"), "ads")["allowed"]  # no lookup (no cluster connection)
+    # an update that leaves the queue alone is never refused for it (the list may have changed since)
+    assert review_of(volcano_job("search", "ads"), "ads", old=volcano_job("search", "ads"), lookup=lookup)["allowed"]
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "g", "namespace": "ads"}, "spec": {"minMember": 1, "queue": "search"}}
+    assert "PodGroup/g: spec.queue" in review_of(group, "ads", lookup=lookup)["status"]["message"]
+
+
+def test_the_webhook_refuses_a_pod_without_a_podgroup_naming_such_a_queue() -> None:
+    pod_object = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "p", "namespace": "ads", "annotations": {"scheduling.volcano.sh/queue-name": "search"}},
+        "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}}
+    refused = review_of(pod_object, "ads", path="/pods", lookup=lookup)
+    assert not refused["allowed"] and "may not submit to queue search" in refused["status"]["message"]
+    other = {**pod_object, "spec": {**pod_object["spec"], "schedulerName": "default-scheduler"}}
+    assert review_of(other, "ads", path="/pods", lookup=lookup)["allowed"]  # not ours to judge

@@ -246,6 +246,44 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
     shutdown.exit(0)
 
 
+QUEUE_TTL = 5.0
+"""Seconds the webhook keeps a Queue it read (its namespace list changes rarely; the scheduler holds the rule
+at once anyway)."""
+
+
+def queue_lookup(client: KubeClient) -> Callable[[str], tuple[dict[str, str], str] | None]:
+    """For the webhook's queue rule: a Queue's (annotations, parent), read through the API server and kept
+    ``QUEUE_TTL`` seconds; None when it is not there or cannot be read now (the webhook then lets the object
+    through: the scheduler holds the rule too)."""
+    from hetsched.ports import NotFound
+
+    kept: dict[str, tuple[float, tuple[dict[str, str], str] | None]] = {}
+
+    def lookup(name: str) -> tuple[dict[str, str], str] | None:
+        now = time.monotonic()
+        found = kept.get(name)
+        if found is not None and found[0] > now:
+            return found[1]
+        try:
+            queue = client.request("GET", f"/apis/scheduling.volcano.sh/v1beta1/queues/{name}", timeout=5)
+            meta, spec = queue.get("metadata") or {}, queue.get("spec") or {}
+            annotations = meta.get("annotations")
+            value: tuple[dict[str, str], str] | None = (
+                {str(k): str(v) for k, v in annotations.items()} if isinstance(annotations, dict) else {},
+                str(spec.get("parent") or ""))
+        except NotFound:
+            value = None
+        except Exception as exc:  # the API server away: let it through now, ask again next time
+            log.warning("webhook: cannot read Queue %s: %s", name[:100], str(exc)[:200])
+            return None
+        if len(kept) > 10_000:
+            kept.clear()
+        kept[name] = (now + QUEUE_TTL, value)
+        return value
+
+    return lookup
+
+
 def pod_node_lookup(client: KubeClient) -> Callable[[str, str, str], str]:
     """For the webhook's restriction: (namespace, pod, uid) → the node that pod runs on ("" when there is no
     such pod, it has another uid, or it is not on a node yet)."""
@@ -498,7 +536,8 @@ def webhook(
         cert_path, key_path, ca = memory_file(tls.cert, "tls.crt"), memory_file(tls.key, "tls.key"), tls.ca
     else:
         cert_path, key_path = str(cert), str(key)
-    admission = PodAdmission(scheduler_identity, _priority_policy(priority_class))
+    admission = PodAdmission(scheduler_identity, _priority_policy(priority_class),
+                             queue_lookup(client) if client is not None else None)
     webhook_server = WebhookServer(cert_path, key_path, host, port, metrics=metrics, restriction=restriction,
                                    admission=admission)
     webhook_server.start()

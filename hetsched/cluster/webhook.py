@@ -43,14 +43,15 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from hetsched.api import job_plugins
+from hetsched.api import job_plugins, membership, queue_access
 from hetsched.api.job_update import update_problem
 from hetsched.api.manifest import parse_document
-from hetsched.api.objects import MAX_REPLICAS, Job
+from hetsched.api.objects import MAX_REPLICAS, Job, PodGroup
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import PriorityPolicy, job_class_names
 from hetsched.api.times import epoch_times
@@ -101,13 +102,40 @@ class MalformedReview(ValueError):
     """Not an AdmissionReview this webhook can answer (HTTP 400)."""
 
 
+SCHEDULERS = ("hetsched", "volcano")
+"""Pods these schedulers place go through the queue rule (a pod without a PodGroup names its queue)."""
+QueueLookup = Callable[[str], tuple[dict[str, str], str] | None]
+"""Queue name → (its annotations, its parent), or None when it is not there or cannot be read now."""
+
+
 @dataclass(frozen=True)
 class PodAdmission:
     """What ``/pods`` enforces: only ``scheduler`` (its ServiceAccount's username) writes hand-off annotations,
-    and each namespace uses only the PriorityClasses ``policy`` lets it."""
+    and each namespace uses only the PriorityClasses ``policy`` lets it; with ``queues``, what ``/validate``
+    and ``/pods`` also enforce: a Job, PodGroup or pod names only a queue its namespace may use
+    (``api.queue_access``; a queue that cannot be read is let through — the scheduler holds the rule too)."""
 
     scheduler: str = "system:serviceaccount:hetsched:hetsched-scheduler"
     policy: PriorityPolicy = DEFAULT_PRIORITY
+    queues: QueueLookup | None = None
+
+
+def queue_problem(queue: str, namespace: str, lookup: QueueLookup | None) -> str:
+    """Why ``namespace`` may not submit to ``queue`` ("" when it may, or when the queues cannot be read)."""
+    seen: set[str] = set()
+    name = queue
+    while lookup is not None and name and name not in seen and len(seen) < 64:
+        seen.add(name)
+        found = lookup(name)
+        if found is None:
+            return ""
+        annotations, parent = found
+        admitted = queue_access.read(annotations)
+        if admitted is not None and namespace not in admitted:
+            return (f"namespace {namespace} may not submit to queue {name} (not in its "
+                    f"{queue_access.NAMESPACES} annotation)")
+        name = parent
+    return ""
 
 
 def _annotations(obj: Any) -> dict[str, Any]:
@@ -136,6 +164,15 @@ def check_pod(request: dict[str, Any], admission: PodAdmission) -> str:
         problem = admission.policy.problem(klass, namespace)
         if problem:
             return f"Pod {namespace}/{name}: spec.priorityClassName: {problem}"
+    annotations, labels = _annotations(raw), _map_get(raw, "metadata", "labels")
+    labels = labels if isinstance(labels, dict) else {}
+    ours = _map_get(raw, "spec", "schedulerName") in SCHEDULERS
+    if ours and request.get("operation") == "CREATE" and not membership.group_name(annotations, labels):
+        queue = membership.queue_name({k: str(v) for k, v in annotations.items()},
+                                      {k: str(v) for k, v in labels.items()})
+        problem = queue_problem(queue, namespace, admission.queues)
+        if problem:
+            return f"Pod {namespace}/{name}: metadata.annotations[{membership.QUEUE_KEY}]: {problem}"
     return ""
 
 
@@ -181,8 +218,9 @@ def review(body: Any, path: str, restriction: Restriction | None = None,
             response = {"uid": uid, "allowed": False, "status": {
                 "code": 400, "reason": "BadRequest", "message": "the review carries no object to check"}}
     elif path.startswith("/validate"):
+        chosen = admission or PodAdmission()
         problem = validate(raw, request.get("oldObject") if request.get("operation") == "UPDATE" else None,
-                           str(request.get("namespace") or "default"), (admission or PodAdmission()).policy)
+                           str(request.get("namespace") or "default"), chosen.policy, chosen.queues)
         if problem:
             response = {"uid": uid, "allowed": False, "status": {"code": 400, "reason": "Invalid", "message": problem}}
     else:
@@ -219,14 +257,20 @@ def deletion_problem(old: Any) -> str:
 
 
 def validate(raw: dict[str, Any], old: dict[str, Any] | None, namespace: str = "default",
-             policy: PriorityPolicy = DEFAULT_PRIORITY) -> str:
+             policy: PriorityPolicy = DEFAULT_PRIORITY, queues: QueueLookup | None = None) -> str:
     """"" when the object is valid, else the messages ``hetsched validate`` prints (one per line), and those
     of the rules that need the request (a PriorityClass the namespace may not use, a hand-off annotation
-    in a Job's pod template)."""
+    in a Job's pod template, a queue the namespace may not submit to)."""
     parsed = parse_document(epoch_times(raw), SOURCE, 1)
     if isinstance(parsed, list):
         return "\n".join(str(p) for p in parsed)
     kind, name = parsed.kind, parsed.metadata.name
+    if isinstance(parsed, (Job, PodGroup)):
+        previous = (old or {}).get("spec") if isinstance(old, dict) else None
+        moved = not isinstance(previous, dict) or previous.get("queue") != parsed.spec.queue
+        problem = queue_problem(parsed.spec.queue or "default", namespace, queues) if moved else ""
+        if problem:
+            return f"{SOURCE}: {kind}/{name}: spec.queue: {problem}"
     for field_path, klass in job_class_names(raw):
         problem = policy.problem(klass, namespace)
         if problem:

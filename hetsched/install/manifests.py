@@ -129,6 +129,7 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
         _rule(["admissionregistration.k8s.io"], ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
               ["get", "update"], ["hetsched-validate", "hetsched-mutate", "hetsched-restrict", "hetsched-pods"]),
         # its CA bundle
+        _rule(["scheduling.volcano.sh"], ["queues"], ["get"]),  # which namespaces may use a queue
     ],
     "node-agent": [  # its own Node only: the webhook's /restrict
         _rule([""], ["nodes"], ["get", "update", "patch"]),
