@@ -857,18 +857,22 @@ def register_webhook(api: ApiServer, tmp_path: Path, admission: Any = None) -> t
 def test_the_webhook_refuses_a_job_naming_a_queue_its_namespace_may_not_use(api: ApiServer, tmp_path: Path) -> None:
     """Issue 35: queue "line" lists namespace ranking only; a Job of namespace "intruders" naming it is refused
     by the API server with the webhook's message (the webhook reads the Queue through the API server, as
-    ``hetsched webhook`` does); one of ranking is stored."""
-    from hetsched.cli.serve import queue_lookup
+    ``hetsched webhook`` does); one of ranking is stored. Namespace ranking's default queue is "line": its Job
+    naming no queue is stored in it; elsewhere such a Job goes to "default"."""
+    from hetsched.cli.serve import namespace_queue_lookup, queue_lookup
     from hetsched.cluster.webhook import PodAdmission
 
     client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
     cluster_for(api).create(Queue.model_validate({"metadata": {"name": "line", "annotations": {
         "hetsched.io/namespaces": "ranking"}}}))
     for namespace in ("ranking", "intruders"):
+        annotations = {"hetsched.io/default-queue": "line"} if namespace == "ranking" else {}
         with contextlib.suppress(Conflict):
             client.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
-                                                                "metadata": {"name": namespace}})
-    server, client = register_webhook(api, tmp_path, PodAdmission(queues=queue_lookup(client)))
+                                                                "metadata": {"name": namespace,
+                                                                             "annotations": annotations}})
+    server, client = register_webhook(api, tmp_path, PodAdmission(queues=queue_lookup(client),
+                                                                  namespaces=namespace_queue_lookup(client)))
     try:
         job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "rank"},
                "spec": {"queue": "line", "minAvailable": 1, "tasks": [{"name": "w", "replicas": 1, "template": {
@@ -877,6 +881,12 @@ def test_the_webhook_refuses_a_job_naming_a_queue_its_namespace_may_not_use(api:
             client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/intruders/jobs", body=job)
         assert "namespace intruders may not submit to queue line" in str(refused.value)
         client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/ranking/jobs", body=job)
+        unnamed = {**job, "metadata": {"name": "no-queue"}, "spec": {k: v for k, v in job["spec"].items()
+                                                                     if k != "queue"}}
+        stored = client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/ranking/jobs", body=unnamed)
+        assert stored["spec"]["queue"] == "line"  # the namespace's default queue, set at admission
+        elsewhere = client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/intruders/jobs", body=unnamed)
+        assert elsewhere["spec"]["queue"] == "default"
     finally:
         unregister_webhook(client, server)
 

@@ -174,3 +174,24 @@ def test_the_webhook_refuses_a_pod_without_a_podgroup_naming_such_a_queue() -> N
     assert not refused["allowed"] and "may not submit to queue search" in refused["status"]["message"]
     other = {**pod_object, "spec": {**pod_object["spec"], "schedulerName": "default-scheduler"}}
     assert review_of(other, "ads", path="/pods", lookup=lookup)["allowed"]  # not ours to judge
+
+
+def test_a_job_naming_no_queue_gets_its_namespaces_default_queue_at_admission() -> None:
+    from hetsched.api.queue_access import DEFAULT_QUEUE, default_queue
+    from hetsched.cluster.webhook import PodAdmission, review
+
+    def mutate(spec: dict[str, Any]) -> list[dict[str, Any]]:
+        import base64
+        import json
+
+        job = {**volcano_job("x", "ranking"), "spec": {**spec, "tasks": volcano_job("x", "ranking")["spec"]["tasks"]}}
+        answer = review({"request": {"uid": "u", "operation": "CREATE", "namespace": "ranking", "object": job}},
+                        "/mutate", admission=PodAdmission(namespaces={"ranking": "search"}.get))["response"]
+        patch: list[dict[str, Any]] = json.loads(base64.b64decode(answer["patch"]))
+        return [p for p in patch if p["path"] == "/spec/queue"]
+
+    assert mutate({}) == [{"op": "add", "path": "/spec/queue", "value": "search"}]
+    assert mutate({"queue": ""}) == [{"op": "add", "path": "/spec/queue", "value": "search"}]
+    assert mutate({"queue": "other"}) == []  # a queue named is kept (and checked by /validate)
+    assert default_queue({DEFAULT_QUEUE: "search"}) == "search"
+    assert default_queue({DEFAULT_QUEUE: "<b>x</b>"}) is None and default_queue({}) is None

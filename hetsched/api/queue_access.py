@@ -12,7 +12,8 @@ queue's tree counts too: a namespace may use a queue only when the queue and eac
 annotation the API server let through malformed (no webhook) admits nobody: a typo never opens a queue to
 everyone.
 
-Kept as an annotation, not a spec field, so Volcano's own Queue CRD keeps it too.
+Kept as an annotation, not a spec field, so Volcano's own Queue CRD keeps it too. A Namespace's
+``hetsched.io/default-queue`` names the queue its Jobs that name none go to (the webhook's ``/mutate``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ import re
 from collections.abc import Mapping
 
 NAMESPACES = "hetsched.io/namespaces"
+DEFAULT_QUEUE = "hetsched.io/default-queue"
+"""A Namespace's annotation: the queue its Jobs that name none go to (set at admission, ``/mutate``)."""
 MAX_NAMESPACES = 1000
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_QUEUE = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
 
 def admitted(annotations: Mapping[str, str]) -> frozenset[str] | None:
@@ -62,3 +66,9 @@ def read(annotations: Mapping[str, str]) -> frozenset[str] | None:
         return admitted(annotations)
     except ValueError:
         return frozenset()
+
+
+def default_queue(annotations: Mapping[str, str]) -> str | None:
+    """A Namespace's default queue (:data:`DEFAULT_QUEUE`), None when it names none or not a queue name."""
+    value = annotations.get(DEFAULT_QUEUE, "").strip()
+    return value if value and len(value) <= 253 and _QUEUE.fullmatch(value) else None

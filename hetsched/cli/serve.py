@@ -284,6 +284,37 @@ def queue_lookup(client: KubeClient) -> Callable[[str], tuple[dict[str, str], st
     return lookup
 
 
+def namespace_queue_lookup(client: KubeClient) -> Callable[[str], str | None]:
+    """For the webhook's ``/mutate``: a Namespace's default queue (``hetsched.io/default-queue``), read through
+    the API server and kept ``QUEUE_TTL`` seconds; None when it names none or cannot be read now."""
+    from hetsched.api.queue_access import default_queue
+    from hetsched.ports import NotFound
+
+    kept: dict[str, tuple[float, str | None]] = {}
+
+    def lookup(namespace: str) -> str | None:
+        now = time.monotonic()
+        found = kept.get(namespace)
+        if found is not None and found[0] > now:
+            return found[1]
+        try:
+            data = client.request("GET", f"/api/v1/namespaces/{namespace}", timeout=5)
+            annotations = (data.get("metadata") or {}).get("annotations")
+            value = default_queue({str(k): str(v) for k, v in annotations.items()}) \
+                if isinstance(annotations, dict) else None
+        except NotFound:
+            value = None
+        except Exception as exc:
+            log.warning("webhook: cannot read Namespace %s: %s", namespace[:100], str(exc)[:200])
+            return None
+        if len(kept) > 10_000:
+            kept.clear()
+        kept[namespace] = (now + QUEUE_TTL, value)
+        return value
+
+    return lookup
+
+
 def pod_node_lookup(client: KubeClient) -> Callable[[str, str, str], str]:
     """For the webhook's restriction: (namespace, pod, uid) → the node that pod runs on ("" when there is no
     such pod, it has another uid, or it is not on a node yet)."""
@@ -537,7 +568,8 @@ def webhook(
     else:
         cert_path, key_path = str(cert), str(key)
     admission = PodAdmission(scheduler_identity, _priority_policy(priority_class),
-                             queue_lookup(client) if client is not None else None)
+                             queue_lookup(client) if client is not None else None,
+                             namespace_queue_lookup(client) if client is not None else None)
     webhook_server = WebhookServer(cert_path, key_path, host, port, metrics=metrics, restriction=restriction,
                                    admission=admission)
     webhook_server.start()

@@ -118,6 +118,9 @@ class PodAdmission:
     scheduler: str = "system:serviceaccount:hetsched:hetsched-scheduler"
     policy: PriorityPolicy = DEFAULT_PRIORITY
     queues: QueueLookup | None = None
+    namespaces: Callable[[str], str | None] | None = None
+    """Namespace → its default queue (its ``hetsched.io/default-queue`` annotation), None for none: what
+    ``/mutate`` gives a Job that names no queue."""
 
 
 def queue_problem(queue: str, namespace: str, lookup: QueueLookup | None) -> str:
@@ -225,7 +228,9 @@ def review(body: Any, path: str, restriction: Restriction | None = None,
             response = {"uid": uid, "allowed": False, "status": {"code": 400, "reason": "Invalid", "message": problem}}
     else:
         try:
-            patch = defaults(raw)
+            namespaces = (admission or PodAdmission()).namespaces
+            queue = namespaces(str(request.get("namespace") or "default")) if namespaces is not None else None
+            patch = defaults(raw, queue or "default")
         except BadValue as exc:
             patch = []
             response = {"uid": uid, "allowed": False, "status": {"code": 400, "reason": "Invalid",
@@ -312,19 +317,19 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
-def defaults(raw: dict[str, Any]) -> list[dict[str, Any]]:
-    """Volcano's Job defaults as JSON Patch operations (none for other kinds): schedulerName, queue,
-    maxRetry, minAvailable, task names, and the plugins that ``mpi``, ``pytorch``, ``tensorflow`` and ``ray``
-    turn on; :class:`BadValue` for a value the defaults would be computed from that is not one
-    (``replicas: null``)."""
+def defaults(raw: dict[str, Any], queue: str = "default") -> list[dict[str, Any]]:
+    """Volcano's Job defaults as JSON Patch operations (none for other kinds): schedulerName, queue (``queue``:
+    the namespace's default queue, else ``default``), maxRetry, minAvailable, task names, and the plugins
+    that ``mpi``, ``pytorch``, ``tensorflow`` and ``ray`` turn on; :class:`BadValue` for a value the defaults
+    would be computed from that is not one (``replicas: null``)."""
     if raw.get("kind") != "Job" or not isinstance(raw.get("spec"), dict):
         return []
     spec = raw["spec"]
     metadata = raw.get("metadata")
     name = str(metadata.get("name", ""))[:253] if isinstance(metadata, dict) else ""
     patch: list[dict[str, Any]] = []
-    for field, value in (("schedulerName", "volcano"), ("queue", "default"), ("maxRetry", 3)):
-        if field not in spec:
+    for field, value in (("schedulerName", "volcano"), ("queue", queue), ("maxRetry", 3)):
+        if field not in spec or (field == "queue" and spec[field] in ("", None)):
             patch.append({"op": "add", "path": f"/spec/{field}", "value": value})
     tasks = spec.get("tasks") if isinstance(spec.get("tasks"), list) else []
     if "minAvailable" not in spec:

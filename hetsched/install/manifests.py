@@ -130,6 +130,7 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
               ["get", "update"], ["hetsched-validate", "hetsched-mutate", "hetsched-restrict", "hetsched-pods"]),
         # its CA bundle
         _rule(["scheduling.volcano.sh"], ["queues"], ["get"]),  # which namespaces may use a queue
+        _rule([""], ["namespaces"], ["get"]),  # a namespace's default queue
     ],
     "node-agent": [  # its own Node only: the webhook's /restrict
         _rule([""], ["nodes"], ["get", "update", "patch"]),
