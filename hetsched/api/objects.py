@@ -1185,6 +1185,27 @@ class PodDisruptionBudget(_Model):
     status: dict[str, Any] = Field(default_factory=dict)
 
 
+class ResourceQuotaSpec(_Model):
+    hard: ResourceList = Field(default_factory=dict)
+
+
+class ResourceQuotaStatus(_Model):
+    hard: ResourceList = Field(default_factory=dict)
+    used: ResourceList = Field(default_factory=dict)
+
+
+class ResourceQuota(_Model):
+    """Kubernetes' namespace quota (``v1``): the ``resourcequota`` plugin admits a job only while its
+    minResources fit what the namespace's quotas leave (Volcano's plugin; ``status.used`` is the quota
+    controller's)."""
+
+    apiVersion: Literal["v1"] = "v1"
+    kind: Literal["ResourceQuota"] = "ResourceQuota"
+    metadata: ObjectMeta
+    spec: ResourceQuotaSpec = Field(default_factory=ResourceQuotaSpec)
+    status: ResourceQuotaStatus = Field(default_factory=ResourceQuotaStatus)
+
+
 class Secret(_Model):
     apiVersion: Literal["v1"] = "v1"
     kind: Literal["Secret"] = "Secret"
@@ -1392,7 +1413,7 @@ class JobFlow(_Model):
 
 
 AnyObject = (Pod | Node | PriorityClass | Job | PodGroup | Queue | Command | PodDisruptionBudget | Secret | ConfigMap
-             | Service | NetworkPolicy | HyperNode | CronJob | JobFlow | JobTemplate | QueueUsage)
+             | Service | NetworkPolicy | HyperNode | CronJob | JobFlow | JobTemplate | QueueUsage | ResourceQuota)
 
 KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("v1", "Pod"): Pod,
@@ -1412,6 +1433,7 @@ KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("flow.volcano.sh/v1alpha1", "JobFlow"): JobFlow,
     ("flow.volcano.sh/v1alpha1", "JobTemplate"): JobTemplate,
     ("hetsched.io/v1alpha1", "QueueUsage"): QueueUsage,
+    ("v1", "ResourceQuota"): ResourceQuota,
 }
 CLUSTER_SCOPED = frozenset({"Node", "PriorityClass", "Queue", "HyperNode", "QueueUsage"})
 TIME_KEYS = frozenset({"creationTimestamp", "deletionTimestamp", "lastTransitionTime", "startTime", "finishedAt",

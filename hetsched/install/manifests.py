@@ -96,6 +96,7 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
         _rule(["scheduling.volcano.sh"], ["podgroups", "podgroups/status"], ["update"]),
         _rule(["topology.volcano.sh"], ["hypernodes"], READ),
         _rule(["hetsched.io"], ["queueusages"], READ),  # budgets: what is used up
+        _rule([""], ["resourcequotas"], READ),  # the resourcequota plugin
         _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
         _rule(["policy"], ["poddisruptionbudgets"], READ),
     ],

@@ -27,6 +27,7 @@ from hetsched.api.objects import (
     PodGroup,
     Queue,
     QueueUsage,
+    ResourceQuota,
     max_unavailable,
 )
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
@@ -268,3 +269,14 @@ def _spent(usage: QueueUsage | None) -> dict[str, Any]:
         found.update(exhausted=tuple(usage.status.exhausted), when_exhausted=usage.spec.whenExhausted,
                      renewal=usage.status.periodEnd)
     return found
+
+
+def quotas(objects: dict[str, ResourceQuota]) -> dict[str, tuple[tuple[str, dict[str, int], dict[str, int]], ...]]:
+    """Namespace → its ResourceQuotas as (name, hard, used): the quota controller's ``status.hard`` where it
+    wrote one, else ``spec.hard``."""
+    found: dict[str, list[tuple[str, dict[str, int], dict[str, int]]]] = {}
+    for quota in objects.values():
+        hard = quota.status.hard or quota.spec.hard
+        found.setdefault(quota.metadata.namespace or "default", []).append(
+            (quota.metadata.name, dict(hard), dict(quota.status.used)))
+    return {namespace: tuple(sorted(entries)) for namespace, entries in found.items()}

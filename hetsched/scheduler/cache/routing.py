@@ -37,6 +37,7 @@ from hetsched.api.objects import (
     PriorityClass,
     Queue,
     QueueUsage,
+    ResourceQuota,
 )
 from hetsched.api.priority_policy import DEFAULT as DEFAULT_PRIORITY
 from hetsched.api.priority_policy import PriorityPolicy
@@ -60,7 +61,7 @@ from hetsched.scheduler.contract.arrays import IntArray
 from hetsched.scheduler.contract.snapshot import ResourceIndex, Snapshot
 
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget", "ConfigMap", "HyperNode",
-         "QueueUsage")
+         "QueueUsage", "ResourceQuota")
 SCOPES = {"ConfigMap": ASCEND_NAMESPACE}
 """Kinds the scheduler watches in one namespace only: Ascend's device-info ConfigMaps (the chip health of a
 node whose inventory annotation is absent — a cluster running Huawei's device plugin, not hetsched's
@@ -99,6 +100,8 @@ class SchedulerCache:
         pods differing in them are never one group."""
         self._queues: dict[str, Queue] = {}
         self._usages: dict[str, QueueUsage] = {}
+        self._quotas: dict[str, ResourceQuota] = {}
+        """ResourceQuotas by ``namespace/name`` (the ``resourcequota`` plugin)."""
         """Each queue's ``QueueUsage`` (its budget state, ``controllers.usage``)."""
         self._priority_classes: dict[str, PriorityClass] = {}
         self._budgets: dict[str, PodDisruptionBudget] = {}
@@ -129,6 +132,13 @@ class SchedulerCache:
             return
         if isinstance(obj, QueueUsage):
             self._on_usage(event.type, obj)
+            return
+        if isinstance(obj, ResourceQuota):  # admission only (``enqueue``): what fits where is unchanged
+            key = f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
+            if event.type == "DELETED":
+                self._quotas.pop(key, None)
+            else:
+                self._quotas[key] = obj
             return
         self.parked.freed()  # every other kind may change what fits where (nodes, chips, queues, classes …)
         if isinstance(obj, Node):
@@ -396,7 +406,7 @@ class SchedulerCache:
             default_queue=self.default_queue, missing_groups=missing, network=self.network.arrays(self.nodes),
             fresh=lambda: self.generation == generation, _active=active, _settled=settled,
             settled_fresh=lambda: self.settled.epoch == epoch, settled_by_queue=dict(self.settled.jobs_by_queue),
-            parked=self.parked.for_snapshot(), room=self.parked.room,
+            parked=self.parked.for_snapshot(), room=self.parked.room, quotas=build.quotas(self._quotas),
         )
 
 

@@ -80,6 +80,8 @@ class ReasonCode(enum.Enum):
     LARGER_THAN_CLUSTER = "LargerThanCluster"
     LARGER_THAN_QUEUE = "LargerThanQueueCapability"
     QUEUE_MISSING = "QueueMissing"
+    RESOURCE_QUOTA = "ResourceQuotaInsufficient"
+    """The job's minResources do not fit what its namespace's ResourceQuota leaves (``resourcequota``)."""
     QUEUE_FORBIDDEN = "QueueForbidden"
     """The job's namespace may not submit to its queue (``api.queue_access``)."""
     BUDGET_EXHAUSTED = "BudgetExhausted"
@@ -271,6 +273,9 @@ SPECS: dict[ReasonCode, Spec] = {
                   + _join(r, "amounts", "{resource} (minResources {amount} > capability {limit})"),
         "queue capability"),
     ReasonCode.QUEUE_MISSING: Spec(("queue",), "queue {queue} does not exist", "queue missing"),
+    ReasonCode.RESOURCE_QUOTA: Spec(
+        ("quota", "amounts"), lambda r: f"resource quota {r['quota']} insufficient: "
+        + _join(r, "amounts", "{resource} (used + minResources {amount} > hard {limit})"), "resource quota"),
     ReasonCode.BUDGET_EXHAUSTED: Spec(
         ("queue", "resources", "renewal"), lambda r: f"queue {r['queue']} has used its budget of "
         f"{', '.join(r['resources'])} for this period; its jobs asking for them wait until the period ends "

@@ -530,6 +530,9 @@ class Snapshot:
     """False once the cache this snapshot was taken from has changed: the lazy pod lists above are read from
     the cache, so they may be built only while it has not (see ``scheduler.cache``); None: a hand-built
     snapshot, always fresh."""
+    quotas: dict[str, tuple[tuple[str, dict[str, int], dict[str, int]], ...]] = field(default_factory=dict)
+    """Namespace → its ResourceQuotas: (name, ``status.hard`` else ``spec.hard``, ``status.used``), amounts in
+    milli-units by resource name (the ``resourcequota`` plugin)."""
     missing_groups: dict[str, int] = field(default_factory=dict)
     """PodGroup key → pending pods that name it while it does not exist: they wait for it (an operator
     creates the PodGroup and the pods in either order) and are never placed alone."""
