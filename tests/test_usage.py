@@ -303,3 +303,48 @@ def test_hetsched_usage_reads_a_simulations_books_as_a_table_csv_or_json(tmp_pat
                           (["--results", str(path), "--format", "xml"], "--format")):
         bad = runner.invoke(app, ["usage", *args])
         assert bad.exit_code == 2 and message in bad.output and "Traceback" not in bad.output, bad.output
+
+
+def test_a_pod_that_ended_is_still_charged_when_the_books_could_not_be_written_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An operator edits the budget while the accountant writes: its status write conflicts (409). The pod that
+    ended meanwhile is kept and charged at the next tick, not lost."""
+    from hetsched.ports import Conflict
+
+    bench = with_queue(Bench())
+    bench.run("train", 2)
+    bench.at(NOV_30_22H + 1800)
+    bench.finish("train")
+    original = bench.cluster.update
+    refused: list[str] = []
+
+    def conflicting(obj: Any) -> Any:
+        if isinstance(obj, QueueUsage) and not refused:
+            refused.append(obj.metadata.name)
+            raise Conflict("QueueUsage search: the object has been modified")
+        return original(obj)
+
+    monkeypatch.setattr(bench.cluster, "update", conflicting)
+    bench.accountant.tick()
+    assert refused == ["search"] and bench.usage().status.used == {}
+    bench.at(NOV_30_22H + 3600)
+    bench.accountant.tick()
+    assert bench.usage().status.used[CHIPS] == pytest.approx(1.0)  # 30 minutes of 2 chips, once
+
+
+def test_changing_the_period_closes_the_books_where_they_stop_and_opens_the_new_kind() -> None:
+    """Month → Week on Tuesday Dec 1: the month's hours so far go to history (Dec 1 → the change), and the
+    week from Monday Nov 30 goes on from there."""
+    start = float(calendar.timegm((2026, 12, 1, 6, 0, 0)))
+    bench = with_queue(Bench(start))
+    bench.run("serve", 1)
+    bench.at(start + 3600)
+    bench.accountant.tick()
+    bench.set_spec(period="Week")
+    bench.at(start + 7200)
+    bench.accountant.tick()
+    status = bench.usage().status
+    (month,) = status.history
+    assert month.periodStart == calendar.timegm((2026, 12, 1, 0, 0, 0)) and month.periodEnd == start + 3600
+    assert month.used[CHIPS] == pytest.approx(1.0) and status.used[CHIPS] == pytest.approx(1.0)
+    assert status.periodStart == calendar.timegm((2026, 11, 30, 0, 0, 0))

@@ -224,19 +224,23 @@ class UsageController:
         for run in self.runs.values():
             by_queue.setdefault(self._queue_of(run), []).append(run)
         predicted: list[float] = []
+        unwritten: set[str] = set()
         for usage in list(self.store.list("QueueUsage")):
             assert isinstance(usage, QueueUsage)
             status = self._account(usage, by_queue.get(usage.metadata.name, []), now)
             if status != usage.status:
                 try:
                     self.store.update(usage.model_copy(update={"status": status}))
-                except (Conflict, NotFound):  # changed or gone meanwhile: the next tick charges from the store
+                except (Conflict, NotFound):  # changed meanwhile (its spec edited): the next tick charges again
+                    unwritten.add(usage.metadata.name)
                     continue
             when = self._runs_out(usage, status, by_queue.get(usage.metadata.name, []), now)
             if when is not None:
                 predicted.append(when)
         self.predicted = min(predicted, default=None)
-        self.runs = {key: run for key, run in self.runs.items() if run.end is None}
+        # an ended run is forgotten once its queue's books hold it (kept while they could not be written)
+        self.runs = {key: run for key, run in self.runs.items()
+                     if run.end is None or self._queue_of(run) in unwritten}
 
     # ------------------------------------------------------------------------------------- accounting
 
@@ -248,11 +252,17 @@ class UsageController:
         if since >= now:
             return status.model_copy(update={"accountedUntil": now}) if status.accountedUntil is None else status
         start = status.periodStart
-        if start is None:
-            start = periods.start_of(since, spec.period, spec.timeZone)
         used = dict(status.used) if spec.period != "Rolling" else {}
         by_namespace = {ns: dict(v) for ns, v in status.byNamespace.items()} if spec.period != "Rolling" else {}
         history = list(status.history)
+        if start is not None and periods.start_of(start, spec.period, spec.timeZone) != start:
+            # the period or time zone was changed: the books' period closes where they stop, a new one opens
+            if used:
+                history = [*history, UsagePeriod(periodStart=start, periodEnd=since, used=used,
+                                                 byNamespace=by_namespace)][-MAX_USAGE_HISTORY:]
+            start, used, by_namespace = None, {}, {}
+        if start is None:
+            start = periods.start_of(since, spec.period, spec.timeZone)
         days = list(status.days)
         decayed = dict(status.decayed)
         decayed_by = {ns: dict(v) for ns, v in status.decayedByNamespace.items()}
