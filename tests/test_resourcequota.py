@@ -75,3 +75,14 @@ def test_used_counts_and_another_namespaces_quota_does_not() -> None:
 def test_the_plugin_loads_where_volcano_configurations_name_it() -> None:
     conf = parse_conf(CONF)
     assert any(o.name == "resourcequota" for t in conf.tiers for o in t.plugins)
+
+
+def test_a_quota_freed_by_the_quota_controller_admits_the_job_at_the_next_cycle() -> None:
+    """The quota controller lowers ``status.used`` as pods finish: the scheduler sees the new figure (its view
+    of the quotas is rebuilt on every quota event) and admits the waiting job."""
+    h = run(pending_job("pg", "default", NORMAL), [quota("test", "default", NORMAL, used=NORMAL)])
+    assert h.podgroup("pg").status.phase == "Pending"
+    current = h.cluster.get("ResourceQuota", "default/test")
+    h.cluster.update(current.model_copy(update={"status": current.status.model_copy(update={"used": {}})}))
+    h.cycle()
+    assert h.podgroup("pg").status.phase != "Pending"

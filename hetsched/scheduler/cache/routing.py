@@ -102,6 +102,8 @@ class SchedulerCache:
         self._usages: dict[str, QueueUsage] = {}
         self._quotas: dict[str, ResourceQuota] = {}
         """ResourceQuotas by ``namespace/name`` (the ``resourcequota`` plugin)."""
+        self._quota_view: dict[str, tuple[tuple[str, dict[str, int], dict[str, int]], ...]] | None = None
+        """What snapshots show of them, built once per change (read-only)."""
         """Each queue's ``QueueUsage`` (its budget state, ``controllers.usage``)."""
         self._priority_classes: dict[str, PriorityClass] = {}
         self._budgets: dict[str, PodDisruptionBudget] = {}
@@ -139,6 +141,7 @@ class SchedulerCache:
                 self._quotas.pop(key, None)
             else:
                 self._quotas[key] = obj
+            self._quota_view = None
             return
         self.parked.freed()  # every other kind may change what fits where (nodes, chips, queues, classes …)
         if isinstance(obj, Node):
@@ -394,6 +397,8 @@ class SchedulerCache:
                                             self.nodes.version)
         generation = self.generation
         budgets = list(self._budgets.values())
+        if self._quota_view is None:
+            self._quota_view = build.quotas(self._quotas)
         return Snapshot(
             resources=self.resources, nodes=self.nodes.arrays(),
             queues=build.queues(self._queues, active, self.resources, self.settled, self._usages), devices=devices,
@@ -406,7 +411,7 @@ class SchedulerCache:
             default_queue=self.default_queue, missing_groups=missing, network=self.network.arrays(self.nodes),
             fresh=lambda: self.generation == generation, _active=active, _settled=settled,
             settled_fresh=lambda: self.settled.epoch == epoch, settled_by_queue=dict(self.settled.jobs_by_queue),
-            parked=self.parked.for_snapshot(), room=self.parked.room, quotas=build.quotas(self._quotas),
+            parked=self.parked.for_snapshot(), room=self.parked.room, quotas=self._quota_view,
         )
 
 
