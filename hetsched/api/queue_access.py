@@ -19,7 +19,7 @@ Kept as an annotation, not a spec field, so Volcano's own Queue CRD keeps it too
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 NAMESPACES = "hetsched.io/namespaces"
 DEFAULT_QUEUE = "hetsched.io/default-queue"
@@ -72,3 +72,29 @@ def default_queue(annotations: Mapping[str, str]) -> str | None:
     """A Namespace's default queue (:data:`DEFAULT_QUEUE`), None when it names none or not a queue name."""
     value = annotations.get(DEFAULT_QUEUE, "").strip()
     return value if value and len(value) <= 253 and _QUEUE.fullmatch(value) else None
+
+
+Tree = Callable[[str], tuple[frozenset[str] | None, str] | None]
+"""Queue name → (the namespaces it admits, None for all; its parent), or None when it is unknown."""
+
+
+def refusing(queue: str, namespace: str, tree: Tree) -> str | None:
+    """The queue — ``queue`` or one of its ancestors — that does not admit ``namespace``, or None when all of
+    them do (an unknown queue ends the walk: who may use it is not known here)."""
+    seen: set[str] = set()
+    name = queue
+    while name and name not in seen and len(seen) < 64:
+        seen.add(name)
+        found = tree(name)
+        if found is None:
+            return None
+        admits, parent = found
+        if admits is not None and namespace not in admits:
+            return name
+        name = parent
+    return None
+
+
+def refusal(namespace: str, queue: str) -> str:
+    """What a refused submission is told."""
+    return f"namespace {namespace} may not submit to queue {queue} (not in its {NAMESPACES} annotation)"

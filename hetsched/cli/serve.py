@@ -247,34 +247,32 @@ def _run(name: str, client: KubeClient, make: Callable[[], KubeCluster], setup: 
 
 
 QUEUE_TTL = 5.0
-"""Seconds the webhook keeps a Queue it read (its namespace list changes rarely; the scheduler holds the rule
-at once anyway)."""
+"""Seconds the webhook keeps a Queue or Namespace it read (their lists change rarely; the scheduler holds the
+queue rule at once anyway)."""
 
 
-def queue_lookup(client: KubeClient) -> Callable[[str], tuple[dict[str, str], str] | None]:
-    """For the webhook's queue rule: a Queue's (annotations, parent), read through the API server and kept
-    ``QUEUE_TTL`` seconds; None when it is not there or cannot be read now (the webhook then lets the object
-    through: the scheduler holds the rule too)."""
+T = TypeVar("T")
+
+
+def _kept(read: Callable[[str], T], what: str) -> Callable[[str], T | None]:
+    """``read`` (an API read by name; NotFound for none) answered from a copy kept ``QUEUE_TTL`` seconds; None
+    when there is no such object or it cannot be read now (logged): the webhook then lets the object through."""
     from hetsched.ports import NotFound
 
-    kept: dict[str, tuple[float, tuple[dict[str, str], str] | None]] = {}
+    kept: dict[str, tuple[float, T | None]] = {}
 
-    def lookup(name: str) -> tuple[dict[str, str], str] | None:
+    def lookup(name: str) -> T | None:
         now = time.monotonic()
         found = kept.get(name)
         if found is not None and found[0] > now:
             return found[1]
+        value: T | None
         try:
-            queue = client.request("GET", f"/apis/scheduling.volcano.sh/v1beta1/queues/{name}", timeout=5)
-            meta, spec = queue.get("metadata") or {}, queue.get("spec") or {}
-            annotations = meta.get("annotations")
-            value: tuple[dict[str, str], str] | None = (
-                {str(k): str(v) for k, v in annotations.items()} if isinstance(annotations, dict) else {},
-                str(spec.get("parent") or ""))
+            value = read(name)
         except NotFound:
             value = None
         except Exception as exc:  # the API server away: let it through now, ask again next time
-            log.warning("webhook: cannot read Queue %s: %s", name[:100], str(exc)[:200])
+            log.warning("webhook: cannot read %s %s: %s", what, name[:100], str(exc)[:200])
             return None
         if len(kept) > 10_000:
             kept.clear()
@@ -284,35 +282,31 @@ def queue_lookup(client: KubeClient) -> Callable[[str], tuple[dict[str, str], st
     return lookup
 
 
+def _strings(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def queue_lookup(client: KubeClient) -> Callable[[str], tuple[dict[str, str], str] | None]:
+    """For the webhook's queue rule: a Queue's (annotations, parent), read through the API server and kept
+    ``QUEUE_TTL`` seconds."""
+    def read(name: str) -> tuple[dict[str, str], str]:
+        queue = client.request("GET", f"/apis/scheduling.volcano.sh/v1beta1/queues/{name}", timeout=5)
+        return (_strings((queue.get("metadata") or {}).get("annotations")),
+                str((queue.get("spec") or {}).get("parent") or ""))
+
+    return _kept(read, "Queue")
+
+
 def namespace_queue_lookup(client: KubeClient) -> Callable[[str], str | None]:
     """For the webhook's ``/mutate``: a Namespace's default queue (``hetsched.io/default-queue``), read through
-    the API server and kept ``QUEUE_TTL`` seconds; None when it names none or cannot be read now."""
+    the API server and kept ``QUEUE_TTL`` seconds; None when it names none."""
     from hetsched.api.queue_access import default_queue
-    from hetsched.ports import NotFound
 
-    kept: dict[str, tuple[float, str | None]] = {}
+    def read(namespace: str) -> str | None:
+        data = client.request("GET", f"/api/v1/namespaces/{namespace}", timeout=5)
+        return default_queue(_strings((data.get("metadata") or {}).get("annotations")))
 
-    def lookup(namespace: str) -> str | None:
-        now = time.monotonic()
-        found = kept.get(namespace)
-        if found is not None and found[0] > now:
-            return found[1]
-        try:
-            data = client.request("GET", f"/api/v1/namespaces/{namespace}", timeout=5)
-            annotations = (data.get("metadata") or {}).get("annotations")
-            value = default_queue({str(k): str(v) for k, v in annotations.items()}) \
-                if isinstance(annotations, dict) else None
-        except NotFound:
-            value = None
-        except Exception as exc:
-            log.warning("webhook: cannot read Namespace %s: %s", namespace[:100], str(exc)[:200])
-            return None
-        if len(kept) > 10_000:
-            kept.clear()
-        kept[namespace] = (now + QUEUE_TTL, value)
-        return value
-
-    return lookup
+    return _kept(read, "Namespace")
 
 
 def pod_node_lookup(client: KubeClient) -> Callable[[str, str, str], str]:

@@ -125,20 +125,15 @@ class PodAdmission:
 
 def queue_problem(queue: str, namespace: str, lookup: QueueLookup | None) -> str:
     """Why ``namespace`` may not submit to ``queue`` ("" when it may, or when the queues cannot be read)."""
-    seen: set[str] = set()
-    name = queue
-    while lookup is not None and name and name not in seen and len(seen) < 64:
-        seen.add(name)
+    if lookup is None:
+        return ""
+
+    def tree(name: str) -> tuple[frozenset[str] | None, str] | None:
         found = lookup(name)
-        if found is None:
-            return ""
-        annotations, parent = found
-        admitted = queue_access.read(annotations)
-        if admitted is not None and namespace not in admitted:
-            return (f"namespace {namespace} may not submit to queue {name} (not in its "
-                    f"{queue_access.NAMESPACES} annotation)")
-        name = parent
-    return ""
+        return (queue_access.read(found[0]), found[1]) if found is not None else None
+
+    refused = queue_access.refusing(queue, namespace, tree)
+    return queue_access.refusal(namespace, refused) if refused is not None else ""
 
 
 def _annotations(obj: Any) -> dict[str, Any]:
@@ -229,7 +224,10 @@ def review(body: Any, path: str, restriction: Restriction | None = None,
     else:
         try:
             namespaces = (admission or PodAdmission()).namespaces
-            queue = namespaces(str(request.get("namespace") or "default")) if namespaces is not None else None
+            spec = raw.get("spec")
+            unnamed = raw.get("kind") == "Job" and isinstance(spec, dict) and spec.get("queue") in ("", None)
+            queue = namespaces(str(request.get("namespace") or "default")) \
+                if namespaces is not None and unnamed else None  # read only for a Job that names none
             patch = defaults(raw, queue or "default")
         except BadValue as exc:
             patch = []

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from hetsched import periods
+from hetsched.api import queue_access
 from hetsched.api.objects import Condition
 from hetsched.ports import Stopwatch
 from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
@@ -207,16 +208,13 @@ class Session:
         ancestors, lists namespaces and not this one), or None when it may."""
         namespace = job.key.split("/", 1)[0]
         queues = self.snapshot.queues
-        name, seen = job.queue, set()
-        while name and name not in seen:
-            seen.add(name)
+
+        def tree(name: str) -> tuple[frozenset[str] | None, str] | None:
             info = queues.get(name)
-            if info is None:
-                break
-            if info.namespaces is not None and namespace not in info.namespaces:
-                return Reason.of(ReasonCode.QUEUE_FORBIDDEN, namespace=namespace, queue=name)
-            name = info.parent
-        return None
+            return (info.namespaces, info.parent) if info is not None else None
+
+        refused = queue_access.refusing(job.queue, namespace, tree)
+        return Reason.of(ReasonCode.QUEUE_FORBIDDEN, namespace=namespace, queue=refused) if refused else None
 
     def _asked(self, names: tuple[str, ...], groups: list[TaskGroup],
                minimum: FloatArray | None = None) -> tuple[str, ...]:
