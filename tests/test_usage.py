@@ -297,7 +297,9 @@ def test_hetsched_usage_reads_a_simulations_books_as_a_table_csv_or_json(tmp_pat
     assert as_csv.exit_code == 0 and {r["periodStart"] for r in table} == {"1970-01-01T00:00:00Z"}
     assert runner.invoke(app, ["usage", "--results", str(path)]).exit_code == 0  # the table
     (tmp_path / "bad.json").write_text('{"usage": [{"queue": "x", "spec": {"budget": {"cpu": -1}}, "status": {}}]}')
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     for args, message in ((["--results", str(tmp_path / "bad.json")], "usage[0]"),
+                          (["--results", str(tmp_path / "deep.json")], "cannot read it"),
                           (["--results", str(tmp_path / "missing.json")], "cannot read it"),
                           (["--results", str(path), "--period", "<b>"], "--period"),
                           (["--results", str(path), "--format", "xml"], "--format")):

@@ -33,7 +33,7 @@ MAX_RESULTS = 1 << 30
 def _from_results(path: Path) -> list[QueueUsage]:
     try:
         data = json.loads(read_text(path, limit=MAX_RESULTS))
-    except (OSError, ValueError, YamlLimitError) as exc:
+    except (OSError, ValueError, RecursionError, YamlLimitError) as exc:  # RecursionError: JSON nested too deep
         raise fail(f"{path}: cannot read it as a simulation's results ({' '.join(str(exc).split())[:200]})") from None
     entries = data.get("usage") if isinstance(data, dict) else None
     if not isinstance(entries, list):
