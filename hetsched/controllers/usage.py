@@ -220,9 +220,10 @@ class UsageController:
         server keeps times to the second: a new leader resumes exactly where the books stop)."""
         now = float(math.floor(self.clock.now()))
         self.last_tick = now
+        queue_of = {key: self._queue_of(run) for key, run in self.runs.items()}
         by_queue: dict[str, list[_Run]] = {}
-        for run in self.runs.values():
-            by_queue.setdefault(self._queue_of(run), []).append(run)
+        for key, run in self.runs.items():
+            by_queue.setdefault(queue_of[key], []).append(run)
         predicted: list[float] = []
         unwritten: set[str] = set()
         for usage in list(self.store.list("QueueUsage")):
@@ -239,8 +240,7 @@ class UsageController:
                 predicted.append(when)
         self.predicted = min(predicted, default=None)
         # an ended run is forgotten once its queue's books hold it (kept while they could not be written)
-        self.runs = {key: run for key, run in self.runs.items()
-                     if run.end is None or self._queue_of(run) in unwritten}
+        self.runs = {key: run for key, run in self.runs.items() if run.end is None or queue_of[key] in unwritten}
 
     # ------------------------------------------------------------------------------------- accounting
 

@@ -312,7 +312,8 @@ def legal_placement(geometry: Geometry, profile: Profile, placement: int) -> boo
     if profile.placements:
         return placement in profile.placements
     if geometry.slotted:
-        return placement == 0 or (0 < placement < 1 << MAX_SLOTS and placement & (placement - 1) == 0)
+        slot = slot_of(placement)
+        return placement == 0 or (slot is not None and slot < MAX_SLOTS)
     return placement == 0
 
 
