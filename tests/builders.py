@@ -121,7 +121,8 @@ def harness(objects: list[AnyObject], conf: str | SchedulerConf | None = None) -
     cluster = MemoryCluster(clock)
     if not any(isinstance(o, Queue) and o.metadata.name == "default" for o in objects):
         cluster.create(queue("default"))
-    ordered = sorted(objects, key=lambda o: ["PriorityClass", "Queue", "Node", "PodGroup", "Pod"].index(o.kind))
+    kinds = ["Namespace", "PriorityClass", "Queue", "Node", "PodGroup", "Pod"]
+    ordered = sorted(objects, key=lambda o: kinds.index(o.kind))
     for obj in ordered:
         cluster.create(obj)
     parsed = parse_conf(conf) if isinstance(conf, str) else conf or default_conf()

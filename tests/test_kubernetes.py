@@ -858,21 +858,25 @@ def test_the_webhook_refuses_a_job_naming_a_queue_its_namespace_may_not_use(api:
     """Issue 35: queue "line" lists namespace ranking only; a Job of namespace "intruders" naming it is refused
     by the API server with the webhook's message (the webhook reads the Queue through the API server, as
     ``hetsched webhook`` does); one of ranking is stored. Namespace ranking's default queue is "line": its Job
-    naming no queue is stored in it; elsewhere such a Job goes to "default"."""
-    from hetsched.cli.serve import namespace_queue_lookup, queue_lookup
+    naming no queue is stored in it; elsewhere such a Job goes to "default". Queue "labelled" selects namespaces
+    labelled business-line=search: ranking is, intruders is not."""
+    from hetsched.cli.serve import namespace_lookup, queue_lookup
     from hetsched.cluster.webhook import PodAdmission
 
     client = KubeClient.from_token(api.url, api.token, ca_file=api.ca)
     cluster_for(api).create(Queue.model_validate({"metadata": {"name": "line", "annotations": {
         "hetsched.io/namespaces": "ranking"}}}))
+    cluster_for(api).create(Queue.model_validate({"metadata": {"name": "labelled", "annotations": {
+        "hetsched.io/namespace-selector": '{"matchLabels": {"business-line": "search"}}'}}}))
     for namespace in ("ranking", "intruders"):
         annotations = {"hetsched.io/default-queue": "line"} if namespace == "ranking" else {}
+        labels = {"business-line": "search"} if namespace == "ranking" else {}
         with contextlib.suppress(Conflict):
             client.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
-                                                                "metadata": {"name": namespace,
+                                                                "metadata": {"name": namespace, "labels": labels,
                                                                              "annotations": annotations}})
     server, client = register_webhook(api, tmp_path, PodAdmission(queues=queue_lookup(client),
-                                                                  namespaces=namespace_queue_lookup(client)))
+                                                                  namespaces=namespace_lookup(client)))
     try:
         job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "rank"},
                "spec": {"queue": "line", "minAvailable": 1, "tasks": [{"name": "w", "replicas": 1, "template": {
@@ -887,6 +891,11 @@ def test_the_webhook_refuses_a_job_naming_a_queue_its_namespace_may_not_use(api:
         assert stored["spec"]["queue"] == "line"  # the namespace's default queue, set at admission
         elsewhere = client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/intruders/jobs", body=unnamed)
         assert elsewhere["spec"]["queue"] == "default"
+        selected = {**job, "metadata": {"name": "selected"}, "spec": {**job["spec"], "queue": "labelled"}}
+        client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/ranking/jobs", body=selected)
+        with pytest.raises(Invalid) as unlabelled:  # the namespace's labels, read through the API server
+            client.request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/intruders/jobs", body=selected)
+        assert "may not submit to queue labelled" in str(unlabelled.value)
     finally:
         unregister_webhook(client, server)
 

@@ -11,7 +11,7 @@ import pytest
 
 from hetsched.api.manifest import ManifestError, load_text
 from hetsched.api.objects import AnyObject, Pod, Queue
-from hetsched.api.queue_access import NAMESPACES, admitted
+from hetsched.api.queue_access import NAMESPACES, SELECTOR, admitted
 from tests.builders import Harness, harness, node, pod, podgroup, priority_class, queue, running_on
 
 pytestmark = pytest.mark.timeout(120)
@@ -38,7 +38,8 @@ def bound(h: Harness, namespace: str, job: str) -> list[str]:
 
 def test_the_annotation_lists_names_or_every_namespace() -> None:
     assert admitted({}) is None and admitted({NAMESPACES: "*"}) is None
-    assert admitted({NAMESPACES: "search-ranking, ads"}) == {"search-ranking", "ads"}
+    listed = admitted({NAMESPACES: "search-ranking, ads"})
+    assert listed is not None and listed.names == {"search-ranking", "ads"} and listed.selector is None
     for bad, message in (("search,", "an empty name"), ("Search", "'Search' is not a namespace name"),
                          ("a" * 64, "is not a namespace name"), (",".join(["a"] * 1001), "at most 1000")):
         with pytest.raises(ValueError, match=message):
@@ -186,7 +187,8 @@ def test_a_job_naming_no_queue_gets_its_namespaces_default_queue_at_admission() 
 
         job = {**volcano_job("x", "ranking"), "spec": {**spec, "tasks": volcano_job("x", "ranking")["spec"]["tasks"]}}
         answer = review({"request": {"uid": "u", "operation": "CREATE", "namespace": "ranking", "object": job}},
-                        "/mutate", admission=PodAdmission(namespaces={"ranking": "search"}.get))["response"]
+                        "/mutate", admission=PodAdmission(namespaces={"ranking": (
+                            {DEFAULT_QUEUE: "search"}, {})}.get))["response"]
         patch: list[dict[str, Any]] = json.loads(base64.b64decode(answer["patch"]))
         return [p for p in patch if p["path"] == "/spec/queue"]
 
@@ -195,3 +197,84 @@ def test_a_job_naming_no_queue_gets_its_namespaces_default_queue_at_admission() 
     assert mutate({"queue": "other"}) == []  # a queue named is kept (and checked by /validate)
     assert default_queue({DEFAULT_QUEUE: "search"}) == "search"
     assert default_queue({DEFAULT_QUEUE: "<b>x</b>"}) is None and default_queue({}) is None
+
+
+# ------------------------------------------------------------------------------------- by namespace labels
+
+SEARCH_LINE = '{"matchLabels": {"business-line": "search"}}'
+
+
+def selecting(name: str, selector: str, names: str | None = None) -> Queue:
+    made = queue(name)
+    annotations = {SELECTOR: selector, **({NAMESPACES: names} if names is not None else {})}
+    return made.model_copy(update={"metadata": made.metadata.model_copy(update={"annotations": annotations})})
+
+
+def namespace(name: str, **labels: str) -> AnyObject:
+    from hetsched.api.objects import Namespace
+
+    return Namespace.model_validate({"metadata": {"name": name, "labels": labels}})
+
+
+def test_a_namespace_selector_admits_the_namespaces_whose_labels_it_matches() -> None:
+    """Queue search selects namespaces labelled business-line=search: ranking (so labelled) runs, ads waits
+    with the reason; relabelling ads lets it in at the next cycle; a name always matches its own
+    kubernetes.io/metadata.name label, and a listed name is admitted whatever its labels."""
+    h = harness([selecting("search", SEARCH_LINE), node("n1", cpu="8"),
+                 namespace("ranking", **{"business-line": "search"}), namespace("ads", **{"business-line": "ads"}),
+                 *team_job("rank", "ranking", "search"), *team_job("promo", "ads", "search")])
+    h.cycle()
+    h.cycle()
+    assert bound(h, "ranking", "rank") and bound(h, "ads", "promo") == []
+    assert "namespace ads may not submit to queue search" in h.condition("promo", namespace="ads")
+    h.cluster.update(namespace("ads", **{"business-line": "search"}))
+    h.cycle()
+    h.cycle()
+    assert bound(h, "ads", "promo")
+    by_name = admitted({SELECTOR: '{"matchExpressions": [{"key": "kubernetes.io/metadata.name", '
+                                  '"operator": "In", "values": ["infra"]}]}'})
+    assert by_name is not None and by_name.allows("infra", dict) and not by_name.allows("ads", dict)
+    listed = admitted({SELECTOR: SEARCH_LINE, NAMESPACES: "ops"})
+    assert listed is not None and listed.allows("ops", dict) and not listed.allows("ads", lambda: {"x": "y"})
+
+
+@pytest.mark.parametrize("selector, message", [
+    ("{not json", "not JSON"),
+    ('["business-line"]', "must be a label selector object"),
+    ('{"matchExpressions": [{"key": "a", "operator": "Near"}]}', "matchExpressions.0.operator"),
+    ('{"matchLabels": {"a": "b"}, "extra": 1}', "extra"),
+    ("[" * 20000, "longer than"),
+    ("[" * 5000 + "]" * 5000, "not JSON"),
+])
+def test_a_malformed_selector_is_refused_naming_the_annotation_and_admits_nobody(selector: str, message: str) -> None:
+    with pytest.raises(ManifestError) as refused:
+        load_text(f"""apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata:
+  name: search
+  annotations: {{{SELECTOR}: '{selector.replace("'", "''")}'}}
+""")
+    assert f'metadata.annotations["{SELECTOR}"]' in str(refused.value) and message in str(refused.value)
+    from hetsched.api.queue_access import read
+
+    nobody = read({SELECTOR: selector})
+    assert nobody is not None and not nobody.allows("ranking", dict)
+
+
+def test_the_webhook_applies_a_selector_with_the_namespaces_labels() -> None:
+    from hetsched.cluster.webhook import PodAdmission, review
+
+    queues = {"search": ({SELECTOR: SEARCH_LINE}, "")}
+    labels = {"ranking": ({}, {"business-line": "search"}), "ads": ({}, {"business-line": "ads"})}
+
+    def check(namespace_name: str) -> dict[str, Any]:
+        request = {"uid": "u1", "operation": "CREATE", "namespace": namespace_name,
+                   "object": volcano_job("search", namespace_name), "userInfo": {"username": "alice"}}
+        answer: dict[str, Any] = review({"request": request}, "/validate", admission=PodAdmission(
+            queues=queues.get, namespaces=labels.get))["response"]
+        return answer
+
+    assert check("ranking")["allowed"]
+    refused = check("ads")
+    assert not refused["allowed"] and f"nor matched by its {SELECTOR}" in refused["status"]["message"]
+    assert not check("unknown")["allowed"]  # a namespace that cannot be read matches by its name only

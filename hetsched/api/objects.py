@@ -979,14 +979,16 @@ class QueueUsageSpec(_Strict):
     ``nvidia.com/gpu`` …), core-hours for ``cpu``, GiB-hours for ``memory``; a resource not named is not
     limited. ``period``: ``Month``, ``Week``, ``Day`` (calendar, in ``timeZone``) or ``Rolling`` (the last
     ``window``, whole days). ``whenExhausted``: ``Wait`` — the queue's jobs are not admitted or placed until
-    the period ends (running ones finish) — or ``Idle`` — they run only on capacity no other queue is asking
-    for, and are the first reclaimed."""
+    the period ends (running ones finish) — ``Stop`` — as ``Wait``, and its running pods that hold a used-up
+    resource are evicted at once (a hard budget) — or ``Idle`` — they run only on capacity no other queue is
+    asking for, and are the first reclaimed. A budget binds the queue's whole subtree: a parent queue's
+    ``QueueUsage`` counts the pods of every queue under it."""
 
     period: Literal["Month", "Week", "Day", "Rolling"] = "Month"
     window: str = Field(default="", max_length=64)
     timeZone: str = Field(default="UTC", max_length=64)
     budget: dict[str, float] = Field(default_factory=dict)
-    whenExhausted: Literal["Wait", "Idle"] = "Wait"
+    whenExhausted: Literal["Wait", "Stop", "Idle"] = "Wait"
 
     @field_validator("budget")
     @classmethod
@@ -1206,6 +1208,15 @@ class ResourceQuota(_Model):
     status: ResourceQuotaStatus = Field(default_factory=ResourceQuotaStatus)
 
 
+class Namespace(_Model):
+    """Kubernetes' ``v1`` Namespace: its labels are what a Queue's ``hetsched.io/namespace-selector`` matches
+    (``api.queue_access``), its annotations name its default queue."""
+
+    apiVersion: Literal["v1"] = "v1"
+    kind: Literal["Namespace"] = "Namespace"
+    metadata: ObjectMeta
+
+
 class Secret(_Model):
     apiVersion: Literal["v1"] = "v1"
     kind: Literal["Secret"] = "Secret"
@@ -1413,7 +1424,8 @@ class JobFlow(_Model):
 
 
 AnyObject = (Pod | Node | PriorityClass | Job | PodGroup | Queue | Command | PodDisruptionBudget | Secret | ConfigMap
-             | Service | NetworkPolicy | HyperNode | CronJob | JobFlow | JobTemplate | QueueUsage | ResourceQuota)
+             | Service | NetworkPolicy | HyperNode | CronJob | JobFlow | JobTemplate | QueueUsage | ResourceQuota
+             | Namespace)
 
 KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("v1", "Pod"): Pod,
@@ -1434,8 +1446,9 @@ KINDS: dict[tuple[str, str], type[AnyObject]] = {
     ("flow.volcano.sh/v1alpha1", "JobTemplate"): JobTemplate,
     ("hetsched.io/v1alpha1", "QueueUsage"): QueueUsage,
     ("v1", "ResourceQuota"): ResourceQuota,
+    ("v1", "Namespace"): Namespace,
 }
-CLUSTER_SCOPED = frozenset({"Node", "PriorityClass", "Queue", "HyperNode", "QueueUsage"})
+CLUSTER_SCOPED = frozenset({"Node", "PriorityClass", "Queue", "HyperNode", "QueueUsage", "Namespace"})
 TIME_KEYS = frozenset({"creationTimestamp", "deletionTimestamp", "lastTransitionTime", "startTime", "finishedAt",
                        "startedAt", "lastProbeTime", "lastHeartbeatTime", "lastUpdateTime", "lastScheduleTime",
                        "lastSuccessfulTime", "startTimestamp", "endTimestamp", "periodStart", "periodEnd",

@@ -297,14 +297,14 @@ def queue_lookup(client: KubeClient) -> Callable[[str], tuple[dict[str, str], st
     return _kept(read, "Queue")
 
 
-def namespace_queue_lookup(client: KubeClient) -> Callable[[str], str | None]:
-    """For the webhook's ``/mutate``: a Namespace's default queue (``hetsched.io/default-queue``), read through
-    the API server and kept ``QUEUE_TTL`` seconds; None when it names none."""
-    from hetsched.api.queue_access import default_queue
-
-    def read(namespace: str) -> str | None:
+def namespace_lookup(client: KubeClient) -> Callable[[str], tuple[dict[str, str], dict[str, str]] | None]:
+    """For the webhook's queue rules: a Namespace's (annotations, labels) — its default queue
+    (``hetsched.io/default-queue``) and what a queue's namespace selector matches — read through the API server
+    and kept ``QUEUE_TTL`` seconds."""
+    def read(namespace: str) -> tuple[dict[str, str], dict[str, str]]:
         data = client.request("GET", f"/api/v1/namespaces/{namespace}", timeout=5)
-        return default_queue(_strings((data.get("metadata") or {}).get("annotations")))
+        metadata = data.get("metadata") or {}
+        return _strings(metadata.get("annotations")), _strings(metadata.get("labels"))
 
     return _kept(read, "Namespace")
 
@@ -563,7 +563,7 @@ def webhook(
         cert_path, key_path = str(cert), str(key)
     admission = PodAdmission(scheduler_identity, _priority_policy(priority_class),
                              queue_lookup(client) if client is not None else None,
-                             namespace_queue_lookup(client) if client is not None else None)
+                             namespace_lookup(client) if client is not None else None)
     webhook_server = WebhookServer(cert_path, key_path, host, port, metrics=metrics, restriction=restriction,
                                    admission=admission)
     webhook_server.start()

@@ -111,6 +111,7 @@ RESOURCES: dict[str, Resource] = {
     "HyperNode": Resource("topology.volcano.sh", "v1alpha1", "hypernodes", False),
     "QueueUsage": Resource("hetsched.io", "v1alpha1", "queueusages", False),
     "ResourceQuota": Resource("", "v1", "resourcequotas", True),
+    "Namespace": Resource("", "v1", "namespaces", False),
     "Command": Resource("bus.volcano.sh", "v1alpha1", "commands", True),
     "CronJob": Resource("batch.volcano.sh", "v1alpha1", "cronjobs", True),
     "JobFlow": Resource("flow.volcano.sh", "v1alpha1", "jobflows", True),

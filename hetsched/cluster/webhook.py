@@ -118,21 +118,31 @@ class PodAdmission:
     scheduler: str = "system:serviceaccount:hetsched:hetsched-scheduler"
     policy: PriorityPolicy = DEFAULT_PRIORITY
     queues: QueueLookup | None = None
-    namespaces: Callable[[str], str | None] | None = None
-    """Namespace → its default queue (its ``hetsched.io/default-queue`` annotation), None for none: what
-    ``/mutate`` gives a Job that names no queue."""
+    namespaces: NamespaceLookup | None = None
+    """What ``/mutate`` gives a Job that names no queue (the Namespace's ``hetsched.io/default-queue``), and the
+    labels a queue's namespace selector matches."""
 
 
-def queue_problem(queue: str, namespace: str, lookup: QueueLookup | None) -> str:
-    """Why ``namespace`` may not submit to ``queue`` ("" when it may, or when the queues cannot be read)."""
+NamespaceLookup = Callable[[str], tuple[dict[str, str], dict[str, str]] | None]
+"""Namespace name → (its annotations, its labels), or None when it is not there or cannot be read now."""
+
+
+def queue_problem(queue: str, namespace: str, lookup: QueueLookup | None,
+                  namespaces: NamespaceLookup | None = None) -> str:
+    """Why ``namespace`` may not submit to ``queue`` ("" when it may, or when the queues cannot be read). A
+    namespace that cannot be read has no labels but its name (a selector then admits it by name only)."""
     if lookup is None:
         return ""
 
-    def tree(name: str) -> tuple[frozenset[str] | None, str] | None:
+    def tree(name: str) -> tuple[queue_access.Admits | None, str] | None:
         found = lookup(name)
         return (queue_access.read(found[0]), found[1]) if found is not None else None
 
-    refused = queue_access.refusing(queue, namespace, tree)
+    def labels() -> dict[str, str]:
+        found = namespaces(namespace) if namespaces is not None else None
+        return found[1] if found is not None else {}
+
+    refused = queue_access.refusing(queue, namespace, tree, labels)
     return queue_access.refusal(namespace, refused) if refused is not None else ""
 
 
@@ -168,7 +178,7 @@ def check_pod(request: dict[str, Any], admission: PodAdmission) -> str:
     if ours and request.get("operation") == "CREATE" and not membership.group_name(annotations, labels):
         queue = membership.queue_name({k: str(v) for k, v in annotations.items()},
                                       {k: str(v) for k, v in labels.items()})
-        problem = queue_problem(queue, namespace, admission.queues)
+        problem = queue_problem(queue, namespace, admission.queues, admission.namespaces)
         if problem:
             return f"Pod {namespace}/{name}: metadata.annotations[{membership.QUEUE_KEY}]: {problem}"
     return ""
@@ -218,7 +228,8 @@ def review(body: Any, path: str, restriction: Restriction | None = None,
     elif path.startswith("/validate"):
         chosen = admission or PodAdmission()
         problem = validate(raw, request.get("oldObject") if request.get("operation") == "UPDATE" else None,
-                           str(request.get("namespace") or "default"), chosen.policy, chosen.queues)
+                           str(request.get("namespace") or "default"), chosen.policy, chosen.queues,
+                           chosen.namespaces)
         if problem:
             response = {"uid": uid, "allowed": False, "status": {"code": 400, "reason": "Invalid", "message": problem}}
     else:
@@ -226,8 +237,9 @@ def review(body: Any, path: str, restriction: Restriction | None = None,
             namespaces = (admission or PodAdmission()).namespaces
             spec = raw.get("spec")
             unnamed = raw.get("kind") == "Job" and isinstance(spec, dict) and spec.get("queue") in ("", None)
-            queue = namespaces(str(request.get("namespace") or "default")) \
+            found = namespaces(str(request.get("namespace") or "default")) \
                 if namespaces is not None and unnamed else None  # read only for a Job that names none
+            queue = queue_access.default_queue(found[0]) if found is not None else None
             patch = defaults(raw, queue or "default")
         except BadValue as exc:
             patch = []
@@ -260,7 +272,8 @@ def deletion_problem(old: Any) -> str:
 
 
 def validate(raw: dict[str, Any], old: dict[str, Any] | None, namespace: str = "default",
-             policy: PriorityPolicy = DEFAULT_PRIORITY, queues: QueueLookup | None = None) -> str:
+             policy: PriorityPolicy = DEFAULT_PRIORITY, queues: QueueLookup | None = None,
+             namespaces: NamespaceLookup | None = None) -> str:
     """"" when the object is valid, else the messages ``hetsched validate`` prints (one per line), and those
     of the rules that need the request (a PriorityClass the namespace may not use, a hand-off annotation
     in a Job's pod template, a queue the namespace may not submit to)."""
@@ -271,7 +284,7 @@ def validate(raw: dict[str, Any], old: dict[str, Any] | None, namespace: str = "
     if isinstance(parsed, (Job, PodGroup)):
         previous = (old or {}).get("spec") if isinstance(old, dict) else None
         moved = not isinstance(previous, dict) or previous.get("queue") != parsed.spec.queue
-        problem = queue_problem(parsed.spec.queue or "default", namespace, queues) if moved else ""
+        problem = queue_problem(parsed.spec.queue or "default", namespace, queues, namespaces) if moved else ""
         if problem:
             return f"{SOURCE}: {kind}/{name}: spec.queue: {problem}"
     for field_path, klass in job_class_names(raw):

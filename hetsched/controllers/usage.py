@@ -14,7 +14,8 @@ Rules:
 - A pod is charged from its start (``status.startTime``, else when it was first seen running) to its end
   (when it was first seen Succeeded or Failed, or deleted), for what it requests: each extended resource
   (chips) per unit, ``cpu`` per core, ``memory`` per GiB — to the queue of its PodGroup (else the queue its
-  own annotation names, else ``default``) and to its namespace within it.
+  own annotation names, else ``default``) and to its namespace within it — and to each ancestor queue
+  (``spec.parent``), so a business line's parent queue has books, and a budget, for its whole subtree.
 - Every ``interval`` seconds (and at the moment a budget is predicted to run out at the current rate) the
   run time since ``status.accountedUntil`` is added, split at period boundaries: a closed period goes to
   ``status.history``; a ``Rolling`` period of N days is today and the N−1 days before it, kept day by day.
@@ -110,6 +111,9 @@ class UsageController:
         self.last_tick: float | None = None
         self.predicted: float | None = None
         """When a budget runs out at the current rate (the next tick comes no later)."""
+        self.changed = False
+        """A run began or ended since the last tick: the rates changed, so :attr:`predicted` is stale (a tick
+        comes within a second)."""
         self.renewals: dict[str, float] = {}
         """Queue → the end of the period in which its budget ran out: a tick then gives it a fresh period,
         also when nothing runs (an exhausted queue waiting runs nothing)."""
@@ -157,6 +161,7 @@ class UsageController:
                 self.last_tick = now
             namespace = pod.metadata.namespace or "default"
             group = membership.group_name(pod.metadata.annotations, pod.metadata.labels)
+            self.changed = True
             self.runs[key] = _Run(f"{namespace}/{group}" if group else "",
                                   membership.queue_name(pod.metadata.annotations, pod.metadata.labels), namespace,
                                   rates, min(started, now),
@@ -164,6 +169,7 @@ class UsageController:
             return
         if run.end is None and (kind == "DELETED" or pod.status.phase in TERMINAL):
             run.end = now
+            self.changed = True
 
     def _queue_of(self, run: _Run) -> str:
         """The queue a run is charged to: its PodGroup's, else the one its pod names (``default``)."""
@@ -173,6 +179,26 @@ class UsageController:
                 if isinstance(found, PodGroup):
                     return found.spec.queue or "default"
         return run.own_queue
+
+    def _line(self, queue: str, known: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+        """The queue and its ancestors (``spec.parent``, up to a top-level queue): a run is charged to each,
+        so a parent's budget binds its whole subtree. ``root`` is the top, not a budget of its own."""
+        if queue in known:
+            return known[queue]
+        line = [queue]
+        name = queue
+        while len(line) < 64:
+            try:
+                found = self.store.get("Queue", name)
+            except NotFound:
+                break
+            parent = found.spec.parent if isinstance(found, Queue) else ""
+            if not parent or parent == "root" or parent in line:
+                break
+            line.append(parent)
+            name = parent
+        known[queue] = tuple(line)
+        return known[queue]
 
     # ------------------------------------------------------------------------------------- the loop
 
@@ -195,12 +221,13 @@ class UsageController:
             self.store.create(usage)
 
     def next_deadline(self) -> float | None:
-        """When to account next: an interval after the last tick while pods run, or sooner where a budget runs
-        out, or when an exhausted queue's period ends; None while nothing runs and no budget waits for a new
-        period (what ended since is charged at the next tick)."""
+        """When to account next: an interval after the last tick while pods run (a second after it when a run
+        began or ended: the rates changed), or sooner where a budget runs out, or when an exhausted queue's
+        period ends; None while nothing runs and no budget waits for a new period (what ended since is
+        charged at the next tick)."""
         candidates = list(self.renewals.values())
         if self.last_tick is not None and any(run.end is None for run in self.runs.values()):
-            candidates.append(self.last_tick + self.interval)
+            candidates.append(self.last_tick + (1.0 if self.changed else self.interval))
             if self.predicted is not None:
                 candidates.append(self.predicted)
         return min(candidates, default=None)
@@ -220,10 +247,13 @@ class UsageController:
         server keeps times to the second: a new leader resumes exactly where the books stop)."""
         now = float(math.floor(self.clock.now()))
         self.last_tick = now
-        queue_of = {key: self._queue_of(run) for key, run in self.runs.items()}
+        self.changed = False
+        lines: dict[str, tuple[str, ...]] = {}
+        queue_of = {key: self._line(self._queue_of(run), lines) for key, run in self.runs.items()}
         by_queue: dict[str, list[_Run]] = {}
         for key, run in self.runs.items():
-            by_queue.setdefault(queue_of[key], []).append(run)
+            for name in queue_of[key]:
+                by_queue.setdefault(name, []).append(run)
         predicted: list[float] = []
         unwritten: set[str] = set()
         for usage in list(self.store.list("QueueUsage")):
@@ -240,7 +270,8 @@ class UsageController:
                 predicted.append(when)
         self.predicted = min(predicted, default=None)
         # an ended run is forgotten once its queue's books hold it (kept while they could not be written)
-        self.runs = {key: run for key, run in self.runs.items() if run.end is None or queue_of[key] in unwritten}
+        self.runs = {key: run for key, run in self.runs.items()
+                     if run.end is None or not unwritten.isdisjoint(queue_of[key])}
 
     # ------------------------------------------------------------------------------------- accounting
 
@@ -305,7 +336,8 @@ class UsageController:
                 _add(used, day.used, 1.0)
                 for namespace, amounts in day.byNamespace.items():
                     _add(by_namespace.setdefault(namespace, {}), amounts, 1.0)
-        exhausted = sorted(name for name, limit in spec.budget.items() if used.get(name, 0.0) >= limit)
+        # within a millionth of an hour counts as used up: hours summed second by second round below the limit
+        exhausted = sorted(name for name, limit in spec.budget.items() if used.get(name, 0.0) >= limit - 1e-6)
         return status.model_copy(update={
             "periodStart": start, "periodEnd": periods.next_start(start, spec.period, spec.timeZone),
             "accountedUntil": now, "used": used, "byNamespace": by_namespace, "decayed": decayed,
@@ -338,7 +370,7 @@ class UsageController:
         for run in runs:
             if run.end is None:
                 _add(rates, run.rates, 1.0)
-        times = [math.ceil(now + (limit - status.used.get(name, 0.0)) / rates[name] * HOUR)
+        times = [max(math.ceil(now + (limit - status.used.get(name, 0.0)) / rates[name] * HOUR), now + 1)
                  for name, limit in usage.spec.budget.items()
                  if rates.get(name, 0.0) > 0 and name not in status.exhausted]
         return min(times, default=None)

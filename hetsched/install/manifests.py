@@ -97,6 +97,7 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
         _rule(["topology.volcano.sh"], ["hypernodes"], READ),
         _rule(["hetsched.io"], ["queueusages"], READ),  # budgets: what is used up
         _rule([""], ["resourcequotas"], READ),  # the resourcequota plugin
+        _rule([""], ["namespaces"], READ),  # their labels: what a queue's namespace selector matches
         _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
         _rule(["policy"], ["poddisruptionbudgets"], READ),
     ],
@@ -131,7 +132,7 @@ CLUSTER_RULES: dict[str, list[dict[str, Any]]] = {
               ["get", "update"], ["hetsched-validate", "hetsched-mutate", "hetsched-restrict", "hetsched-pods"]),
         # its CA bundle
         _rule(["scheduling.volcano.sh"], ["queues"], ["get"]),  # which namespaces may use a queue
-        _rule([""], ["namespaces"], ["get"]),  # a namespace's default queue
+        _rule([""], ["namespaces"], ["get"]),  # a namespace's default queue, and its labels (queue selectors)
     ],
     "node-agent": [  # its own Node only: the webhook's /restrict
         _rule([""], ["nodes"], ["get", "update", "patch"]),

@@ -34,7 +34,7 @@ from hetsched.controllers.job import JobController
 from hetsched.controllers.jobflow import JobFlowController
 from hetsched.controllers.podgroup import PodGroupController
 from hetsched.controllers.queue import QueueController
-from hetsched.controllers.usage import UsageController
+from hetsched.controllers.usage import HALF_LIFE, UsageController
 from hetsched.metrics.controller import ControllerMetrics
 from hetsched.metrics.scheduler import SchedulerMetrics
 from hetsched.ports import NotFound, WatchEvent
@@ -124,7 +124,8 @@ class Simulation:
     def __init__(self, nodes: Sequence[Node], objects: Sequence[AnyObject], conf: SchedulerConf | None = None, *,
                  period: float = 1.0, until: float | None = None,
                  scheduler_names: tuple[str, ...] = ("hetsched", "volcano"), faults: Sequence[Fault] = (),
-                 metrics: tuple[SchedulerMetrics, ControllerMetrics] | None = None, timeline: bool = False) -> None:
+                 metrics: tuple[SchedulerMetrics, ControllerMetrics] | None = None, timeline: bool = False,
+                 usage_half_life: float = HALF_LIFE) -> None:
         if period <= 0:
             raise ValueError("period must be > 0")
         self.period = period
@@ -145,7 +146,7 @@ class Simulation:
         self.cronjob_controller = CronJobController(self.cluster, self.clock, events=self.cluster)
         self.jobflow_controller = JobFlowController(self.cluster, self.clock, events=self.cluster)
         self.queue_controller = QueueController(self.cluster, events=self.cluster)
-        self.usage_controller = UsageController(self.cluster, self.clock)
+        self.usage_controller = UsageController(self.cluster, self.clock, half_life=usage_half_life)
         self._spent: dict[str, tuple[object, ...]] = {}
         """Each queue's budget state as last seen: only its change wakes the scheduler (``_wake``)."""
         self.kubelet = SimKubelet(self.cluster, self.loop)
@@ -306,13 +307,18 @@ class Simulation:
         return evicted
 
     def _account(self) -> None:
-        """Charge run time up to now after every event (``controllers.usage``): exact, with no timers of its
-        own, and before any later cycle decides — a budget used up between two events is seen at the second,
-        before anything can start there. Its status writes wake the scheduler only when a budget's state
-        changes (``_wake``), and come after a cycle's own check for changes, so they add no cycle."""
+        """Charge run time up to now after every event (``controllers.usage``), and at the second a budget runs
+        out at the current rate (a timer): exact, and before any later cycle decides. Its status writes wake
+        the scheduler only when a budget's state changes (``_wake``), and come after a cycle's own check for
+        changes, so they add no cycle."""
         accountant = self.usage_controller
-        if accountant.runs and (accountant.last_tick is None or self.clock.now() > accountant.last_tick):
+        if accountant.runs and (accountant.last_tick is None or self.clock.now() > accountant.last_tick
+                                or accountant.changed):
             accountant.tick()
+        due = accountant.predicted  # a budget runs out then at the current rate: seen at that very second
+        if due is not None and due > self.clock.now() and due not in self._timers:
+            self._timers.add(due)
+            self.loop.schedule(due, partial(self._timer, due), ARRIVAL)
 
     def _renew(self, due: float) -> None:
         """A used-up budget's period ended: the accountant opens the next one (what waited for it may run).

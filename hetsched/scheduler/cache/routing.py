@@ -30,6 +30,7 @@ from hetsched.api import membership
 from hetsched.api.objects import (
     ConfigMap,
     HyperNode,
+    Namespace,
     Node,
     Pod,
     PodDisruptionBudget,
@@ -61,7 +62,7 @@ from hetsched.scheduler.contract.arrays import IntArray
 from hetsched.scheduler.contract.snapshot import ResourceIndex, Snapshot
 
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget", "ConfigMap", "HyperNode",
-         "QueueUsage", "ResourceQuota")
+         "QueueUsage", "ResourceQuota", "Namespace")
 SCOPES = {"ConfigMap": ASCEND_NAMESPACE}
 """Kinds the scheduler watches in one namespace only: Ascend's device-info ConfigMaps (the chip health of a
 node whose inventory annotation is absent — a cluster running Huawei's device plugin, not hetsched's
@@ -100,6 +101,9 @@ class SchedulerCache:
         pods differing in them are never one group."""
         self._queues: dict[str, Queue] = {}
         self._usages: dict[str, QueueUsage] = {}
+        self._namespace_labels: dict[str, dict[str, str]] = {}
+        """Namespace → its labels (only those with labels): replaced, never changed in place, so a snapshot may
+        hold it."""
         self._quotas: dict[str, ResourceQuota] = {}
         """ResourceQuotas by ``namespace/name`` (the ``resourcequota`` plugin)."""
         self._quota_view: dict[str, tuple[tuple[str, dict[str, int], dict[str, int]], ...]] | None = None
@@ -134,6 +138,15 @@ class SchedulerCache:
             return
         if isinstance(obj, QueueUsage):
             self._on_usage(event.type, obj)
+            return
+        if isinstance(obj, Namespace):  # its labels: which queues a namespace selector opens to it
+            name = obj.metadata.name
+            labels = {} if event.type == "DELETED" else dict(obj.metadata.labels)
+            if self._namespace_labels.get(name, {}) != labels:
+                self._namespace_labels = {**self._namespace_labels, name: labels}  # a snapshot keeps the old one
+                if not labels:
+                    del self._namespace_labels[name]
+                self.parked.freed()
             return
         if isinstance(obj, ResourceQuota):  # admission only (``enqueue``): what fits where is unchanged
             key = f"{obj.metadata.namespace or 'default'}/{obj.metadata.name}"
@@ -412,6 +425,7 @@ class SchedulerCache:
             fresh=lambda: self.generation == generation, _active=active, _settled=settled,
             settled_fresh=lambda: self.settled.epoch == epoch, settled_by_queue=dict(self.settled.jobs_by_queue),
             parked=self.parked.for_snapshot(), room=self.parked.room, quotas=self._quota_view,
+            namespace_labels=self._namespace_labels,
         )
 
 

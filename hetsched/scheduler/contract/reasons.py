@@ -285,7 +285,8 @@ SPECS: dict[ReasonCode, Spec] = {
         "for this period; its jobs run only on capacity no other queue is asking for", "budget used up"),
     ReasonCode.QUEUE_FORBIDDEN: Spec(
         ("namespace", "queue"), "namespace {namespace} may not submit to queue {queue} (not in its "
-        "hetsched.io/namespaces annotation); ask the queue's owner, or use a queue your namespace may use",
+        "hetsched.io/namespaces annotation, nor matched by its hetsched.io/namespace-selector); ask the queue's "
+        "owner, or use a queue your namespace may use",
         "queue forbidden"),
     ReasonCode.SET_ASIDE: Spec(
         ("error", "backoff"), "scheduling this job raised an error ({error}); it is set aside for {backoff:g} s "

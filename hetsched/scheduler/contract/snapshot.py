@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hetsched.api.objects import NetworkTopology, PodAffinityTerm, PodGroup, PodSpec, QueueAffinity, Taint
+from hetsched.api.queue_access import Admits
 from hetsched.devices.policy import bit_weights
 
 if TYPE_CHECKING:
@@ -161,8 +162,8 @@ class QueueInfo:
     """``spec.priority``: higher-priority queues are served first, before the plugins' order (share)."""
     annotations: dict[str, str] = field(default_factory=dict)
     """The Queue's annotations (``nodegroup`` reads its per-node-group limits there)."""
-    namespaces: frozenset[str] | None = None
-    """The namespaces that may submit to it (``api.queue_access``); None: every one."""
+    namespaces: Admits | None = None
+    """Who may submit to it (``api.queue_access``: names listed, a namespace selector); None: every one."""
     exhausted: tuple[str, ...] = ()
     """Resources whose budget its ``QueueUsage`` says this period has used up (``controllers.usage``)."""
     when_exhausted: str = "Wait"
@@ -531,6 +532,8 @@ class Snapshot:
     the cache, so they may be built only while it has not (see ``scheduler.cache``); None: a hand-built
     snapshot, always fresh."""
     quotas: dict[str, tuple[tuple[str, dict[str, int], dict[str, int]], ...]] = field(default_factory=dict)
+    namespace_labels: Mapping[str, dict[str, str]] = field(default_factory=dict)
+    """Namespace → its labels (``Namespace`` objects; what a queue's namespace selector matches)."""
     """Namespace → its ResourceQuotas: (name, ``status.hard`` else ``spec.hard``, ``status.used``), amounts in
     milli-units by resource name (the ``resourcequota`` plugin)."""
     missing_groups: dict[str, int] = field(default_factory=dict)

@@ -12,7 +12,7 @@ the pods it was told about (``on_allocate``/``on_deallocate``), and PodGroup con
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from hetsched.api.objects import Condition
@@ -81,6 +81,11 @@ class SessionView(Protocol):
 
     def pipelined_pods(self, job: JobInfo) -> int:
         """The job's pods reserved this session on resources being released (Volcano's pipelined tasks)."""
+        ...
+
+    def guests(self) -> Mapping[str, str]:
+        """Job key → the queue whose used-up ``Idle`` budget makes the job's running pods guests: they hold
+        capacity no other queue asked for, and ``reclaim`` takes them first, for any queue."""
         ...
 
     def short(self, job: JobInfo) -> int | None:

@@ -1,14 +1,16 @@
 """Choosing eviction victims for a starving gang: shared by the ``preempt`` and ``reclaim`` actions.
 
 Who calls it: those two actions, with the victims each may take (same queue and lower priority for
-``preempt``; reclaimable queues above their deserved share for ``reclaim``).
+``preempt``; reclaimable queues above their deserved share, and guests, for ``reclaim``), and
+``engine.budgets`` (:func:`release` and :func:`record` for what a hard budget stops).
 
 How victims are chosen (hetsched's rule, gang- and topology-aware by construction):
 
 1. Victim *units*: a job's pods above its minMember may go one at a time (newest first); otherwise the
    job goes only as a whole (every running pod of it) — a victim gang is never cut below minMember. When
    a whole job is chosen, single pods of it chosen before are folded into it. Units are tried cheapest first:
-   lowest *job* priority (the PodGroup's priorityClassName), then lowest pod priority (as Volcano orders
+   guests first (jobs of a queue whose ``Idle`` budget is used up, ``Session.guests``), then lowest *job*
+   priority (the PodGroup's priorityClassName), then lowest pod priority (as Volcano orders
    victims), then single pods before whole gangs, then newest. Pods labelled or annotated
    ``volcano.sh/preemptable: "false"`` are never victims (nor, then, is their job as a whole).
 2. Units are released in the session one by one (their resources, chips, chip shares and NUMA pins
@@ -63,7 +65,8 @@ def units(session: Session, allowed: list[RunningPod]) -> list[Unit]:
     for pod in session.snapshot.running:
         if pod.job in by_job:
             running[pod.job].append(pod)
-    result: list[tuple[tuple[float, float, int, float], Unit]] = []
+    guests = session.guests()
+    result: list[tuple[tuple[bool, float, float, int, float], Unit]] = []
     for job_key, pods in by_job.items():
         job = session.snapshot.jobs[job_key]
         # pods an earlier action of this session bound for the job count toward its gang: they are decided
@@ -73,17 +76,18 @@ def units(session: Session, allowed: list[RunningPod]) -> list[Unit]:
         whole = running[job_key]
         allowed_keys = {p.key for p in pods}
         for pod in singles:
-            result.append(((job.priority, pod.priority, 0, -pod.created), [pod]))
+            result.append(((job_key not in guests, job.priority, pod.priority, 0, -pod.created), [pod]))
         # the whole job only when all of it may go, and none of it was bound in this session (taking the rest
         # would leave those binds a gang below its minimum)
         attempt = session.attempts.get(job_key)
         if whole and not (attempt is not None and attempt.allocated) and all(p.key in allowed_keys for p in whole):
-            result.append(((job.priority, max(p.priority for p in whole), 1, -max(p.created for p in whole)), whole))
+            result.append(((job_key not in guests, job.priority, max(p.priority for p in whole), 1,
+                            -max(p.created for p in whole)), whole))
     result.sort(key=lambda item: item[0])
     return [unit for _, unit in result]
 
 
-def _release(session: Session, unit: Unit, sign: int) -> None:
+def release(session: Session, unit: Unit, sign: int) -> None:
     """Take the unit's holdings out of the session (sign 1) or put them back (sign -1): resources, chips,
     NUMA pins, disruption budgets, and what its pods count for pod (anti-)affinity, spread and host ports."""
     snapshot = session.snapshot
@@ -116,6 +120,13 @@ def _release(session: Session, unit: Unit, sign: int) -> None:
             snapshot.numa.used[pod.node, pod.numa] -= sign * int(pod.request[column])
         for budget in pod.budgets:
             snapshot.budget_spent[budget] = snapshot.budget_spent.get(budget, 0) + sign
+
+
+def record(session: Session, victims: list[RunningPod], action: str, reason: str, preemptor: str) -> None:
+    """Evict ``victims`` (released in the session already): gone from its running pods, into its decisions."""
+    session.snapshot.drop_running({pod.key for pod in victims})
+    for pod in victims:
+        session.decisions.evictions.append(Eviction(pod.key, pod.job, action, reason, preemptor))
 
 
 def within_budget(session: Session, unit: Unit) -> bool:
@@ -247,13 +258,13 @@ def _plan_in_one_hypernode(session: Session, job: JobInfo, bound: NetworkTopolog
             victims = _plan(session, job, within, still_allowed, domain == chosen)
             if victims is None:
                 continue
-            _release(session, victims, -1)  # put back: the next HyperNode is planned from the same state
+            release(session, victims, -1)  # put back: the next HyperNode is planned from the same state
             cost = _victim_cost(victims)
             if best is None or cost < best[0]:
                 best = (cost, tier, victims)
     if best is None:
         return None
-    _release(session, best[2], 1)
+    release(session, best[2], 1)
     return best[2]
 
 
@@ -272,22 +283,22 @@ def _plan(session: Session, job: JobInfo, candidates: list[RunningPod], still_al
         job_key = unit[0].job
         if len(unit) == counts[job_key]:  # the whole job
             for earlier in [u for u in chosen if u[0].job == job_key]:  # fold its single pods into the whole
-                _release(session, earlier, -1)
+                release(session, earlier, -1)
                 chosen.remove(earlier)
-        _release(session, unit, 1)
+        release(session, unit, 1)
         chosen.append(unit)
         if _enough(session, job, domain) and gang_fits(session, job, domain):
             break
     else:
         for unit in reversed(chosen):
-            _release(session, unit, -1)
+            release(session, unit, -1)
         return None
     for unit in reversed(chosen[:-1]):  # drop units the gang does not need after all
-        _release(session, unit, -1)
+        release(session, unit, -1)
         if gang_fits(session, job, domain):
             chosen.remove(unit)
         else:
-            _release(session, unit, 1)
+            release(session, unit, 1)
     if len(chosen) > 1:
         chosen = _single_unit_instead(session, job, chosen, domain, candidates=[
             u for u in units(session, allowed) if u not in chosen and still_allowed(u) and within_budget(session, u)])
@@ -312,13 +323,13 @@ def _single_unit_instead(session: Session, job: JobInfo, chosen: list[Unit], dom
         if _cost([unit]) >= best:
             continue
         for taken in chosen:
-            _release(session, taken, -1)
-        _release(session, unit, 1)
+            release(session, taken, -1)
+        release(session, unit, 1)
         if gang_fits(session, job, domain):
             return [unit]
-        _release(session, unit, -1)
+        release(session, unit, -1)
         for taken in chosen:
-            _release(session, taken, 1)
+            release(session, taken, 1)
     return chosen
 
 
@@ -345,8 +356,8 @@ def _enough(session: Session, job: JobInfo, domain: Domain) -> bool:
 
 def starving(session: Session) -> list[JobInfo]:
     """Jobs whose gang is not met and that may evict: pending pods, not placed this cycle, not blocked by
-    a static predicate on every node, in an open queue their namespace may use; highest priority first,
-    then oldest."""
+    a static predicate on every node, in an open queue their namespace may use, not waiting for a budget's
+    next period; highest priority first, then oldest."""
     jobs = []
     for job in session.jobs():
         with session.working_on(job):
@@ -356,7 +367,8 @@ def starving(session: Session) -> list[JobInfo]:
                     and session.job_starving(job)
                     and any(g.pending for g in job.groups)
                     and session.snapshot.queues[job.queue].state == "Open"
-                    and session.queue_forbidden(job) is None):
+                    and session.queue_forbidden(job) is None
+                    and session.budget_exhausted(job) is None):
                 jobs.append(job)
     return sorted(jobs, key=lambda j: (-j.priority, j.created, j.key))
 
@@ -368,9 +380,7 @@ def evict_for(session: Session, action: str, job: JobInfo, candidates: list[Runn
     victims = plan(session, job, candidates, still_allowed)
     if victims is None:
         return False
-    session.snapshot.drop_running({pod.key for pod in victims})
-    for pod in victims:
-        session.decisions.evictions.append(Eviction(pod.key, pod.job, action, reason, job.key))
+    record(session, victims, action, reason, job.key)
     session.attempt(job).failure = None
     _place_for(session, job, dry_run=False)
     return True

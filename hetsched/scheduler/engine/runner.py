@@ -79,6 +79,7 @@ from hetsched.scheduler.contract.framework import (
 )
 from hetsched.scheduler.contract.reasons import Reason, ReasonCode
 from hetsched.scheduler.contract.snapshot import Snapshot
+from hetsched.scheduler.engine import budgets
 from hetsched.scheduler.engine.actions.registry import ACTIONS
 from hetsched.scheduler.engine.conf import SchedulerConf
 from hetsched.scheduler.engine.session import PluginSessionError, Session
@@ -221,6 +222,7 @@ class Scheduler:
             try:
                 session = Session(snapshot, self.conf, now=now, stopwatch=self.stopwatch, set_aside=held,
                                   without=without, halted=halted, deadline=deadline)
+                budgets.enforce(session)  # a hard budget binds whatever the actions are
                 for action in self.conf.action_names:
                     began = self._tick()
                     ACTIONS[action](session)

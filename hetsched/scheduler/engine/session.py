@@ -80,6 +80,8 @@ class Session:
         self.handling: str | None = None
         """The job an action is working on (its key), None between jobs: when something raises, the runner
         sets this job aside and runs the cycle again without it (``scheduler.engine.runner``)."""
+        self._spent_lines: dict[str, tuple[QueueInfo, ...]] = {}
+        self._guests: dict[str, str] | None = None
         self.lending = False
         """Set by ``allocate`` while it lends capacity beyond deserved shares (``SessionView.lending``)."""
         self.halted = halted
@@ -205,15 +207,16 @@ class Session:
 
     def queue_forbidden(self, job: JobInfo) -> Reason | None:
         """Why ``job``'s namespace may not submit to its queue (``api.queue_access``: the queue, or one of its
-        ancestors, lists namespaces and not this one), or None when it may."""
+        ancestors, lists namespaces or selects them by label, and not this one), or None when it may."""
         namespace = job.key.split("/", 1)[0]
         queues = self.snapshot.queues
 
-        def tree(name: str) -> tuple[frozenset[str] | None, str] | None:
+        def tree(name: str) -> tuple[queue_access.Admits | None, str] | None:
             info = queues.get(name)
             return (info.namespaces, info.parent) if info is not None else None
 
-        refused = queue_access.refusing(job.queue, namespace, tree)
+        refused = queue_access.refusing(job.queue, namespace, tree,
+                                        lambda: self.snapshot.namespace_labels.get(namespace, {}))
         return Reason.of(ReasonCode.QUEUE_FORBIDDEN, namespace=namespace, queue=refused) if refused else None
 
     def _asked(self, names: tuple[str, ...], groups: list[TaskGroup],
@@ -224,25 +227,65 @@ class Session:
             any(g.request[columns[name]] > 0 for g in groups)
             or (minimum is not None and minimum[columns[name]] > 0)))
 
+    def _spent_line(self, queue: QueueInfo) -> tuple[QueueInfo, ...]:
+        """The queues whose used-up budget binds ``queue``: itself and its ancestors (``spec.parent``; a
+        parent's budget counts its whole subtree, ``controllers.usage``) with a resource used up. Kept for
+        the session: budgets change only between cycles."""
+        found = self._spent_lines.get(queue.name)
+        if found is None:
+            queues, line, info = self.snapshot.queues, [], queue
+            for _ in range(64):
+                if info.exhausted:
+                    line.append(info)
+                parent = queues.get(info.parent) if info.parent and info.parent != "root" else None
+                if parent is None or parent is queue:
+                    break
+                info = parent
+            found = self._spent_lines[queue.name] = tuple(line)
+        return found
+
     def budget_exhausted(self, job: JobInfo) -> Reason | None:
-        """Why ``job`` waits for its queue's next budget period (``whenExhausted: Wait``, and it asks a
-        resource the period has used up), or None."""
-        queue = self.snapshot.queues[job.queue]
-        if not queue.exhausted or queue.when_exhausted != "Wait":
-            return None
-        asked = self._asked(queue.exhausted, [g for g in job.groups if g.pending], job.min_resources)
-        if not asked:
-            return None
-        renewal = periods.iso(queue.renewal) if queue.renewal is not None else "unknown"
-        return Reason.of(ReasonCode.BUDGET_EXHAUSTED, queue=queue.name, resources=asked, renewal=renewal)
+        """Why ``job`` waits for a budget's next period (its queue's, or an ancestor's, with ``whenExhausted:
+        Wait`` or ``Stop``, and it asks a resource the period has used up), or None."""
+        for queue in self._spent_line(self.snapshot.queues[job.queue]):
+            if queue.when_exhausted == "Idle":
+                continue
+            asked = self._asked(queue.exhausted, [g for g in job.groups if g.pending], job.min_resources)
+            if asked:
+                renewal = periods.iso(queue.renewal) if queue.renewal is not None else "unknown"
+                return Reason.of(ReasonCode.BUDGET_EXHAUSTED, queue=queue.name, resources=asked, renewal=renewal)
+        return None
 
     def budget_idle(self, queue: QueueInfo, group: TaskGroup) -> Reason | None:
-        """Why ``group`` may take only what no queue asks for (``whenExhausted: Idle``: placed when
-        ``allocate`` lends), or None."""
-        if not queue.exhausted or queue.when_exhausted != "Idle":
-            return None
-        asked = self._asked(queue.exhausted, [group])
-        return Reason.of(ReasonCode.BUDGET_IDLE, queue=queue.name, resources=asked) if asked else None
+        """Why ``group`` may take only what no queue asks for (``whenExhausted: Idle`` on its queue or an
+        ancestor: placed when ``allocate`` lends), or None."""
+        for spent in self._spent_line(queue):
+            if spent.when_exhausted == "Idle" and (asked := self._asked(spent.exhausted, [group])):
+                return Reason.of(ReasonCode.BUDGET_IDLE, queue=spent.name, resources=asked)
+        return None
+
+    def guests(self) -> Mapping[str, str]:
+        """Job key → the queue whose used-up ``Idle`` budget makes the job a guest (one of its running pods
+        holds such a resource): it runs on capacity nobody asked for, so ``reclaim`` takes it first, for any
+        queue, and victims are chosen among guests before anyone else (``engine.eviction.units``)."""
+        if self._guests is None:
+            self._guests = {}
+            if any(q.exhausted and q.when_exhausted == "Idle" for q in self.snapshot.queues.values()):
+                for pod in self.snapshot.running:
+                    if pod.job not in self._guests and (queue := self.budget_holder(pod, "Idle")) is not None:
+                        self._guests[pod.job] = queue
+        return self._guests
+
+    def budget_holder(self, pod: RunningPod, mode: str) -> str | None:
+        """The queue (the pod's job's, or an ancestor) whose budget with ``whenExhausted: mode`` is used up for
+        a resource the pod holds, or None: an ``Idle`` one makes the pod a guest, the first reclaimed
+        (``reclaim``); a ``Stop`` one has its job evicted (``engine.budgets``)."""
+        columns = self.snapshot.resources.columns
+        for queue in self._spent_line(self.snapshot.queues[self.snapshot.jobs[pod.job].queue]):
+            if queue.when_exhausted == mode and any(
+                    name in columns and pod.request[columns[name]] > 0 for name in queue.exhausted):
+                return queue.name
+        return None
 
     def task_order_key(self, group: TaskGroup) -> tuple[Any, ...]:
         return (*(p.task_order_key(group) for p in self._task_order), group.pending[0])

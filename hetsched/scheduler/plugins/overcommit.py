@@ -12,7 +12,8 @@ With ``preempt`` among the actions, what a job could preempt counts as headroom 
 by lower-priority jobs of its own queue (unless the job may not preempt). Otherwise a full cluster keeps a
 high-priority job Pending forever — no pods, so nothing to preempt for (the chicken-and-egg of Volcano
 #4151). With ``reclaim``, likewise what reclaimable queues hold above their deserved share, for a job
-whose queue is below its own.
+whose queue is below its own, and what guests hold (jobs of another queue whose ``Idle`` budget is used up,
+``SessionView.guests``), for any job.
 
 Arguments::
 
@@ -95,6 +96,12 @@ class Overcommit(Plugin, JobEnqueue):
         queues = self.session.snapshot.queues
         mine = queues[job.queue]
         asked = job.min_resources > 0
+        if self.reclaim:  # guests (jobs of a queue whose Idle budget is used up) go for any other queue
+            guests = self.session.guests()
+            jobs = self.session.snapshot.jobs
+            for key, lender in guests.items():
+                if lender != job.queue and jobs[key].queue != job.queue:
+                    room = room + jobs[key].allocated
         if self.reclaim and mine.deserved is not None and bool(np.all(  # reclaim serves it (its ``preemptive`` rule)
                 mine.allocated[asked] + job.min_resources[asked] <= mine.deserved[asked] + 1e-6)):
             for queue in queues.values():
