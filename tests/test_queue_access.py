@@ -243,6 +243,8 @@ def test_a_namespace_selector_admits_the_namespaces_whose_labels_it_matches() ->
     ('["business-line"]', "must be a label selector object"),
     ('{"matchExpressions": [{"key": "a", "operator": "Near"}]}', "matchExpressions.0.operator"),
     ('{"matchLabels": {"a": "b"}, "extra": 1}', "extra"),
+    ('{"matchLabels": {"business-line": "<b>x</b>"}}', "is not a label value"),
+    ('{"matchExpressions": [{"key": "no such key!", "operator": "Exists"}]}', "is not a label key"),
     ("[" * 20000, "longer than"),
     ("[" * 5000 + "]" * 5000, "not JSON"),
 ])

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from hetsched.api.objects import LabelSelector
+from hetsched.api.objects import LabelSelector, label_key_ok
 
 NAMESPACES = "hetsched.io/namespaces"
 DEFAULT_QUEUE = "hetsched.io/default-queue"
@@ -35,6 +35,7 @@ DEFAULT_QUEUE = "hetsched.io/default-queue"
 MAX_NAMESPACES = 1000
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _QUEUE = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 
 SELECTOR = "hetsched.io/namespace-selector"
@@ -94,11 +95,20 @@ def _selector(raw: str | None) -> LabelSelector | None:
     if not isinstance(value, dict):
         raise ValueError(f"{SELECTOR}: must be a label selector object (matchLabels, matchExpressions)")
     try:
-        return LabelSelector.model_validate(value)
+        selector = LabelSelector.model_validate(value)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise ValueError(f"{SELECTOR}: {where + ': ' if where else ''}{first['msg']}"[:300]) from None
+    pairs = [*selector.matchLabels.items(), *((e.key, v) for e in selector.matchExpressions for v in e.values),
+             *((e.key, "") for e in selector.matchExpressions)]
+    for key, label in pairs:  # as the API server checks a selector: a bad one matches nothing, silently
+        if not label_key_ok(key):
+            raise ValueError(f"{SELECTOR}: {key[:80]!r} is not a label key")
+        if label and (len(label) > 63 or not _LABEL_VALUE.fullmatch(label)):
+            raise ValueError(f"{SELECTOR}: {label[:80]!r} is not a label value (at most 63 letters, digits, "
+                             "'-', '_' and '.', starting and ending with a letter or digit)")
+    return selector
 
 
 def problems(kind: str, annotations: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -154,7 +154,7 @@ def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None
          until: float | None, output: Path | None, quiet: bool, title: str,
          scheduler_names: tuple[str, ...] = ("hetsched", "volcano"), faults: Path | None = None,
          report: Path | None = None, metrics: Path | None = None,
-         inputs: list[tuple[str, str]] | None = None) -> Results:
+         inputs: list[tuple[str, str]] | None = None, usage_half_life: float = 7 * 86400.0) -> Results:
     from hetsched.metrics.controller import ControllerMetrics
     from hetsched.metrics.scheduler import SchedulerMetrics
     from hetsched.scheduler.engine.why import settings_of
@@ -170,7 +170,7 @@ def _run(nodes: list[Node], objects: list[AnyObject], conf: SchedulerConf | None
         observers = (SchedulerMetrics(registry, settings_of(conf) if conf else None), ControllerMetrics(registry))
     simulation = Simulation(nodes, objects, conf, period=period, until=until, scheduler_names=scheduler_names,
                             faults=load_faults(faults) if faults is not None else (), metrics=observers,
-                            timeline=report is not None)
+                            timeline=report is not None, usage_half_life=usage_half_life)
     with Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
                   TextColumn("jobs done · sim t={task.fields[now]:.0f}s", markup=False), TimeElapsedColumn(),
                   console=errors, disable=quiet, transient=False) as bar:
@@ -299,6 +299,9 @@ def simulate(
         help="write the scheduler's and controllers' Prometheus metrics (text format) here at the end")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print results.json to stdout instead of the tables")]
     = False,
+    usage_half_life: Annotated[float, typer.Option(
+        min=60, max=366 * 86400, help="seconds in which a queue's past usage counts half (fair share by usage; "
+        "as hetsched controller --usage-half-life)")] = 7 * 86400.0,
 ) -> None:
     """Replay workloads on an embedded cluster with the real scheduler and controllers.
 
@@ -323,7 +326,7 @@ def simulate(
                   ("ran until", f"{until:g} s (simulated)" if until is not None else "the last event"),
                   ("cycle period", f"{period:g} s"), ("schedulerName", ", ".join(names))]
         results = _run(start.nodes, objects, conf, period, until, output, quiet or as_json, title, names, faults,
-                       report, metrics, inputs)
+                       report, metrics, inputs, usage_half_life)
     if as_json:
         sys.stdout.write(json.dumps(results.to_json(), indent=2) + "\n")
     _exit_if_stuck(results)

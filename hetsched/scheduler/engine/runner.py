@@ -1,4 +1,5 @@
-"""The scheduler loop body: snapshot the cache, run the configured actions, apply the decisions.
+"""The scheduler loop body: snapshot the cache, enforce hard budgets (``engine.budgets``), run the configured
+actions, apply the decisions.
 
 Who calls it: the simulator (on simulated time), the benchmarks and the ``hetsched scheduler`` process.
 The runner owns the cache and subscribes it to the store's watch; it touches the cluster only through
