@@ -124,3 +124,24 @@ def test_the_charts_render_in_headless_chromium(tmp_path: Path) -> None:
     assert len(colours) > 200  # a heatmap's gradient and coloured lines, not a blank or monochrome page
     viridis = (pixels[..., 0] < 0.4) & (pixels[..., 1] > 0.3) & (pixels[..., 2] > 0.4)
     assert viridis.sum() > 2000  # the chip-occupancy heatmap is drawn
+
+
+def test_a_run_with_budgets_has_a_budgets_section_with_every_period_against_its_budget(tmp_path: Path) -> None:
+    """The budgets scenario (docs/queues.md): search's 16 chip-hours a day and ads' 8, per day of the run, the
+    days over budget said in the table (ads runs 48 on idle capacity)."""
+    from hetsched.sim.report import BUDGETS_TITLE
+
+    report = tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["simulate", "--cluster", str(EXAMPLES / "scenarios/ascend-4.yaml"),
+                                      str(EXAMPLES / "scenarios/budgets.yaml"), "--report", str(report), "-q"])
+    assert result.exit_code == 0, result.output
+    text = report.read_text()
+    assert f"<h2>{BUDGETS_TITLE}</h2>" in text
+    table = text[text.index('<table class="summary budgets">'):]
+    table = table[:table.index("</table>")]
+    rows = [re.findall(r"<t[dh]>([^<]*)</t[dh]>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table)]
+    assert rows[0][:5] == ["queue", "resource", "period start", "hours used", "budget"]
+    ads = [row for row in rows[1:] if row[0] == "ads" and row[2] == "1970-01-01T00:00:00Z"]
+    assert ads == [["ads", "huawei.com/Ascend910", "1970-01-01T00:00:00Z", "48.00", "8", "+40.00"]]
+    search = {row[2]: row[3] for row in rows[1:] if row[0] == "search"}
+    assert search["1970-01-01T00:00:00Z"] == "16.00" and search["1970-01-02T00:00:00Z"] == "32.00"

@@ -20,7 +20,9 @@ be attached to a ticket. The page, top to bottom:
   5. Fault timeline — faults (▼, red) and recoveries (▲, green) per target, how long until the jobs a
      fault hit ran again, and evictions; with the table of what each cost;
   6. Network domains (only with HyperNodes) — each tier-1 HyperNode's chip occupancy over time, and how
-     many HyperNodes of each tier were wholly free.
+     many HyperNodes of each tier were wholly free;
+  7. Budgets and usage (only when a queue has a budget) — per queue and budgeted resource, the hours used
+     in each period of the run against the budget, with the table of the books (``QueueUsage``).
 
 A section without data (no queues with a deserved share, no faults) says so in words instead of a blank plot.
 Every name in the page (jobs, queues, nodes, reasons) is user text: escaped.
@@ -35,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from hetsched import periods
 from hetsched.sim.faults import RECOVERIES
 from hetsched.sim.results import Results
 
@@ -42,6 +45,9 @@ from hetsched.sim.results import Results
 TITLES = ("Accelerator allocation over time", "Queue wait distribution", "Queue share vs deserved",
           "Chip occupancy per node pool", "Fault timeline")
 NETWORK_TITLE = "Network domains"
+BUDGETS_TITLE = "Budgets and usage"
+MAX_BUDGET_PLOTS = 12
+"""Queue × resource panels drawn at most (the table lists every one)."""
 
 
 def _figure_png(fig: Any) -> str:
@@ -252,6 +258,51 @@ def _domains(results: Results, end: float) -> str | None:
     return _figure_png(fig)
 
 
+def _budgeted(results: Results) -> list[tuple[str, str, str, str, float, list[tuple[float, float]]]]:
+    """(queue, resource, period kind, when exhausted, budget, [(period start, hours used)]) for each budgeted
+    resource of each queue, from the books at the end of the run (closed periods, then the current one)."""
+    found = []
+    for entry in sorted(results.usage, key=lambda e: str(e.get("queue", ""))):
+        spec, status = entry.get("spec") or {}, entry.get("status") or {}
+        budget = spec.get("budget") or {}
+        stretches = [(p["periodStart"], p.get("used") or {}) for p in status.get("history") or []]
+        if status.get("periodStart") is not None:
+            stretches.append((status["periodStart"], status.get("used") or {}))
+        for resource, limit in sorted(budget.items()):
+            found.append((str(entry["queue"]), resource, str(spec.get("period", "")),
+                          str(spec.get("whenExhausted", "")), float(limit),
+                          [(float(start), float(used.get(resource, 0.0))) for start, used in stretches]))
+    return found
+
+
+def _budgets(results: Results) -> str | None:
+    import matplotlib.pyplot as plt
+
+    panels = _budgeted(results)[:MAX_BUDGET_PLOTS]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 0.6 + 1.9 * len(panels)), squeeze=False)
+    for ax, (queue, resource, period, when, limit, stretches) in zip(axes[:, 0], panels, strict=True):
+        used = [hours for _, hours in stretches]
+        ax.bar(range(len(used)), used, color=["#c0392b" if h > limit + 1e-6 else "#4c72b0" for h in used])
+        ax.axhline(limit, color="#333", linestyle="--", linewidth=1)
+        ax.set_xticks(range(len(used)), [periods.iso(start)[:10] for start, _ in stretches], fontsize="small")
+        ax.set_ylabel("hours", fontsize="small")
+        ax.set_title(f"queue {queue}: {resource} per {period.lower()} (budget {limit:g}, {when}; red: over)",
+                     fontsize="small", loc="left")
+    fig.tight_layout()
+    return _figure_png(fig)
+
+
+def _budget_table(results: Results) -> str:
+    rows = [(queue, resource, periods.iso(start), f"{hours:,.2f}", f"{limit:g}", f"{hours - limit:+,.2f}")
+            for queue, resource, _, _, limit, stretches in _budgeted(results) for start, hours in stretches]
+    head = ("queue", "resource", "period start", "hours used", "budget", "over (+) / left (−)")
+    cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="summary budgets"><tr>{cells}</tr>{body}</table>'
+
+
 def _section(title: str, image: str | None, empty: str) -> str:
     body = (f'<img alt="{html.escape(title)}" src="data:image/png;base64,{image}">' if image
             else f'<p class="empty">{html.escape(empty)}</p>')
@@ -343,6 +394,9 @@ def render(results: Results, title: str, inputs: list[tuple[str, str]] | None = 
     domains = _domains(results, end)
     if domains is not None:
         sections.append(_section(NETWORK_TITLE, domains, ""))
+    budgets = _budgets(results)
+    if budgets is not None:
+        sections.append(_section(BUDGETS_TITLE, budgets, "") + _budget_table(results))
     style = ("body{font-family:sans-serif;margin:2em;max-width:1200px;color:#222}figure{margin:1.5em 0}"
              "img{max-width:100%}h2{font-size:1.1em;margin-top:1.6em}.empty{color:#777;font-style:italic}"
              "table.summary{border-collapse:collapse;margin:0.5em 0}table.summary th,table.summary td{border:1px "
