@@ -104,7 +104,32 @@ def test_topology_spread_keeps_zones_within_max_skew() -> None:
     assert h.bindings() == {} and "node(s) didn't match pod topology spread constraints" in h.condition("web")
 
 
-def test_unsupported_fields_are_refused_not_ignored() -> None:
+def test_a_namespace_selector_with_labels_looks_in_the_namespaces_it_selects() -> None:
+    """kube-scheduler's rule: a term looks in the namespaces its namespaceSelector selects by their labels,
+    united with those it lists. The db runs in namespace data (zone z1); the cache wants pods of app=db in
+    namespaces labelled team=storage: with data so labelled it joins z1, otherwise nothing matches and it
+    waits (it is not the first pod of its own kind)."""
+    from hetsched.api.objects import Namespace
+
+    db = [podgroup("db", 1, phase="Running", namespace="data"),
+          pod("db-0", "db", namespace="data", limits={ASCEND: 1})]
+    db[1] = db[1].model_copy(update={"metadata": db[1].metadata.model_copy(update={"labels": {"app": "db"}}),
+                                     "spec": db[1].spec.model_copy(update={"nodeName": "n3"})})
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone",
+         "namespaceSelector": {"matchLabels": {"team": "storage"}}}]}}
+    for team, expected in (("storage", {"n1", "n3"}), ("web", None)):
+        data = Namespace.model_validate({"metadata": {"name": "data", "labels": {"team": team}}})
+        h = harness([data, *zoned(4), *db, *replicas("cache", 2, labels={"app": "cache"}, affinity=affinity,
+                                                    chips=4)])
+        h.cycle()
+        if expected is None:
+            assert set(h.bindings()) == {"db-0"} and "didn't match pod affinity rules" in h.condition("cache")
+        else:
+            assert {h.bindings()["cache-0"], h.bindings()["cache-1"]} <= expected
+
+
+def test_an_empty_topology_key_is_refused() -> None:
     text = """apiVersion: v1
 kind: Pod
 metadata: {name: p}
@@ -112,13 +137,12 @@ spec:
   affinity:
     podAffinity:
       requiredDuringSchedulingIgnoredDuringExecution:
-      - {labelSelector: {matchLabels: {app: db}}, topologyKey: zone, namespaceSelector: {matchLabels: {team: a}}}
+      - {labelSelector: {matchLabels: {app: db}}, topologyKey: zone}
   containers: [{name: c}]
 """
-    with pytest.raises(ManifestError, match="namespaceSelector with labels is not supported"):
-        load_text(text)
+    load_text(text)
     with pytest.raises(ManifestError, match="topologyKey"):
-        load_text(text.replace("topologyKey: zone, namespaceSelector: {matchLabels: {team: a}}", "topologyKey: ''"))
+        load_text(text.replace("topologyKey: zone", "topologyKey: ''"))
 
 
 def test_explain_names_the_pod_rule_and_what_would_unblock_it() -> None:

@@ -350,7 +350,8 @@ class LabelSelector(_Strict):
 
 class PodAffinityTerm(_Strict):
     """Kubernetes' ``PodAffinityTerm``: the pods ``labelSelector`` matches, in ``namespaces`` (default: the
-    pod's own; ``namespaceSelector: {}`` = every namespace), counted per ``topologyKey`` domain."""
+    pod's own) and those ``namespaceSelector`` selects by their labels (``{}`` = every namespace), counted per
+    ``topologyKey`` domain."""
 
     labelSelector: LabelSelector | None = None
     namespaces: list[str] = Field(default_factory=list)
@@ -358,15 +359,6 @@ class PodAffinityTerm(_Strict):
     topologyKey: str = Field(min_length=1)
     matchLabelKeys: list[str] = Field(default_factory=list)
     mismatchLabelKeys: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _supported(self) -> PodAffinityTerm:
-        selector = self.namespaceSelector
-        if selector is not None and (selector.matchLabels or selector.matchExpressions):
-            raise ValueError("namespaceSelector with labels is not supported (hetsched does not read Namespace "
-                             "labels, and would place the pod as if it were absent): list the namespaces in "
-                             "namespaces, or use namespaceSelector: {} for all")
-        return self
 
 
 class WeightedPodAffinityTerm(_Strict):

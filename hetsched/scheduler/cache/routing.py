@@ -102,8 +102,8 @@ class SchedulerCache:
         self._queues: dict[str, Queue] = {}
         self._usages: dict[str, QueueUsage] = {}
         self._namespace_labels: dict[str, dict[str, str]] = {}
-        """Namespace → its labels (only those with labels): replaced, never changed in place, so a snapshot may
-        hold it."""
+        """Namespace → its labels, for every Namespace: replaced, never changed in place, so a snapshot may hold
+        it."""
         self._quotas: dict[str, ResourceQuota] = {}
         """ResourceQuotas by ``namespace/name`` (the ``resourcequota`` plugin)."""
         self._quota_view: dict[str, tuple[tuple[str, dict[str, int], dict[str, int]], ...]] | None = None
@@ -139,13 +139,15 @@ class SchedulerCache:
         if isinstance(obj, QueueUsage):
             self._on_usage(event.type, obj)
             return
-        if isinstance(obj, Namespace):  # its labels: which queues a namespace selector opens to it
+        if isinstance(obj, Namespace):  # its labels: what queues' and pod-affinity namespace selectors match
             name = obj.metadata.name
-            labels = {} if event.type == "DELETED" else dict(obj.metadata.labels)
-            if self._namespace_labels.get(name, {}) != labels:
-                self._namespace_labels = {**self._namespace_labels, name: labels}  # a snapshot keeps the old one
-                if not labels:
-                    del self._namespace_labels[name]
+            if event.type == "DELETED" or self._namespace_labels.get(name) != obj.metadata.labels:
+                labels = dict(self._namespace_labels)  # replaced, not changed: a snapshot keeps the old one
+                if event.type == "DELETED":
+                    labels.pop(name, None)
+                else:
+                    labels[name] = dict(obj.metadata.labels)
+                self._namespace_labels = labels
                 self.parked.freed()
             return
         if isinstance(obj, ResourceQuota):  # admission only (``enqueue``): what fits where is unchanged

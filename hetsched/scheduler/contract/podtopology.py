@@ -35,11 +35,13 @@ Rules (kube-scheduler's):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from hetsched.api.objects import LabelSelector, LabelSelectorRequirement, PodAffinityTerm, TopologySpreadConstraint
+from hetsched.api.queue_access import NAME_LABEL
 from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
 from hetsched.scheduler.contract.nodematch import required_affinity_matches, selector_matches, untolerated
 from hetsched.scheduler.contract.reasons import Reason, ReasonCode
@@ -77,11 +79,17 @@ def _selector(selector: LabelSelector | None, group: TaskGroup, match: list[str]
     return selector.model_copy(update={"matchExpressions": [*selector.matchExpressions, *extra]})
 
 
-def _namespaces(term: PodAffinityTerm, own: str) -> frozenset[str] | None:
-    """The namespaces a term looks in; None = every namespace."""
-    if term.namespaceSelector is not None:
+def _namespaces(term: PodAffinityTerm, own: str, known: Mapping[str, dict[str, str]]) -> frozenset[str] | None:
+    """The namespaces a term looks in; None = every namespace. A ``namespaceSelector`` with labels selects
+    among the Namespaces the cluster has (``known``: name → labels; a namespace's name is its
+    ``kubernetes.io/metadata.name`` label), united with ``namespaces`` as kube-scheduler does."""
+    selector = term.namespaceSelector
+    if selector is None:
+        return frozenset(term.namespaces) if term.namespaces else frozenset({own})
+    if not selector.matchLabels and not selector.matchExpressions:
         return None
-    return frozenset(term.namespaces) if term.namespaces else frozenset({own})
+    return frozenset({name for name, labels in known.items() if selector.matches({**labels, NAME_LABEL: name})}
+                     | set(term.namespaces))
 
 
 class PodTopology:
@@ -182,7 +190,7 @@ class PodTopology:
             failing = np.zeros(len(self.nodes), dtype=bool)
             for term in affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution:
                 selector = _selector(term.labelSelector, group, term.matchLabelKeys, term.mismatchLabelKeys)
-                namespaces = _namespaces(term, group.namespace)
+                namespaces = self._looks_in(term, group.namespace)
                 rows = self._rows(selector, namespaces)
                 if rows.size == 0 and selector is not None and selector.matches(group.labels) and (
                         namespaces is None or group.namespace in namespaces):
@@ -193,7 +201,8 @@ class PodTopology:
             failing = np.zeros(len(self.nodes), dtype=bool)
             for term in affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution:
                 selector = _selector(term.labelSelector, group, term.matchLabelKeys, term.mismatchLabelKeys)
-                failing |= self._in_domain(term.topologyKey, self._rows(selector, _namespaces(term, group.namespace)))
+                rows = self._rows(selector, self._looks_in(term, group.namespace))
+                failing |= self._in_domain(term.topologyKey, rows)
             result.append((ANTI_AFFINITY_REASON, failing))
         if self.repels():
             result.append((EXISTING_ANTI_REASON, self._existing_anti(group)))
@@ -206,6 +215,10 @@ class PodTopology:
                 failing |= self._skewed(group, constraint)
             result.append((SPREAD_REASON, failing))
         return result
+
+    def _looks_in(self, term: PodAffinityTerm, namespace: str) -> frozenset[str] | None:
+        """The namespaces a term of a pod in ``namespace`` looks in (None: every one)."""
+        return _namespaces(term, namespace, self.snapshot.namespace_labels)
 
     def _ports_taken(self, wanted: frozenset[tuple[str, int]]) -> BoolArray:
         """Nodes where a placed pod (or one placed this session) already takes one of ``wanted``."""
@@ -222,7 +235,7 @@ class PodTopology:
         failing = np.zeros(len(self.nodes), dtype=bool)
         for namespace, terms, rows in holders:
             for term in terms:
-                namespaces = _namespaces(term, namespace)
+                namespaces = self._looks_in(term, namespace)
                 if term.labelSelector is None or not term.labelSelector.matches(group.labels) or (
                         namespaces is not None and group.namespace not in namespaces):
                     continue
@@ -278,7 +291,8 @@ class PodTopology:
             for weighted_term in terms.preferredDuringSchedulingIgnoredDuringExecution if terms else []:
                 term = weighted_term.podAffinityTerm
                 selector = _selector(term.labelSelector, group, term.matchLabelKeys, term.mismatchLabelKeys)
-                codes, counts = self._counts(term.topologyKey, self._rows(selector, _namespaces(term, group.namespace)))
+                rows = self._rows(selector, self._looks_in(term, group.namespace))
+                codes, counts = self._counts(term.topologyKey, rows)
                 mine = np.where(codes >= 0, counts[np.maximum(codes, 0)] if counts.size else 0, 0)[nodes]
                 raw += sign * weighted_term.weight * mine
                 weighted = True
