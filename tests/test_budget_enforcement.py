@@ -43,7 +43,9 @@ def budget(name: str, hours: float, when: str, period: str = "Day") -> str:
             f"spec: {{period: {period}, budget: {{{CHIPS}: {hours}}}, whenExhausted: {when}}}")
 
 
-def job(name: str, queue_name: str, chips: int, duration: float, at: float = 0.0, namespace: str = "team") -> str:
+def job(name: str, queue_name: str, chips: int, duration: float, at: float = 0.0, namespace: str = "team",
+        deadline: float | None = None) -> str:
+    limit = f"\n        activeDeadlineSeconds: {deadline:g}" if deadline is not None else ""
     return f"""apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
 metadata: {{name: {name}, namespace: {namespace}, annotations: {{hetsched.io/submit-at: "{at:g}"}}}}
@@ -55,7 +57,7 @@ spec:
     replicas: 1
     template:
       metadata: {{annotations: {{hetsched.io/duration: "{duration:g}"}}}}
-      spec:
+      spec:{limit}
         containers:
         - {{name: w, resources: {{limits: {{{CHIPS}: "{chips}"}}, requests: {{cpu: "1"}}}}}}"""
 
@@ -89,6 +91,34 @@ def test_a_stop_budget_evicts_the_running_job_the_second_it_is_used_up_and_it_re
     assert first_day.used[CHIPS] == pytest.approx(12.0, abs=0.01)
     b = next(j for j in results.jobs if j["name"] == "b")
     assert b["phase"] == "Completed" and b["end"] == pytest.approx(DAY + 3600, abs=2)
+
+
+def test_with_deadlines_a_stop_budget_starts_only_what_it_can_finish_and_stops_nothing() -> None:
+    """The same two jobs declaring ``activeDeadlineSeconds: 3600``: the first commits 8 of the 12 chip-hours,
+    so the second (8 more) waits with the reason — not started to be stopped half-way — and runs whole after
+    midnight, when a fresh 12 holds it. Nothing is evicted; the books never pass the budget."""
+    simulation, results = simulate([queue("search"), budget("search", 12, "Stop"),
+                                    job("a", "search", 8, 3600, deadline=3600),
+                                    job("b", "search", 8, 3600, at=1, deadline=3600)])
+    assert results.evictions == []
+    starts = {j["name"]: j["start"] for j in results.jobs}
+    assert starts["a"] == pytest.approx(1, abs=2) and starts["b"] == pytest.approx(DAY, abs=2)
+    assert all(used <= 12 + 1e-6 for used in periods_used(books(simulation, "search")))
+    waiting, _ = simulate([queue("search"), budget("search", 12, "Stop"),
+                           job("a", "search", 8, 3600, deadline=3600),
+                           job("b", "search", 8, 3600, at=1, deadline=3600)], until=1800)
+    (condition,) = [c for c in waiting.cluster.get("PodGroup", "team/b").status.conditions
+                    if c.type == "Unschedulable"]
+    assert "queue search has 4 huawei.com/Ascend910 hours left this period" in condition.message
+    assert "this job's pods commit 8" in condition.message
+
+
+def test_a_pod_running_past_its_active_deadline_fails_deadline_exceeded() -> None:
+    simulation, _ = simulate([queue("search"), job("long", "search", 1, 7200, deadline=600)], until=3000)
+    pod = simulation.cluster.get("Pod", "team/long-w-0")
+    assert pod.status.phase == "Failed" and pod.status.reason == "DeadlineExceeded"
+    (status,) = pod.status.containerStatuses
+    assert status.state.terminated is not None and status.state.terminated.finishedAt == pytest.approx(601, abs=2)
 
 
 def test_a_parent_queues_budget_binds_every_queue_under_it_and_its_books_add_them_up() -> None:
@@ -144,7 +174,7 @@ def test_without_reclaim_a_guest_keeps_its_chips_and_the_other_queue_waits() -> 
 def workloads(draw: st.DrawFn) -> tuple[int, list[str], dict[str, float], dict[str, float]]:
     """1–2 servers; 1–3 queues (one maybe under a parent ``line`` with a budget of its own), each with a
     ``Stop`` budget of 1–40 chip-hours a day; up to 12 jobs of 1–8 chips, 10 minutes to 10 hours, arriving
-    over two days."""
+    over two days, half of them declaring their duration as ``activeDeadlineSeconds``."""
     count = draw(st.integers(1, 2))
     names = [f"q{i}" for i in range(draw(st.integers(1, 3)))]
     with_parent = draw(st.booleans())
@@ -162,7 +192,9 @@ def workloads(draw: st.DrawFn) -> tuple[int, list[str], dict[str, float], dict[s
         name = draw(st.sampled_from(names))
         chips = draw(st.sampled_from([1, 2, 4, 8]))
         duration = float(draw(st.integers(600, 36000)))
-        documents.append(job(f"j{index}", name, chips, duration, at=float(draw(st.integers(0, 2 * 86400)))))
+        deadline = duration if draw(st.booleans()) else None
+        documents.append(job(f"j{index}", name, chips, duration, at=float(draw(st.integers(0, 2 * 86400))),
+                             deadline=deadline))
         for charged in ([name, "line"] if with_parent and names.index(name) < 2 else [name]):
             biggest[charged] = max(biggest[charged], chips * duration / 3600)
     return count, documents, limits, biggest
@@ -173,7 +205,9 @@ def workloads(draw: st.DrawFn) -> tuple[int, list[str], dict[str, float], dict[s
 def test_no_queue_ever_exceeds_its_hard_budget_by_more_than_one_jobs_chip_hours(
         case: tuple[int, list[str], dict[str, float], dict[str, float]]) -> None:
     count, documents, limits, biggest = case
-    simulation, _ = simulate(documents, count=count, until=3 * DAY)
+    simulation, results = simulate(documents, count=count, until=3 * DAY)
+    declared = {f"team/{d.split('name: ')[1].split(',')[0]}" for d in documents if "activeDeadlineSeconds" in d}
+    assert not [e for e in results.evictions if e["job"] in declared]  # a job that commits is never stopped
     for name, limit in limits.items():
         for used in periods_used(books(simulation, name)):
             assert used <= limit + biggest[name] + 1e-6, (name, used, limit)

@@ -97,6 +97,21 @@ def is_extended_resource(name: str) -> bool:
     return "/" in name and not name.split("/", 1)[0].endswith("kubernetes.io")
 
 
+GIB = float(1 << 30)
+
+
+def hourly_cost(name: str, milli: int) -> float:
+    """What an hour of ``milli`` (thousandths) of resource ``name`` costs in a budget's units (``QueueUsage``):
+    chips of an extended resource, cores of ``cpu``, GiB of ``memory``; 0 for anything else."""
+    if milli <= 0:
+        return 0.0
+    if name == "cpu":
+        return milli / 1000.0
+    if name == "memory":
+        return milli / 1000.0 / GIB
+    return milli / 1000.0 if is_extended_resource(name) else 0.0
+
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 Int32 = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
@@ -410,6 +425,9 @@ class PodSpec(_Model):
     schedulerName: str = "default-scheduler"
     nodeName: str = ""
     restartPolicy: Literal["Always", "OnFailure", "Never"] | None = None
+    activeDeadlineSeconds: int | None = Field(default=None, ge=1, le=10 * 366 * 86400)
+    """The kubelet ends the pod (Failed, ``DeadlineExceeded``) this long after it started: what a hard budget
+    counts the pod as committing (``Session.budget_exhausted``)."""
     topologySpreadConstraints: list[TopologySpreadConstraint] = Field(default_factory=list)
     schedulingGates: list[SchedulingGate] = Field(default_factory=list)
     """While any gate is listed the pod is not scheduled (kube-scheduler's SchedulingGates)."""
@@ -1035,6 +1053,13 @@ class QueueUsage(_Model):
     metadata: ObjectMeta
     spec: QueueUsageSpec = Field(default_factory=QueueUsageSpec)
     status: QueueUsageStatus = Field(default_factory=QueueUsageStatus)
+
+    def budget_state(self) -> tuple[object, ...]:
+        """What placement reads of the budget — what is used up, what that means, and for a hard budget the
+        period (a new one may hold a job that waited for it): only its change wakes the scheduler, not the
+        accountant's periodic writes."""
+        hard = self.spec.whenExhausted == "Stop" and bool(self.spec.budget)
+        return (tuple(self.status.exhausted), self.spec.whenExhausted, self.status.periodStart if hard else None)
 
 
 class ExactMatch(_Strict):

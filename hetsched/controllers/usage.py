@@ -44,13 +44,12 @@ from hetsched.api.objects import (
     QueueUsage,
     QueueUsageStatus,
     UsagePeriod,
-    is_extended_resource,
+    hourly_cost,
 )
 from hetsched.controllers.workqueue import WorkQueue
 from hetsched.ports import Clock, Conflict, NotFound, ObjectStore, WatchEvent
 
 HOUR = 3600.0
-GIB = float(1 << 30)
 INTERVAL = 60.0
 HALF_LIFE = 7 * 86400.0
 TERMINAL = ("Succeeded", "Failed")
@@ -58,17 +57,7 @@ TERMINAL = ("Succeeded", "Failed")
 
 def charge(pod: Pod) -> dict[str, float]:
     """What one hour of the pod costs, per resource: chips (each extended resource), cores, GiB."""
-    rates: dict[str, float] = {}
-    for name, milli in pod.spec.requests.items():
-        if milli <= 0:
-            continue
-        if name == "cpu":
-            rates[name] = milli / 1000.0
-        elif name == "memory":
-            rates[name] = milli / 1000.0 / GIB
-        elif is_extended_resource(name):
-            rates[name] = milli / 1000.0
-    return rates
+    return {name: cost for name, milli in pod.spec.requests.items() if (cost := hourly_cost(name, milli)) > 0}
 
 
 @dataclass
@@ -83,6 +72,9 @@ class _Run:
     rates: dict[str, float]
     start: float
     end: float | None = None
+    ends_by: float | None = None
+    """Its start plus ``activeDeadlineSeconds``: the latest it runs to, what a hard budget counts it as
+    committing (None without a deadline)."""
 
 
 def _decay(amounts: Mapping[str, float], factor: float) -> dict[str, float]:
@@ -165,7 +157,9 @@ class UsageController:
             self.runs[key] = _Run(f"{namespace}/{group}" if group else "",
                                   membership.queue_name(pod.metadata.annotations, pod.metadata.labels), namespace,
                                   rates, min(started, now),
-                                  min(max(finished), now) if finished and pod.status.phase in TERMINAL else None)
+                                  min(max(finished), now) if finished and pod.status.phase in TERMINAL else None,
+                                  started + pod.spec.activeDeadlineSeconds
+                                  if pod.spec.activeDeadlineSeconds is not None else None)
             return
         if run.end is None and (kind == "DELETED" or pod.status.phase in TERMINAL):
             run.end = now
@@ -337,7 +331,10 @@ class UsageController:
                 for namespace, amounts in day.byNamespace.items():
                     _add(by_namespace.setdefault(namespace, {}), amounts, 1.0)
         # within a millionth of an hour counts as used up: hours summed second by second round below the limit
-        exhausted = sorted(name for name, limit in spec.budget.items() if used.get(name, 0.0) >= limit - 1e-6)
+        committed = self._committed(spec.whenExhausted, runs, now, periods.next_start(start, spec.period,
+                                                                                       spec.timeZone))
+        exhausted = sorted(name for name, limit in spec.budget.items()
+                           if used.get(name, 0.0) + committed.get(name, 0.0) >= limit - 1e-6)
         return status.model_copy(update={
             "periodStart": start, "periodEnd": periods.next_start(start, spec.period, spec.timeZone),
             "accountedUntil": now, "used": used, "byNamespace": by_namespace, "decayed": decayed,
@@ -364,13 +361,28 @@ class UsageController:
         return [*days, UsagePeriod(periodStart=start, periodEnd=end, used=added, byNamespace=spent)]
 
     @staticmethod
-    def _runs_out(usage: QueueUsage, status: QueueUsageStatus, runs: list[_Run], now: float) -> float | None:
-        """When the first of the queue's budgets is used up at the rate its pods run now (None: never)."""
+    def _committed(when: str, runs: list[_Run], now: float, period_end: float) -> dict[str, float]:
+        """For a hard budget (``Stop``): the hours its running pods with a deadline will still use this period —
+        started within what was left, they are let finish, so the budget is used up when what is used plus
+        this reaches it (and the pods without a deadline are stopped then)."""
+        committed: dict[str, float] = {}
+        if when == "Stop":
+            for run in runs:
+                if run.end is None and run.ends_by is not None and min(run.ends_by, period_end) > now:
+                    _add(committed, run.rates, (min(run.ends_by, period_end) - now) / HOUR)
+        return committed
+
+    def _runs_out(self, usage: QueueUsage, status: QueueUsageStatus, runs: list[_Run], now: float) -> float | None:
+        """When the first of the queue's budgets is used up at the rate its pods run now (None: never); for a
+        hard budget, what its pods with a deadline commit counts as used and only the others' rate runs."""
+        hard = usage.spec.whenExhausted == "Stop"
         rates: dict[str, float] = {}
         for run in runs:
-            if run.end is None:
+            if run.end is None and not (hard and run.ends_by is not None):
                 _add(rates, run.rates, 1.0)
-        times = [max(math.ceil(now + (limit - status.used.get(name, 0.0)) / rates[name] * HOUR), now + 1)
+        committed = self._committed(usage.spec.whenExhausted, runs, now, status.periodEnd or math.inf)
+        times = [max(math.ceil(now + (limit - status.used.get(name, 0.0) - committed.get(name, 0.0))
+                               / rates[name] * HOUR), now + 1)
                  for name, limit in usage.spec.budget.items()
                  if rates.get(name, 0.0) > 0 and name not in status.exhausted]
         return min(times, default=None)

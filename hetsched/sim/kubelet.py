@@ -10,7 +10,8 @@ list, one per attempt: the n-th entry is used for the pod's n-th run, counting t
 ``"1,0"`` fails once and then succeeds. Exit 0 ends the pod Succeeded. A non-zero exit ends it Failed
 (with the code in ``status.containerStatuses``, as Volcano's exitCode policies read it) unless its
 ``restartPolicy`` is ``OnFailure`` or ``Always``: then the kubelet restarts the container in place
-(``restartCount`` + 1) and the run starts over.
+(``restartCount`` + 1) and the run starts over. A pod still running ``activeDeadlineSeconds`` after it
+started fails with reason ``DeadlineExceeded`` (exit 137), as the kubelet ends it.
 
 Checkpoints and lost work: a pod whose template sets ``hetsched.io/checkpoint-interval`` (seconds) saves its
 progress every interval of a run; a pod deleted while running (a fault, an eviction, a restart) keeps what
@@ -140,9 +141,15 @@ class SimKubelet:
             if duration is not None:
                 left = max(0.0, duration - self.saved.get(key, 0.0))
                 self.loop.schedule(now + left, partial(self._finish, key, running.metadata.uid), COMPLETION)
+            deadline = running.spec.activeDeadlineSeconds
+            if deadline is not None and (duration is None or deadline < duration - self.saved.get(key, 0.0)):
+                self.loop.schedule(now + deadline, partial(self._finish, key, running.metadata.uid, True),
+                                   COMPLETION)
         return started
 
-    def _finish(self, key: str, uid: str) -> None:
+    def _finish(self, key: str, uid: str, deadline: bool = False) -> None:
+        """The pod's run ends: its duration is over, or (``deadline``) its ``activeDeadlineSeconds`` — then it
+        fails ``DeadlineExceeded`` whatever its restart policy, as the kubelet ends it."""
         try:
             pod = self.store.get("Pod", key)
         except NotFound:
@@ -151,10 +158,10 @@ class SimKubelet:
         if pod.metadata.uid != uid or pod.status.phase != "Running":
             return
         now = self.loop.clock.now()
-        code = exit_code_of(pod)
+        code = 137 if deadline else exit_code_of(pod)
         name = pod.spec.containers[0].name
         restarts = pod.status.restarts
-        if code != 0 and pod.spec.restartPolicy in ("OnFailure", "Always"):
+        if code != 0 and pod.spec.restartPolicy in ("OnFailure", "Always") and not deadline:
             status = ContainerStatus(name=name, ready=True, restartCount=restarts + 1,
                                      state=ContainerState(running={"startedAt": now}))
             restarted = self.store.update(pod.model_copy(update={
@@ -175,12 +182,12 @@ class SimKubelet:
         if code != 0 and interval and run is not None:  # a failed run keeps what it checkpointed
             kept = math.floor((now - run[1]) / interval + 1e-9) * interval
             self.saved[key] = self.saved.get(key, 0.0) + kept
-        terminated = ContainerStateTerminated(exitCode=code, reason="Completed" if code == 0 else "Error",
-                                              finishedAt=now)
+        why = "DeadlineExceeded" if deadline else "Completed" if code == 0 else "Error"
+        terminated = ContainerStateTerminated(exitCode=code, reason=why, finishedAt=now)
         status = ContainerStatus(name=name, restartCount=restarts, state=ContainerState(terminated=terminated))
         done = self.store.update(pod.model_copy(update={"status": pod.status.model_copy(update={
             "phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [status],
-            "reason": "" if code == 0 else "Error"})}))
+            "reason": "" if code == 0 else "DeadlineExceeded" if deadline else "Error"})}))
         assert isinstance(done, Pod)
         if self.on_finish:
             self.on_finish(done)

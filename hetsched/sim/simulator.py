@@ -39,6 +39,8 @@ from hetsched.metrics.controller import ControllerMetrics
 from hetsched.metrics.scheduler import SchedulerMetrics
 from hetsched.ports import NotFound, WatchEvent
 from hetsched.scheduler.cache import KINDS
+from hetsched.scheduler.contract.decisions import Decisions
+from hetsched.scheduler.contract.reasons import ReasonCode
 from hetsched.scheduler.defaults import default_conf
 from hetsched.scheduler.engine.conf import SchedulerConf
 from hetsched.scheduler.engine.runner import Scheduler
@@ -239,7 +241,7 @@ class Simulation:
     def _wake(self, event: WatchEvent) -> None:
         usage = event.object
         if isinstance(usage, QueueUsage):  # the accountant's writes matter only when a budget's state changes
-            state = (usage.status.exhausted, usage.spec.whenExhausted) if event.type != "DELETED" else ()
+            state = usage.budget_state() if event.type != "DELETED" else ()
             if self._spent.get(usage.metadata.name) == state:
                 return
             self._spent[usage.metadata.name] = state
@@ -262,6 +264,7 @@ class Simulation:
         finally:
             self._in_tick = False
         decided = result.decisions
+        self._wait_for_periods(decided)
         if self._for_renewal and not (decided.binds or decided.evictions or decided.nominations):
             self._renewed = True  # a cycle a renewal woke, with nothing left to start: the run had ended
         self._for_renewal = False
@@ -320,12 +323,30 @@ class Simulation:
             self._timers.add(due)
             self.loop.schedule(due, partial(self._timer, due), ARRIVAL)
 
-    def _renew(self, due: float) -> None:
+    def _wait_for_periods(self, decided: Decisions) -> None:
+        """A job a hard budget holds back (``BudgetShort``) may fit the next period: the books open it then
+        (a timer like a renewal: it does not move the run's end), which wakes the scheduler."""
+        short = {reason["queue"] for status in decided.unschedulable.values() for reason in status.reasons
+                 if reason.code is ReasonCode.BUDGET_SHORT}
+        for name in short:
+            try:
+                usage = self.cluster.get("QueueUsage", name)
+            except NotFound:
+                continue
+            due = usage.status.periodEnd if isinstance(usage, QueueUsage) else None
+            if due is not None and due > self.clock.now() and due not in self._renewals:
+                self._renewals.add(due)
+                self.loop.schedule(due, partial(self._renew, due, True), ARRIVAL)
+
+    def _renew(self, due: float, period_end: bool = False) -> None:
         """A used-up budget's period ended: the accountant opens the next one (what waited for it may run).
         Only the books change here, so the run's end is not moved by it (``run``)."""
         self._renewals.discard(due)
         self._renewed = True
-        self.usage_controller.wake()
+        if period_end:  # a period's end the accountant need not tick at by itself (nothing was used up)
+            self.usage_controller.tick()
+        else:
+            self.usage_controller.wake()
 
     def _timer(self, due: float) -> None:
         self._timers.discard(due)

@@ -36,7 +36,15 @@ from hetsched.api.volcano_annotations import SCORING
 from hetsched.devices.cann import CANN_ANNOTATION
 from hetsched.devices.partition_requests import ANNOTATIONS as PARTITION_ANNOTATIONS
 from hetsched.devices.partition_requests import LABELS as PARTITION_LABELS
-from hetsched.scheduler.cache.pods import Group, PodRecord, cooldown, preemptable, required_anti, running_since
+from hetsched.scheduler.cache.pods import (
+    Group,
+    PodRecord,
+    cooldown,
+    ends_by,
+    preemptable,
+    required_anti,
+    running_since,
+)
 from hetsched.scheduler.cache.settled import SettledJobs, is_settled
 from hetsched.scheduler.contract.snapshot import (
     MLU_LINK_ANNOTATION,
@@ -254,6 +262,7 @@ def running(jobs: dict[str, JobInfo], groups: dict[str, Group], pods: dict[str, 
                 budgets=tuple(i for i, b in enumerate(budgets) if pod.status.phase == "Running" and covers(b, pod)),
                 job_priority=jobs[job_key].priority, preemptable=preemptable(pod),
                 subgroup=member[0] if member is not None else "", running_since=running_since(pod),
+                started=pod.status.startTime, ends_by=ends_by(pod),
                 cooldown=cooldown(pod)))
     return result, allowed
 
@@ -264,10 +273,11 @@ def _spent(usage: QueueUsage | None) -> dict[str, Any]:
     if usage is None:
         return {}
     found: dict[str, Any] = {"decayed": usage.status.decayed, "decayed_by_namespace": usage.status.decayedByNamespace,
-                             "used": usage.status.used, "budget": usage.spec.budget}
+                             "used": usage.status.used, "budget": usage.spec.budget,
+                             "when_exhausted": usage.spec.whenExhausted,
+                             "accounted_until": usage.status.accountedUntil, "renewal": usage.status.periodEnd}
     if usage.status.exhausted:
-        found.update(exhausted=tuple(usage.status.exhausted), when_exhausted=usage.spec.whenExhausted,
-                     renewal=usage.status.periodEnd)
+        found.update(exhausted=tuple(usage.status.exhausted))
     return found
 
 

@@ -50,6 +50,13 @@ def preemptable(pod: Pod) -> bool:
     return value is None or value.strip() in _TRUE
 
 
+def ends_by(pod: Pod) -> float | None:
+    """The latest a started pod runs to: its ``status.startTime`` plus ``activeDeadlineSeconds`` (None without
+    either)."""
+    deadline, started = pod.spec.activeDeadlineSeconds, pod.status.startTime
+    return started + deadline if deadline is not None and started is not None else None
+
+
 def running_since(pod: Pod) -> float | None:
     """When a Running pod was scheduled (its ``PodScheduled=True`` condition's time), as Volcano's ``cdp``
     reads it; None for a pod not Running or without the condition."""

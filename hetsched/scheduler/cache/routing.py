@@ -199,7 +199,7 @@ class SchedulerCache:
         after = self._usages.get(name)
 
         def state(found: QueueUsage | None) -> tuple[object, ...]:
-            return (found.status.exhausted, found.spec.whenExhausted) if found is not None else ()
+            return found.budget_state() if found is not None else ()
 
         if state(before) != state(after):
             self.parked.freed()

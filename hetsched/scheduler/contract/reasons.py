@@ -86,6 +86,9 @@ class ReasonCode(enum.Enum):
     """The job's namespace may not submit to its queue (``api.queue_access``)."""
     BUDGET_EXHAUSTED = "BudgetExhausted"
     """The queue's budget (``QueueUsage``, ``whenExhausted: Wait``) is used up for a resource the job asks."""
+    BUDGET_SHORT = "BudgetShort"
+    """A hard budget (``whenExhausted: Stop``) has less left this period than the job's pods commit (their
+    requests × ``activeDeadlineSeconds``)."""
     BUDGET_IDLE = "BudgetIdle"
     """The queue's budget is used up (``whenExhausted: Idle``): the job runs only on capacity nobody asks for."""
     QUEUE_NOT_OPEN = "QueueNotOpen"
@@ -280,6 +283,14 @@ SPECS: dict[ReasonCode, Spec] = {
         ("queue", "resources", "renewal"), lambda r: f"queue {r['queue']} has used its budget of "
         f"{', '.join(r['resources'])} for this period; its jobs asking for them wait until the period ends "
         f"({r['renewal']})", "budget exhausted"),
+    ReasonCode.BUDGET_SHORT: Spec(
+        ("queue", "resource", "budget", "commits", "left", "renewal"), lambda r: f"queue {r['queue']} has "
+        f"{r['left']:g} {r['resource']} hours left this period (its running pods' commitments counted) and this "
+        f"job's pods commit {r['commits']:g} (requests × activeDeadlineSeconds); " + (
+            f"that is more than the whole budget ({r['budget']:g} a period): it never starts under it — shorten "
+            "activeDeadlineSeconds or raise the budget" if r["commits"] > r["budget"] else
+            f"it waits until what is left holds it, at the latest until the period ends ({r['renewal']})"),
+        "budget short"),
     ReasonCode.BUDGET_IDLE: Spec(
         ("queue", "resources"), lambda r: f"queue {r['queue']} has used its budget of {', '.join(r['resources'])} "
         "for this period; its jobs run only on capacity no other queue is asking for", "budget used up"),

@@ -167,10 +167,11 @@ class QueueInfo:
     exhausted: tuple[str, ...] = ()
     """Resources whose budget its ``QueueUsage`` says this period has used up (``controllers.usage``)."""
     when_exhausted: str = "Wait"
-    """``Wait`` (its jobs asking those resources are not admitted or placed) or ``Idle`` (they are placed only
-    on capacity no other queue asks for, when ``allocate`` lends)."""
+    """``Wait`` (its jobs asking those resources are not admitted or placed), ``Stop`` (and its running pods
+    holding them are evicted) or ``Idle`` (they are placed only on capacity no other queue asks for, when
+    ``allocate`` lends)."""
     renewal: float | None = None
-    """When the budget's period ends (a fresh budget)."""
+    """When its ``QueueUsage``'s current period ends (a fresh budget)."""
     decayed: dict[str, float] = field(default_factory=dict)
     """Its ``QueueUsage``'s decayed hours per resource (``controllers.usage``; ``fairshare`` orders by them)."""
     decayed_by_namespace: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -178,6 +179,8 @@ class QueueInfo:
     """Hours its pods used this budget period, per resource (its ``QueueUsage``; for metrics)."""
     budget: dict[str, float] = field(default_factory=dict)
     """Hours per period it may use, per resource (its ``QueueUsage``'s ``spec.budget``)."""
+    accounted_until: float | None = None
+    """Run time up to this moment is in :attr:`used` (``status.accountedUntil``)."""
 
 
 @dataclass
@@ -461,6 +464,11 @@ class RunningPod:
     """When it was scheduled (its ``PodScheduled`` condition), once it is Running; None before."""
     cooldown: float | None = None
     """Seconds after :attr:`running_since` it may not be a victim (``volcano.sh/cooldown-time``, for ``cdp``)."""
+    started: float | None = None
+    """``status.startTime``: from when its budget is charged (``controllers.usage``)."""
+    ends_by: float | None = None
+    """The latest it runs to (its start plus ``activeDeadlineSeconds``), None without a deadline: what a hard
+    budget counts it as committing."""
 
 
 def tightest_chip(free_milli: IntArray, milli: int, free_memory: IntArray | None = None,

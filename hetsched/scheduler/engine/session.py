@@ -12,6 +12,7 @@ The combination rules are documented in ``scheduler.contract.framework``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -20,7 +21,7 @@ import numpy as np
 
 from hetsched import periods
 from hetsched.api import queue_access
-from hetsched.api.objects import Condition
+from hetsched.api.objects import Condition, hourly_cost
 from hetsched.ports import Stopwatch
 from hetsched.scheduler.contract.arrays import BoolArray, FloatArray, IntArray
 from hetsched.scheduler.contract.decisions import Decisions, PodGroupUpdate
@@ -82,6 +83,11 @@ class Session:
         sets this job aside and runs the cycle again without it (``scheduler.engine.runner``)."""
         self._spent_lines: dict[str, tuple[QueueInfo, ...]] = {}
         self._guests: dict[str, str] | None = None
+        self._hard_lines: dict[str, tuple[QueueInfo, ...]] = {}
+        self._in_flight: dict[str, dict[str, float]] = {}
+        """Queue → hours its subtree's running pods use beyond its books (:meth:`_running_spend`)."""
+        self._commitments: dict[str, dict[str, dict[str, float]]] = {}
+        """Job key → queue → resource → hours the job was approved to commit this session (hard budgets)."""
         self.lending = False
         """Set by ``allocate`` while it lends capacity beyond deserved shares (``SessionView.lending``)."""
         self.halted = halted
@@ -246,7 +252,8 @@ class Session:
 
     def budget_exhausted(self, job: JobInfo) -> Reason | None:
         """Why ``job`` waits for a budget's next period (its queue's, or an ancestor's, with ``whenExhausted:
-        Wait`` or ``Stop``, and it asks a resource the period has used up), or None."""
+        Wait`` or ``Stop``, and it asks a resource the period has used up; or a ``Stop`` budget has less left
+        than its pods commit, :meth:`_budget_short`), or None."""
         for queue in self._spent_line(self.snapshot.queues[job.queue]):
             if queue.when_exhausted == "Idle":
                 continue
@@ -254,7 +261,86 @@ class Session:
             if asked:
                 renewal = periods.iso(queue.renewal) if queue.renewal is not None else "unknown"
                 return Reason.of(ReasonCode.BUDGET_EXHAUSTED, queue=queue.name, resources=asked, renewal=renewal)
+        return self._budget_short(job)
+
+    def _budget_short(self, job: JobInfo) -> Reason | None:
+        """A hard budget starts a job whose pods all declare ``activeDeadlineSeconds`` only when what they
+        commit — each resource's hours × the whole deadline — fits what the period has left once the running
+        pods' commitments are counted (a running pod with a deadline commits to its end within the period,
+        one without it to now; it is stopped when the budget runs out). Committing the whole deadline here
+        keeps a job that runs into the next period within that period's budget too (it is never more than
+        this one's). Approved jobs commit for the rest of the session. A job without deadlines is started
+        while anything is left, and stopped with the rest."""
+        pending = [g for g in job.groups if g.pending]
+        if not pending or any(g.spec.activeDeadlineSeconds is None for g in pending):
+            return None
+        line = self._hard_line(self.snapshot.queues[job.queue])
+        if not line:
+            return None
+        columns = self.snapshot.resources.columns
+        commits: dict[str, dict[str, float]] = {}
+        for queue in line:
+            wants = commits[queue.name] = {}
+            for name, budget in queue.budget.items():
+                column = columns.get(name)
+                if column is None:
+                    continue
+                hours = sum(hourly_cost(name, int(g.request[column])) * len(g.pending)
+                            * float(g.spec.activeDeadlineSeconds or 0) for g in pending) / 3600
+                if hours <= 0:
+                    continue
+                left = self._budget_left(queue, name, job.key)
+                if hours > left + 1e-9:
+                    renewal = periods.iso(queue.renewal) if queue.renewal is not None else "unknown"
+                    return Reason.of(ReasonCode.BUDGET_SHORT, queue=queue.name, resource=name, budget=budget,
+                                     commits=round(hours, 3), left=round(max(left, 0.0), 3), renewal=renewal)
+                wants[name] = hours
+        self._commitments[job.key] = commits
         return None
+
+    def _hard_line(self, queue: QueueInfo) -> tuple[QueueInfo, ...]:
+        """The queue and its ancestors with a ``Stop`` budget (used up or not)."""
+        found = self._hard_lines.get(queue.name)
+        if found is None:
+            queues, line, info = self.snapshot.queues, [], queue
+            for _ in range(64):
+                if info.when_exhausted == "Stop" and info.budget:
+                    line.append(info)
+                parent = queues.get(info.parent) if info.parent and info.parent != "root" else None
+                if parent is None or parent is queue:
+                    break
+                info = parent
+            found = self._hard_lines[queue.name] = tuple(line)
+        return found
+
+    def _budget_left(self, queue: QueueInfo, name: str, job: str) -> float:
+        """Hours of ``name`` the queue's period has left for ``job``: the budget, less what is used (the books,
+        then the running pods of its subtree since they were written, to their deadline or to now), less
+        what jobs approved earlier in the session commit."""
+        spent = self._in_flight.get(queue.name)
+        if spent is None:
+            spent = self._in_flight[queue.name] = self._running_spend(queue)
+        approved = sum(c.get(queue.name, {}).get(name, 0.0) for key, c in self._commitments.items() if key != job)
+        return queue.budget[name] - queue.used.get(name, 0.0) - spent.get(name, 0.0) - approved
+
+    def _running_spend(self, queue: QueueInfo) -> dict[str, float]:
+        """Hours the running pods of the queue's subtree use beyond its books, up to the period's end."""
+        snapshot = self.snapshot
+        spend: dict[str, float] = {}
+        since = queue.accounted_until if queue.accounted_until is not None else self.now
+        end_of_period = queue.renewal if queue.renewal is not None else math.inf
+        columns = [(name, column) for name in queue.budget if (column := snapshot.resources.columns.get(name))
+                   is not None]
+        for pod in snapshot.running:
+            if not any(q is queue for q in self._hard_line(snapshot.queues[snapshot.jobs[pod.job].queue])):
+                continue
+            begin = max(pod.started if pod.started is not None else self.now, since)
+            end = min(pod.ends_by if pod.ends_by is not None else self.now, end_of_period)
+            if end > begin:
+                for name, column in columns:
+                    spend[name] = spend.get(name, 0.0) + hourly_cost(name, int(pod.request[column])) * (
+                        end - begin) / 3600
+        return spend
 
     def budget_idle(self, queue: QueueInfo, group: TaskGroup) -> Reason | None:
         """Why ``group`` may take only what no queue asks for (``whenExhausted: Idle`` on its queue or an
