@@ -17,12 +17,12 @@ from hetsched.cluster.spec import parse_cluster_spec
 from hetsched.scheduler.defaults import DEFAULT_CONF_YAML, parse_conf
 from hetsched.sim.simulator import Simulation
 
-pytestmark = pytest.mark.timeout(300)
+EXAMPLES = int(os.environ.get("HETSCHED_BUDGET_EXAMPLES", "25"))
+pytestmark = pytest.mark.timeout(max(300, 10 * EXAMPLES))  # a longer property run gets the time it needs
 CHIPS = "huawei.com/Ascend910"
 DAY = 86400.0
 RECLAIM = parse_conf(DEFAULT_CONF_YAML.replace('actions: "enqueue, allocate, backfill"',
                                                'actions: "enqueue, allocate, reclaim, backfill"'))
-EXAMPLES = int(os.environ.get("HETSCHED_BUDGET_EXAMPLES", "25"))
 
 
 def servers(count: int) -> list[Any]:

@@ -81,9 +81,8 @@ class Session:
         self.handling: str | None = None
         """The job an action is working on (its key), None between jobs: when something raises, the runner
         sets this job aside and runs the cycle again without it (``scheduler.engine.runner``)."""
-        self._spent_lines: dict[str, tuple[QueueInfo, ...]] = {}
+        self._lines: dict[tuple[str, str], tuple[QueueInfo, ...]] = {}
         self._guests: dict[str, str] | None = None
-        self._hard_lines: dict[str, tuple[QueueInfo, ...]] = {}
         self._in_flight: dict[str, dict[str, float]] = {}
         """Queue → hours its subtree's running pods use beyond its books (:meth:`_running_spend`)."""
         self._commitments: dict[str, dict[str, dict[str, float]]] = {}
@@ -233,28 +232,28 @@ class Session:
             any(g.request[columns[name]] > 0 for g in groups)
             or (minimum is not None and minimum[columns[name]] > 0)))
 
-    def _spent_line(self, queue: QueueInfo) -> tuple[QueueInfo, ...]:
-        """The queues whose used-up budget binds ``queue``: itself and its ancestors (``spec.parent``; a
-        parent's budget counts its whole subtree, ``controllers.usage``) with a resource used up. Kept for
-        the session: budgets change only between cycles."""
-        found = self._spent_lines.get(queue.name)
+    def _line(self, queue: QueueInfo, kind: str) -> tuple[QueueInfo, ...]:
+        """The queue and its ancestors (``spec.parent``, up to the top; a parent's budget counts its whole
+        subtree, ``controllers.usage``) that have ``kind``: ``spent`` — a resource used up — or ``hard`` — a
+        ``Stop`` budget, used up or not. Kept for the session: budgets change only between cycles."""
+        found = self._lines.get((kind, queue.name))
         if found is None:
             queues, line, info = self.snapshot.queues, [], queue
             for _ in range(64):
-                if info.exhausted:
+                if (info.exhausted if kind == "spent" else info.when_exhausted == "Stop" and bool(info.budget)):
                     line.append(info)
                 parent = queues.get(info.parent) if info.parent and info.parent != "root" else None
                 if parent is None or parent is queue:
                     break
                 info = parent
-            found = self._spent_lines[queue.name] = tuple(line)
+            found = self._lines[(kind, queue.name)] = tuple(line)
         return found
 
     def budget_exhausted(self, job: JobInfo) -> Reason | None:
         """Why ``job`` waits for a budget's next period (its queue's, or an ancestor's, with ``whenExhausted:
         Wait`` or ``Stop``, and it asks a resource the period has used up; or a ``Stop`` budget has less left
         than its pods commit, :meth:`_budget_short`), or None."""
-        for queue in self._spent_line(self.snapshot.queues[job.queue]):
+        for queue in self._line(self.snapshot.queues[job.queue], "spent"):
             if queue.when_exhausted == "Idle":
                 continue
             asked = self._asked(queue.exhausted, [g for g in job.groups if g.pending], job.min_resources)
@@ -274,7 +273,7 @@ class Session:
         pending = [g for g in job.groups if g.pending]
         if not pending or any(g.spec.activeDeadlineSeconds is None for g in pending):
             return None
-        line = self._hard_line(self.snapshot.queues[job.queue])
+        line = self._line(self.snapshot.queues[job.queue], "hard")
         if not line:
             return None
         columns = self.snapshot.resources.columns
@@ -298,21 +297,6 @@ class Session:
         self._commitments[job.key] = commits
         return None
 
-    def _hard_line(self, queue: QueueInfo) -> tuple[QueueInfo, ...]:
-        """The queue and its ancestors with a ``Stop`` budget (used up or not)."""
-        found = self._hard_lines.get(queue.name)
-        if found is None:
-            queues, line, info = self.snapshot.queues, [], queue
-            for _ in range(64):
-                if info.when_exhausted == "Stop" and info.budget:
-                    line.append(info)
-                parent = queues.get(info.parent) if info.parent and info.parent != "root" else None
-                if parent is None or parent is queue:
-                    break
-                info = parent
-            found = self._hard_lines[queue.name] = tuple(line)
-        return found
-
     def _budget_left(self, queue: QueueInfo, name: str, job: str) -> float:
         """Hours of ``name`` the queue's period has left for ``job``: the budget, less what is used (the books,
         then the running pods of its subtree since they were written, to their deadline or to now), less
@@ -332,7 +316,7 @@ class Session:
         columns = [(name, column) for name in queue.budget if (column := snapshot.resources.columns.get(name))
                    is not None]
         for pod in snapshot.running:
-            if not any(q is queue for q in self._hard_line(snapshot.queues[snapshot.jobs[pod.job].queue])):
+            if not any(q is queue for q in self._line(snapshot.queues[snapshot.jobs[pod.job].queue], "hard")):
                 continue
             begin = max(pod.started if pod.started is not None else self.now, since)
             end = min(pod.ends_by if pod.ends_by is not None else self.now, end_of_period)
@@ -345,7 +329,7 @@ class Session:
     def budget_idle(self, queue: QueueInfo, group: TaskGroup) -> Reason | None:
         """Why ``group`` may take only what no queue asks for (``whenExhausted: Idle`` on its queue or an
         ancestor: placed when ``allocate`` lends), or None."""
-        for spent in self._spent_line(queue):
+        for spent in self._line(queue, "spent"):
             if spent.when_exhausted == "Idle" and (asked := self._asked(spent.exhausted, [group])):
                 return Reason.of(ReasonCode.BUDGET_IDLE, queue=spent.name, resources=asked)
         return None
@@ -367,7 +351,7 @@ class Session:
         a resource the pod holds, or None: an ``Idle`` one makes the pod a guest, the first reclaimed
         (``reclaim``); a ``Stop`` one has its job evicted (``engine.budgets``)."""
         columns = self.snapshot.resources.columns
-        for queue in self._spent_line(self.snapshot.queues[self.snapshot.jobs[pod.job].queue]):
+        for queue in self._line(self.snapshot.queues[self.snapshot.jobs[pod.job].queue], "spent"):
             if queue.when_exhausted == mode and any(
                     name in columns and pod.request[columns[name]] > 0 for name in queue.exhausted):
                 return queue.name

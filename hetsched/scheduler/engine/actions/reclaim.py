@@ -53,7 +53,8 @@ def execute(session: Session) -> None:
     queues = session.snapshot.queues
     shares = all(q.deserved is not None for q in queues.values())  # else nothing is "above its share"
     guest_jobs = session.guests()
-    guests = {pod.key: guest_jobs[pod.job] for pod in session.snapshot.running if pod.job in guest_jobs}
+    guests = {pod.key: guest_jobs[pod.job] for pod in session.snapshot.running
+              if pod.job in guest_jobs} if guest_jobs else {}  # the running pods are built only when needed
     if not shares and not guests:
         return
     for job in starving(session):
