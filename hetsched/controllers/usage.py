@@ -20,7 +20,9 @@ Rules:
   run time since ``status.accountedUntil`` is added, split at period boundaries: a closed period goes to
   ``status.history``; a ``Rolling`` period of N days is today and the N−1 days before it, kept day by day.
   ``decayed`` halves every ``half_life``.
-  ``exhausted`` lists the resources whose budget the period has used up.
+  ``exhausted`` lists the resources whose budget the period has used up — for a hard budget
+  (``whenExhausted: Stop``) counting as used what its running pods with ``activeDeadlineSeconds`` will still
+  run this period: they were started only when that fitted, and are let finish.
 - The status is durable: after a restart or a leader change the new accountant resumes from
   ``accountedUntil`` for the pods still there; a pod that ended and was deleted while no accountant ran is
   charged to ``accountedUntil`` only (documented: at most the downtime is lost, never counted twice).
@@ -330,9 +332,9 @@ class UsageController:
                 _add(used, day.used, 1.0)
                 for namespace, amounts in day.byNamespace.items():
                     _add(by_namespace.setdefault(namespace, {}), amounts, 1.0)
-        # within a millionth of an hour counts as used up: hours summed second by second round below the limit
         committed = self._committed(spec.whenExhausted, runs, now, periods.next_start(start, spec.period,
                                                                                        spec.timeZone))
+        # within a millionth of an hour counts as used up: hours summed second by second round below the limit
         exhausted = sorted(name for name, limit in spec.budget.items()
                            if used.get(name, 0.0) + committed.get(name, 0.0) >= limit - 1e-6)
         return status.model_copy(update={
