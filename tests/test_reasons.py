@@ -24,7 +24,7 @@ SAMPLES: dict[str, Any] = {
     "verb": "jobEnqueueable", "message": "the extender refused to admit the job", "cann": "8.2.RC1",
     "problem": "resource volcano.sh/vgpu-cores: 150 is over 100", "mode": "mig", "source": "nvidia.com/mig-1g.5gb",
     "template": "1g.5gb", "namespace": "search-ranking", "resources": ("huawei.com/Ascend910", "cpu"),
-    "renewal": "2027-01-01T00:00:00Z", "quota": "team-quota",
+    "renewal": "2027-01-01T00:00:00Z", "quota": "team-quota", "budget": 16.0, "commits": 8.0, "left": 4.0,
 }
 
 
