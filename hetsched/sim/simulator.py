@@ -319,9 +319,9 @@ class Simulation:
                                 or accountant.changed):
             accountant.tick()
         due = accountant.predicted  # a budget runs out then at the current rate: seen at that very second
-        if due is not None and due > self.clock.now() and due not in self._timers:
-            self._timers.add(due)
-            self.loop.schedule(due, partial(self._timer, due), ARRIVAL)
+        if due is not None and due > self.clock.now() and due not in self._renewals:
+            self._renewals.add(due)  # books only, like a renewal: a stale one does not move the run's end
+            self.loop.schedule(due, partial(self._renew, due), ARRIVAL)
 
     def _wait_for_periods(self, decided: Decisions) -> None:
         """A job a hard budget holds back (``BudgetShort``) may fit the next period: the books open it then
